@@ -1,0 +1,26 @@
+"""attn_lib: the library behind attn-book.
+
+Reproducible companion to *On the Interpolation Error of Nonlinear Attention versus Linear
+Regression* (Liao, Liu, Hou, Zou, Ling; arXiv:2506.18656).
+
+Modules
+-------
+setting
+    :class:`Setting`, the model's scalars and their validation.
+hermite
+    Hermite coefficients ``a0, a1, a2, nu`` of the nonlinearity.
+data
+    Signal-plus-noise tokens and weight vectors with a prescribed geometry.
+kernel
+    The attention kernel ``K = f(X^T W X / sqrt(p)) / sqrt(p)``.
+simulate
+    Monte Carlo interpolation errors of attention and ridge regression.
+theory
+    Deterministic equivalents (Marchenko–Pastur tools, ridge, attention).
+"""
+
+from . import data, hermite, kernel, simulate, theory
+from .setting import Setting
+
+__all__ = ["Setting", "data", "hermite", "kernel", "simulate", "theory"]
+__version__ = "0.1.0"

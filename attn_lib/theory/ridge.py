@@ -1,0 +1,89 @@
+r"""Deterministic equivalent of the ridge (linear regression) interpolation error.
+
+Derivation (used by the book's "Deterministic equivalent" chapter)
+-----------------------------------------------------------------
+With ``Phi = X = mu y^T + Z`` and ``S_x = X^T X / p`` we have ``X^T X / n = c S_x``, so
+
+    y^T (X^T X / n + gamma)^{-1} y / n = (1/c) yh^T (S_x - z)^{-1} yh,   z = -gamma / c,
+
+with the unit vector ``yh = y / sqrt(n)``. Expanding ``X^T X`` shows that ``S_x`` is the noise
+Gram matrix ``S = Z^T Z / p`` plus a rank-two perturbation,
+
+    S_x = S + U C U^T,   U = [yh, e],   e = Z^T mu / sqrt(p),
+    C = [[snr / c, 1 / sqrt(c)], [1 / sqrt(c), 0]].
+
+Woodbury with ``R = (S - z)^{-1}`` gives
+``yh^T (S_x - z)^{-1} yh = yh^T R yh - yh^T R U (C^{-1} + U^T R U)^{-1} U^T R yh``.
+By the isotropic Marchenko–Pastur law ``yh^T R yh -> m(z)`` (``yh`` is independent of ``Z``),
+``e^T R e -> snr (1 + z m~(z))`` (because ``Z R Z^T / p = I + z (Z Z^T/p - z)^{-1}``), and
+``yh^T R e -> 0`` (it changes sign with ``Z -> -Z``). With ``C^{-1} = [[0, sqrt c], [sqrt c, -snr]]``
+the 2x2 algebra collapses to
+
+    q(z) = m(z) / (1 - snr z m(z) m~(z) / c).
+
+The error is a derivative: ``E(gamma) = gamma^2 y^T Q^2 y / n = -gamma^2 d/dgamma [q(-gamma/c)/c]
+= (gamma / c)^2 q'(-gamma/c)``, evaluated in closed form from ``m'`` (no finite differences).
+
+Checks: ``snr = 0`` gives ``(gamma/c)^2 m'(-gamma/c)``; as ``gamma -> 0`` with ``c < 1`` the error
+tends to ``(1 - c)/(1 + snr)`` (the part of ``y`` outside the row space of ``X``), and to 0 for
+``c > 1``; as ``gamma -> inf`` it tends to 1.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._validation import check_gammas
+from ..setting import Setting
+from . import marchenko_pastur as mp
+
+
+def ridge_resolvent_form(setting: Setting, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``q(z)`` and ``q'(z)``, the limit of ``yh^T (X^T X / p - z)^{-1} yh`` and its derivative.
+
+    Parameters
+    ----------
+    setting : Setting
+        Only ``c`` and ``snr`` enter.
+    z : ndarray
+        Points off the spectrum (for example ``-gamma / c``).
+    """
+    c, s = setting.c, setting.snr
+    phi = 1.0 / c
+    m = mp.stieltjes(z, c)
+    dm = mp.stieltjes_derivative(z, c, m)
+    A = phi * z * m + phi - 1.0            # z m~(z)
+    dA = phi * (m + z * dm)
+    den = 1.0 - (s / c) * m * A
+    q = m / den
+    dq = (dm * den + m * (s / c) * (dm * A + m * dA)) / den ** 2
+    return q, dq
+
+
+def ridge_error(setting: Setting, gammas: object) -> np.ndarray:
+    """Deterministic equivalent of the ridge interpolation error.
+
+    ``E(gamma) = gamma^2 y^T (X^T X / n + gamma I)^{-2} y / n -> (gamma/c)^2 q'(-gamma/c)``
+    with ``q(z) = m(z) / (1 - snr z m(z) m~(z) / c)`` (see the module docstring).
+
+    Parameters
+    ----------
+    setting : Setting
+        Only ``c`` and ``snr`` enter; the nonlinearity and weights do not.
+    gammas : float or array_like of shape (G,)
+        Positive ridge parameters.
+
+    Returns
+    -------
+    ndarray shaped like ``gammas``, values in ``[0, 1]``.
+    """
+    if not isinstance(setting, Setting):
+        raise TypeError(f"setting must be an attn_lib.Setting, got {type(setting).__name__}")
+    g = check_gammas(gammas)
+    z = -g / setting.c
+    _, dq = ridge_resolvent_form(setting, z)
+    out = z ** 2 * dq
+    if not np.all(np.isfinite(out)):
+        raise FloatingPointError(f"ridge_error produced non-finite values for {setting} at "
+                                 f"gammas {g[~np.isfinite(out)]}")
+    return out

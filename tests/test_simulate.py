@@ -1,0 +1,108 @@
+"""Monte Carlo simulator: definitions, reproducibility, bad input."""
+
+import numpy as np
+import pytest
+
+import attn_lib as al
+from attn_lib.simulate import interpolation_error
+
+GAMMAS = np.array([1e-4, 1e-2, 1.0, 10.0])
+
+
+def _direct(Phi, y, gamma):
+    n = Phi.shape[1]
+    Q = np.linalg.inv(Phi.T @ Phi / n + gamma * np.eye(n))
+    return gamma ** 2 * y @ Q @ Q @ y / n
+
+
+@pytest.mark.parametrize("p, n", [(30, 50), (50, 50), (80, 50)])
+def test_interpolation_error_matches_direct_solve(p, n):
+    rng = np.random.default_rng(1)
+    Phi, y = rng.standard_normal((p, n)), rng.choice([-1.0, 1.0], n)
+    got = interpolation_error(Phi, y, GAMMAS)
+    want = [_direct(Phi, y, g) for g in GAMMAS]
+    assert np.allclose(got, want, rtol=1e-9, atol=1e-14)
+
+
+def test_attention_kernel_definition():
+    s = al.Setting(c=0.5, snr=2.0, f="relu", wk_norm=1.5, wq_norm=0.7, cos_mu_wk=0.3,
+                   cos_mu_wq=0.8, cos_wk_wq=0.1, alpha=1.3)
+    smp = al.data.draw(s, 40, np.random.default_rng(2))
+    p = smp.X.shape[0]
+    f = lambda t: np.maximum(t, 0) - s.hermite.a0
+    K = al.kernel.attention_kernel(smp.X, f, smp.w_K, smp.w_Q, alpha=1.3)
+    M = 1.3 * np.eye(p) + np.outer(smp.w_K, smp.w_Q)
+    want = f(smp.X.T @ M @ smp.X / np.sqrt(p)) / np.sqrt(p)
+    np.fill_diagonal(want, 0)
+    assert np.allclose(K, want, atol=1e-13)
+    Kd = al.kernel.attention_kernel(smp.X, f, smp.w_K, smp.w_Q, alpha=1.3, keep_diagonal=True)
+    assert np.allclose(np.diag(Kd), np.diag(f(smp.X.T @ M @ smp.X / np.sqrt(p)) / np.sqrt(p)))
+
+
+def test_draw_errors_match_definition():
+    s = al.Setting(c=1.5, snr=1.0, f="tanh", wk_norm=1.0, wq_norm=2.0)
+    n = 60
+    att, ridge = al.simulate.draw_errors(s, GAMMAS, n, np.random.default_rng(3))
+    smp = al.data.draw(s, n, np.random.default_rng(3))
+    p = smp.X.shape[0]
+    K = np.tanh(smp.X.T @ (np.eye(p) + np.outer(smp.w_K, smp.w_Q)) @ smp.X / np.sqrt(p)) / np.sqrt(p)
+    np.fill_diagonal(K, 0)
+    assert np.allclose(att, [_direct(smp.X @ K, smp.y, g) for g in GAMMAS], rtol=1e-8)
+    assert np.allclose(ridge, [_direct(smp.X, smp.y, g) for g in GAMMAS], rtol=1e-8)
+
+
+def test_seeding_prefix_and_bit_identity():
+    s = al.Setting(c=0.5, snr=1.0)
+    r4 = al.simulate.errors(s, GAMMAS, n=64, trials=4, seed=7)
+    r8 = al.simulate.errors(s, GAMMAS, n=64, trials=8, seed=7)
+    again = al.simulate.errors(s, GAMMAS, n=64, trials=4, seed=7)
+    assert np.array_equal(r4.attention.values, r8.attention.values[:4])
+    assert np.array_equal(r4.ridge.values, again.ridge.values)
+    assert np.array_equal(r4.attention.values, again.attention.values)
+    other = al.simulate.errors(s, GAMMAS, n=64, trials=4, seed=8)
+    assert not np.array_equal(r4.ridge.values, other.ridge.values)
+
+
+def test_shapes_and_single_trial_std():
+    s = al.Setting(c=0.5)
+    r = al.simulate.errors(s, 0.1, n=32, trials=1)
+    assert r.attention.mean.shape == () and r.ridge.std.shape == ()
+    assert r.attention.std == 0.0 and r.ridge.sem == 0.0
+    r = al.simulate.errors(s, GAMMAS, n=32, trials=3)
+    assert r.attention.mean.shape == GAMMAS.shape and r.p == 16 and r.n == 32
+    assert np.all((r.attention.values >= 0) & (r.attention.values <= 1 + 1e-12))
+    ridge_only = al.simulate.errors(s, GAMMAS, n=32, trials=3, attention=False)
+    assert ridge_only.attention is None
+    assert np.array_equal(ridge_only.ridge.values, r.ridge.values)
+
+
+def test_large_gamma_limit_is_one_and_interpolation_for_p_above_n():
+    s = al.Setting(c=2.0, snr=1.0, wk_norm=1.0, wq_norm=1.0)
+    r = al.simulate.errors(s, [1e-8, 1e6], n=64, trials=2)
+    assert np.allclose(r.ridge.mean, [0, 1], atol=1e-5)
+    assert np.allclose(r.attention.mean, [0, 1], atol=1e-3)
+
+
+@pytest.mark.parametrize("kwargs, exc, match", [
+    (dict(gammas=0.0), ValueError, r"gammas must be in \(0"),
+    (dict(gammas=-1.0), ValueError, "gammas"),
+    (dict(gammas=[[1.0]]), ValueError, "1-D"),
+    (dict(gammas=[1.0, np.nan]), ValueError, "finite"),
+    (dict(gammas=[]), ValueError, "empty"),
+    (dict(gammas="a"), TypeError, "gammas"),
+    (dict(n=0), ValueError, "n must be an integer >= 1"),
+    (dict(n=10.0), TypeError, "n must be an integer"),
+    (dict(trials=0), ValueError, "trials"),
+    (dict(trials=1.5), TypeError, "trials"),
+    (dict(seed=-1), ValueError, "seed"),
+    (dict(keep_diagonal="yes"), TypeError, "keep_diagonal"),
+])
+def test_bad_inputs(kwargs, exc, match):
+    args = dict(gammas=1.0, n=16, trials=1, seed=0) | kwargs
+    with pytest.raises(exc, match=match):
+        al.simulate.errors(al.Setting(c=0.5), **args)
+
+
+def test_bad_setting_type():
+    with pytest.raises(TypeError, match="setting"):
+        al.simulate.errors({"c": 0.5}, 1.0)
