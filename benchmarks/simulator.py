@@ -6,12 +6,16 @@ This script times them and a full trial (``attn_lib.simulate.draw_errors`` on a 
 grid), each as the minimum over interleaved repeats, and prints the ratio
 ``trial / (sum of the GEMMs)``. Target: at most 2. Run it alone on an idle machine.
 
-Usage: ``python benchmarks/simulator.py [--n 2048] [--c 0.25] [--repeats 5]``
+With ``--memory`` it instead runs one trial at ``n = 4096, p = 8192`` and prints the peak
+resident memory (the simulator must fit in 24 GB).
+
+Usage: ``python benchmarks/simulator.py [--n 2048] [--c 0.25] [--repeats 5] [--memory]``
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import time
 
 import numpy as np
@@ -30,7 +34,16 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=2048)
     ap.add_argument("--c", type=float, default=0.25)
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--memory", action="store_true", help="peak memory at n=4096, p=8192")
     args = ap.parse_args()
+    if args.memory:
+        setting = al.Setting(c=2.0, snr=2.0, f="tanh", wk_norm=2.0, wq_norm=2.0)
+        t0 = time.perf_counter()
+        al.simulate.errors(setting, np.logspace(-5, 1, 50), n=4096, trials=1)
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20
+        print(f"n=4096 p=8192: one trial in {time.perf_counter() - t0:.1f} s, "
+              f"peak resident memory {peak:.2f} GB (limit 24 GB)")
+        return
 
     setting = al.Setting(c=args.c, snr=2.0, f="tanh", wk_norm=2.0, wq_norm=2.0)
     gammas = np.logspace(-5, 1, 50)

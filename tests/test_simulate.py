@@ -106,3 +106,15 @@ def test_bad_inputs(kwargs, exc, match):
 def test_bad_setting_type():
     with pytest.raises(TypeError, match="setting"):
         al.simulate.errors({"c": 0.5}, 1.0)
+
+
+@pytest.mark.parametrize("m", [1, 2, 3, 40])
+def test_spectral_weights_match_eigh(m):
+    rng = np.random.default_rng(m)
+    B = rng.standard_normal((m, 2 * m))
+    A, v = B @ B.T, rng.standard_normal(m)
+    lam, w = al.simulate.spectral_weights(A, v)
+    lam_ref, U = np.linalg.eigh(A)
+    assert np.allclose(lam, lam_ref, atol=1e-12 * lam_ref.max())
+    assert np.allclose(w, (U.T @ v) ** 2, atol=1e-12 * (v @ v))
+    assert w.sum() == pytest.approx(v @ v)
