@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import linalg
 from scipy.linalg import lapack
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from . import data, hermite, kernel
 from ._validation import check_gammas, check_int, check_seed
@@ -48,8 +48,20 @@ def spectral_weights(A: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return lam, (S.T @ w) ** 2
 
 
-def interpolation_error(Phi: np.ndarray, y: np.ndarray, gammas: np.ndarray,
-                        gram: np.ndarray | None = None) -> np.ndarray:
+def gram_error(A: np.ndarray, y: np.ndarray, gammas: np.ndarray) -> np.ndarray:
+    """``E(gamma) = gamma^2 y^T (A + gamma I)^{-2} y / n`` for the ``n x n`` matrix ``A = Phi^T Phi / n``.
+
+    With ``A = V diag(lambda) V^T`` and ``d = V^T y`` (from :func:`spectral_weights`),
+    ``E = gamma^2 / n sum_k d_k^2 / (lambda_k + gamma)^2``. Returns an array shaped like ``gammas``.
+    """
+    g = np.asarray(gammas, dtype=float)
+    lam, d2 = spectral_weights(A, y)
+    lam = np.maximum(lam, 0.0)
+    gcol = g.reshape(-1, 1)
+    return ((gcol / (lam + gcol)) ** 2 * d2).sum(axis=1).reshape(g.shape) / y.size
+
+
+def interpolation_error(Phi: np.ndarray, y: np.ndarray, gammas: np.ndarray) -> np.ndarray:
     """``E(gamma) = gamma^2 y^T (Phi^T Phi / n + gamma I)^{-2} y / n`` on a grid of ``gamma``.
 
     Parameters
@@ -60,8 +72,6 @@ def interpolation_error(Phi: np.ndarray, y: np.ndarray, gammas: np.ndarray,
         Targets.
     gammas : ndarray of shape (G,) or ()
         Positive ridge parameters.
-    gram : ndarray of shape (n, n), optional
-        ``Phi^T Phi`` when ``p >= n`` and it is already known (it is not modified).
 
     Returns
     -------
@@ -69,27 +79,22 @@ def interpolation_error(Phi: np.ndarray, y: np.ndarray, gammas: np.ndarray,
 
     Notes
     -----
-    Both cases use :func:`spectral_weights` (no eigenvectors are formed).
-    If ``p >= n``, with ``Phi^T Phi / n = V diag(lambda) V^T`` and ``d = V^T y``,
-    ``E = gamma^2 / n sum_k d_k^2 / (lambda_k + gamma)^2``.
-    If ``p < n``, with ``Phi Phi^T / n = U diag(lambda) U^T`` and ``b = U^T Phi y / sqrt(n)``,
-    the non-zero eigenvectors of ``Phi^T Phi / n`` are ``Phi^T u_k / sqrt(n lambda_k)`` and the
-    rest of ``R^n`` is its null space, so
+    One factorisation of the smaller Gram matrix serves the whole grid, and no eigenvectors are
+    formed (:func:`spectral_weights`). If ``p >= n`` see :func:`gram_error`. If ``p < n``, with
+    ``Phi Phi^T / n = U diag(lambda) U^T`` and ``b = U^T Phi y / sqrt(n)``, the non-zero
+    eigenvectors of ``Phi^T Phi / n`` are ``Phi^T u_k / sqrt(n lambda_k)`` and the rest of ``R^n``
+    is its null space, so
     ``E = (||y||^2 - sum_k b_k^2 (lambda_k + 2 gamma) / (lambda_k + gamma)^2) / n``
     (no division by a small eigenvalue).
     """
     p, n = Phi.shape
+    if p >= n:
+        return gram_error(Phi.T @ Phi / n, y, gammas)
     g = np.asarray(gammas, dtype=float)
     gcol = g.reshape(-1, 1)
-    if p >= n:
-        lam, d2 = spectral_weights((Phi.T @ Phi if gram is None else gram) / n, y)
-        lam = np.maximum(lam, 0.0)
-        err = gcol ** 2 * (d2 / (lam + gcol) ** 2)
-        out = err.sum(axis=1) / n
-    else:
-        lam, b2 = spectral_weights(Phi @ Phi.T / n, Phi @ y / np.sqrt(n))
-        lam = np.maximum(lam, 0.0)
-        out = (y @ y - (b2 * (lam + 2 * gcol) / (lam + gcol) ** 2).sum(axis=1)) / n
+    lam, b2 = spectral_weights(Phi @ Phi.T / n, Phi @ y / np.sqrt(n))
+    lam = np.maximum(lam, 0.0)
+    out = (y @ y - (b2 * (lam + 2 * gcol) / (lam + gcol) ** 2).sum(axis=1)) / n
     return out.reshape(g.shape)
 
 
@@ -120,8 +125,8 @@ def draw_errors(setting: Setting, gammas: np.ndarray, n: int, rng: np.random.Gen
     if p >= n:
         G = s.X.T @ s.X
         K = kernel.attention_kernel(s.X, f, s.w_K, s.w_Q, setting.alpha, keep_diagonal, gram=G)
-        att = interpolation_error(s.X @ K, s.y, gammas, gram=K.T @ (G @ K))
-        ridge = interpolation_error(s.X, s.y, gammas, gram=G)
+        att = gram_error(K.T @ (G @ K) / n, s.y, gammas)
+        ridge = gram_error(G / n, s.y, gammas)
     else:
         K = kernel.attention_kernel(s.X, f, s.w_K, s.w_Q, setting.alpha, keep_diagonal)
         att = interpolation_error(s.X @ K, s.y, gammas)
@@ -135,7 +140,7 @@ class Stats:
 
     Attributes
     ----------
-    values : ndarray of shape (trials, *gammas.shape)
+    values : ndarray of shape ``(trials, *gammas.shape)``
         Realised error of each draw.
     """
 

@@ -1,7 +1,7 @@
 r"""Deterministic equivalent of the ridge (linear regression) interpolation error.
 
 Derivation (used by the book's "Deterministic equivalent" chapter)
------------------------------------------------------------------
+------------------------------------------------------------------
 With ``Phi = X = mu y^T + Z`` and ``S_x = X^T X / p`` we have ``X^T X / n = c S_x``, so
 
     y^T (X^T X / n + gamma)^{-1} y / n = (1/c) yh^T (S_x - z)^{-1} yh,   z = -gamma / c,
