@@ -1,0 +1,144 @@
+"""One plotting style for every figure of the book.
+
+Call :func:`use` once at the top of a notebook. Theory is drawn as lines
+(:func:`plot_theory`), simulation as markers with error bars (:func:`plot_sim`);
+:func:`plot_theory_vs_sim` draws both in one colour under one legend entry pair.
+
+Colours are fixed per model so that attention and ridge regression look the same in every
+chapter (see :data:`COLORS`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["COLORS", "use", "color", "plot_theory", "plot_sim", "plot_theory_vs_sim",
+           "label_axes"]
+
+#: Fixed colours (seaborn "colorblind" palette) for the models and nonlinearities of the book.
+COLORS: dict[str, str] = {
+    "attention": "#0173b2",
+    "ridge": "#de8f05",
+    "linearised": "#029e73",
+    "tanh": "#0173b2",
+    "cos": "#d55e00",
+    "relu": "#029e73",
+    "sign": "#cc78bc",
+    "sin": "#ca9161",
+    "erf": "#fbafe4",
+    "linear": "#949494",
+    "trunc_relu": "#ece133",
+    "trunc_exp": "#56b4e9",
+}
+
+_RC: dict[str, Any] = {
+    "figure.figsize": (6.4, 4.0),
+    "figure.dpi": 100,
+    "savefig.dpi": 150,
+    "savefig.bbox": "tight",
+    "axes.titlesize": 12,
+    "axes.labelsize": 11,
+    "legend.fontsize": 9,
+    "legend.frameon": True,
+    "lines.linewidth": 1.8,
+    "lines.markersize": 5,
+    "errorbar.capsize": 2.5,
+    "mathtext.fontset": "cm",
+    "figure.constrained_layout.use": True,
+}
+
+
+def use(context: str = "notebook") -> None:
+    """Apply the book's style: seaborn ``whitegrid`` + ``colorblind`` palette + :data:`_RC`.
+
+    Parameters
+    ----------
+    context : str, default "notebook"
+        A seaborn plotting context (``"paper"``, ``"notebook"``, ``"talk"``).
+    """
+    import matplotlib as mpl
+    import seaborn as sns
+
+    sns.set_theme(context=context, style="whitegrid", palette="colorblind")
+    mpl.rcParams.update(_RC)
+
+
+def color(name: str, default: str | None = None) -> str | None:
+    """Colour of a model or nonlinearity name (``default`` when it has none)."""
+    return COLORS.get(name, default)
+
+
+def plot_theory(ax: Any, x: Any, y: Any, label: str | None = None, **kwargs: Any) -> Any:
+    """Draw a theory curve as a solid line; returns the line."""
+    kwargs.setdefault("linestyle", "-")
+    kwargs.setdefault("zorder", 2)
+    (line,) = ax.plot(np.asarray(x), np.asarray(y), label=label, **kwargs)
+    return line
+
+
+def plot_sim(ax: Any, x: Any, mean: Any, err: Any = None, label: str | None = None,
+             **kwargs: Any) -> Any:
+    """Draw Monte Carlo means as markers with error bars (``err``: half-width, e.g. one std)."""
+    kwargs.setdefault("fmt", "o")
+    kwargs.setdefault("markerfacecolor", "white")
+    kwargs.setdefault("markeredgewidth", 1.4)
+    kwargs.setdefault("elinewidth", 1.0)
+    kwargs.setdefault("zorder", 3)
+    yerr = None if err is None else np.asarray(err)
+    return ax.errorbar(np.asarray(x), np.asarray(mean), yerr=yerr, label=label, **kwargs)
+
+
+def plot_theory_vs_sim(ax: Any, x: Any, theory: Any, sim_mean: Any, sim_err: Any = None,
+                       label: str = "", color: str | None = None, x_sim: Any = None) -> tuple:
+    """Theory (line) and simulation (markers ± error bars) of one model in one colour.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+    x : array_like
+        Abscissae of the theory curve (and of the simulation unless ``x_sim`` is given).
+    theory : array_like
+        Theory values at ``x``.
+    sim_mean, sim_err : array_like
+        Monte Carlo mean and error-bar half-width at ``x_sim`` (default ``x``).
+    label : str
+        Model name; the legend gets ``"<label> (theory)"`` and ``"<label> (simulation)"``.
+        If it is a key of :data:`COLORS`, that colour is used unless ``color`` is given.
+    color : str, optional
+        Explicit colour.
+    x_sim : array_like, optional
+        Abscissae of the simulation when they differ from ``x``.
+
+    Returns
+    -------
+    (line, errorbar container)
+    """
+    c = color or COLORS.get(label)
+    if c is None:
+        c = ax._get_lines.get_next_color()
+    line = plot_theory(ax, x, theory, label=f"{label} (theory)" if label else None, color=c)
+    xs = x if x_sim is None else x_sim
+    bars = plot_sim(ax, xs, sim_mean, sim_err, label=f"{label} (simulation)" if label else None,
+                    color=c)
+    return line, bars
+
+
+def label_axes(ax: Any, xlabel: str, ylabel: str, title: str | None = None,
+               logx: bool = False, logy: bool = False, legend: bool = True) -> None:
+    """Set labels, optional log scales, title and legend in one call."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    from matplotlib.ticker import NullFormatter
+
+    if logx:
+        ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())  # no overlapping minor labels
+    if logy:
+        ax.set_yscale("log")
+        ax.yaxis.set_minor_formatter(NullFormatter())
+    if title:
+        ax.set_title(title)
+    if legend and ax.get_legend_handles_labels()[0]:
+        ax.legend()

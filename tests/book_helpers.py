@@ -1,0 +1,40 @@
+"""Shared helpers of the book tests: the build script as a module, the repository layout."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+BOOK = REPO / "book"
+HTML = REPO / "_build" / "html"
+
+
+def load_build_script():
+    """Import ``scripts/build_book.py`` (not a package) as a module."""
+    name = "attn_book_build_book"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / "build_book.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def parameters_cells(nb) -> list:
+    """Cells tagged ``parameters``."""
+    return [c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", [])]
+
+
+def literal_assignments(source: str) -> dict:
+    """``{name: value}`` of a cell made only of ``name = <literal>`` statements."""
+    out = {}
+    for stmt in ast.parse(source).body:
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Name)):
+            raise AssertionError(f"parameters cell may only assign literals: {ast.unparse(stmt)!r}")
+        out[stmt.targets[0].id] = ast.literal_eval(stmt.value)
+    return out

@@ -1,0 +1,186 @@
+"""The rendered book in _build/html (built first by `make book PROFILE=quick`, as `make test` does).
+
+Static checks on every chapter page (exists, has its figures, no error output, math left only in
+MathJax's delimiters, offline assets), then headless Chromium: MathJax must have typeset the math
+(``mjx-container`` elements in the rendered DOM), and a screenshot of each chapter page is kept in
+``_build/screenshots/`` as an artefact.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import http.server
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+import pytest
+
+from book_helpers import HTML, REPO, load_build_script
+
+bb = load_build_script()
+CHAPTERS = bb.chapters(REPO)
+SCREENSHOTS = REPO / "_build" / "screenshots"
+BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+
+
+@pytest.fixture(scope="module")
+def html_dir() -> Path:
+    if not (HTML / "index.html").is_file():
+        pytest.fail("no built book in _build/html: run `make book PROFILE=quick` first "
+                    "(`make test` does)")
+    return HTML
+
+
+def page_path(html_dir: Path, chapter) -> Path:
+    return html_dir / chapter.rel.with_suffix(".html")
+
+
+def read(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+def article(text: str) -> str:
+    """The main content of a page (without the navigation and scripts)."""
+    m = re.search(r'<article class="bd-article"[^>]*>(.*?)</article>', text, re.S)
+    assert m, "no <article> in page"
+    return m.group(1)
+
+
+def strip_math_and_code(text: str) -> str:
+    """Remove MathJax-delimited math, code blocks and scripts, leaving prose and outputs."""
+    text = re.sub(r"<script.*?</script>", "", text, flags=re.S)
+    text = re.sub(r"<pre.*?</pre>", "", text, flags=re.S)
+    text = re.sub(r"<code.*?</code>", "", text, flags=re.S)
+    text = re.sub(r'<span class="math[^"]*">.*?</span>', "", text, flags=re.S)
+    text = re.sub(r'<div class="math[^"]*">.*?</div>', "", text, flags=re.S)
+    return html.unescape(text)
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda c: c.stem)
+def test_chapter_page_exists_with_figures(html_dir, chapter):
+    page = page_path(html_dir, chapter)
+    assert page.is_file(), f"missing page for chapter {chapter.stem}: {page}"
+    body = article(read(page))
+    images = re.findall(r'<img[^>]+src="([^"]+)"', body)
+    assert images, f"chapter {chapter.stem} has no figure"
+    for src in images:
+        assert "://" not in src and not src.startswith("data:"), src
+        assert (page.parent / src).resolve().is_file(), f"{chapter.stem}: broken image {src}"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda c: c.stem)
+def test_chapter_page_has_no_error_output(html_dir, chapter):
+    body = article(read(page_path(html_dir, chapter)))
+    assert "Traceback" not in body
+    assert not re.search(r'class="[^"]*\boutput (stderr|traceback|error)\b', body)
+    assert not re.search(r'class="[^"]*\b(system-message|problematic)\b', body)
+    assert "cell_output" in body, "no cell output at all"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda c: c.stem)
+def test_chapter_page_states_its_profile(html_dir, chapter):
+    manifest = json.loads((REPO / bb.STAGE_NAME / "manifest.json").read_text())
+    profile = manifest[chapter.stem]["profile"]
+    text = re.sub(r"\s+", " ", strip_math_and_code(article(read(page_path(html_dir, chapter)))))
+    assert re.search(rf"executed with the <strong>{profile}</strong> profile", text), \
+        f"chapter {chapter.stem} does not state its profile ({profile})"
+
+
+def all_pages(html_dir: Path) -> list[Path]:
+    return sorted(p for p in (html_dir / "book").glob("*.html"))
+
+
+def test_math_is_only_in_mathjax_delimiters(html_dir):
+    for page in all_pages(html_dir):
+        text = read(page)
+        prose = strip_math_and_code(article(text))
+        for raw in (r"\(", r"\)", r"\[", "$$"):
+            assert raw not in prose, f"{page.name}: raw {raw!r} outside math"
+        assert not re.search(r"\$[^$<>\s][^$<>]*\\[a-zA-Z]+[^$<>]*\$", prose), \
+            f"{page.name}: unparsed $...$ math"
+        assert "{glue" not in prose and "{cite" not in prose, f"{page.name}: unresolved role"
+
+
+def test_mathjax_is_served_offline(html_dir):
+    for page in all_pages(html_dir) + [html_dir / "index.html"]:
+        text = read(page)
+        for url in re.findall(r'<(?:script|link)[^>]+(?:src|href)="([^"]+)"', text):
+            assert not url.startswith(("http:", "https:", "//")), f"{page.name} loads {url}"
+    page = page_path(html_dir, CHAPTERS[0])
+    srcs = re.findall(r'<script[^>]+src="([^"]*mathjax[^"]*)"', read(page))
+    assert srcs, "no MathJax script on a chapter page"
+    target = (page.parent / srcs[0].split("?")[0]).resolve()
+    assert target == (html_dir / "mathjax" / "tex-chtml.js").resolve() and target.is_file()
+    assert (html_dir / "mathjax" / "output" / "chtml" / "fonts" / "woff-v2").is_dir()
+    assert not list((html_dir / "_static").rglob("*mathjax*"))
+    size = sum(p.stat().st_size for p in (html_dir / "mathjax").rglob("*") if p.is_file())
+    assert size < 3_000_000
+
+
+# ----------------------------------------------------------------------------- browser
+def find_browser() -> str:
+    for name in BROWSERS:
+        if path := shutil.which(name):
+            return path
+    subprocess.run(["bash", str(REPO / "scripts" / "ensure_chromium.sh")], check=True)
+    for name in BROWSERS:
+        if path := shutil.which(name):
+            return path
+    pytest.fail("no headless Chromium available (scripts/ensure_chromium.sh failed)")
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format, *args):  # noqa: A002 - signature of the base class
+        pass
+
+
+@pytest.fixture(scope="module")
+def server(html_dir):
+    handler = functools.partial(_QuietHandler, directory=str(html_dir))
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as httpd:
+        thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield f"http://127.0.0.1:{httpd.server_address[1]}"
+        finally:
+            httpd.shutdown()
+            thread.join()
+
+
+@pytest.fixture(scope="module")
+def browser() -> str:
+    return find_browser()
+
+
+def chromium(browser: str, url: str, *extra: str) -> str:
+    with tempfile.TemporaryDirectory() as profile_dir:
+        cmd = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+               "--no-first-run", "--disable-background-networking", "--disable-component-update",
+               "--disable-sync", "--disable-dev-shm-usage", f"--user-data-dir={profile_dir}",
+               "--virtual-time-budget=20000", *extra, url]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180,
+                              env={**os.environ, "HOME": profile_dir})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda c: c.stem)
+def test_browser_renders_math_and_figures(browser, server, chapter):
+    url = f"{server}/{chapter.rel.with_suffix('.html').as_posix()}"
+    dom = chromium(browser, url, "--dump-dom")
+    assert "<mjx-container" in dom, f"{chapter.stem}: MathJax did not typeset the page"
+    assert "<mjx-merror" not in dom and "Math input error" not in dom, f"{chapter.stem}: math error"
+    assert not re.search(r"(?<!\\)\\\(", strip_math_and_code(article(dom))), \
+        f"{chapter.stem}: raw \\( left after MathJax"
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    shot = SCREENSHOTS / f"{chapter.stem}.png"
+    shot.unlink(missing_ok=True)
+    chromium(browser, url, "--hide-scrollbars", "--window-size=1280,3000", f"--screenshot={shot}")
+    assert shot.is_file() and shot.stat().st_size > 20_000, f"no screenshot of {chapter.stem}"
