@@ -17,10 +17,21 @@ simulate
     Monte Carlo interpolation errors of attention and ridge regression.
 theory
     Deterministic equivalents (Marchenko–Pastur tools, ridge, attention).
+linearisation
+    The linearised kernel ``K_lin`` and its distance to ``K``.
+gpt2
+    GPT-2 query/key weights and the full-plus-low-rank check.
+sweeps
+    Parameter sweeps used by the chapters.
+cache
+    Disk cache of Monte Carlo results.
+style
+    The book's plotting style (imports matplotlib; not loaded by ``import attn_lib``).
 """
 
-from . import data, hermite, kernel, simulate, theory
+from . import cache, data, gpt2, hermite, kernel, linearisation, simulate, sweeps, theory
 from .setting import Setting
 
-__all__ = ["Setting", "data", "hermite", "kernel", "simulate", "theory"]
+__all__ = ["Setting", "cache", "data", "gpt2", "hermite", "kernel", "linearisation", "simulate",
+           "sweeps", "theory"]
 __version__ = "0.1.0"

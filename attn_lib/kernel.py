@@ -14,8 +14,6 @@ treats separately, so the theory assumes a zero diagonal; ``keep_diagonal=True``
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 import numpy as np
@@ -48,28 +46,13 @@ def logits(X: np.ndarray, w_K: np.ndarray, w_Q: np.ndarray, alpha: float = 1.0,
     return T
 
 
-def _map_rows(f: Callable[[np.ndarray], np.ndarray], T: np.ndarray) -> np.ndarray:
-    """``f(T)`` evaluated on blocks of rows in threads (NumPy ufuncs release the GIL)."""
-    workers = min(os.cpu_count() or 1, 8)
-    out = np.empty(T.shape)
-    blocks = np.array_split(np.arange(T.shape[0]), 4 * workers)
-
-    def work(rows: np.ndarray) -> None:
-        sl = slice(rows[0], rows[-1] + 1)
-        out[sl] = f(T[sl])
-
-    with ThreadPoolExecutor(workers) as pool:
-        list(pool.map(work, [b for b in blocks if b.size]))
-    return out
-
-
 def apply(f: Callable[[np.ndarray], np.ndarray], T: np.ndarray, p: int,
           keep_diagonal: bool = False) -> np.ndarray:
     """``K = f(T) / sqrt(p)`` with the diagonal zeroed unless ``keep_diagonal``.
 
     ``f`` must already be centred (see :func:`attn_lib.hermite.centered`).
     """
-    K = _map_rows(f, T)
+    K = np.asarray(f(T), dtype=float)
     K *= 1.0 / np.sqrt(p)
     if not keep_diagonal:
         np.fill_diagonal(K, 0.0)

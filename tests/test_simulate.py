@@ -109,12 +109,15 @@ def test_bad_setting_type():
 
 
 @pytest.mark.parametrize("m", [1, 2, 3, 40])
-def test_spectral_weights_match_eigh(m):
+def test_krylov_tridiagonal_reproduces_quadratic_forms(m):
     rng = np.random.default_rng(m)
     B = rng.standard_normal((m, 2 * m))
     A, v = B @ B.T, rng.standard_normal(m)
-    lam, w = al.simulate.spectral_weights(A, v)
-    lam_ref, U = np.linalg.eigh(A)
-    assert np.allclose(lam, lam_ref, atol=1e-12 * lam_ref.max())
-    assert np.allclose(w, (U.T @ v) ** 2, atol=1e-12 * (v @ v))
-    assert w.sum() == pytest.approx(v @ v)
+    d, e = al.simulate.krylov_tridiagonal(A, v)
+    T = np.diag(d) + np.diag(e, 1) + np.diag(e, -1)
+    assert np.allclose(np.linalg.eigvalsh(T), np.linalg.eigvalsh(A), atol=1e-10 * np.abs(A).max())
+    for gamma in (1e-3, 1.0):
+        R = np.linalg.inv(A + gamma * np.eye(m))
+        r1, r2 = al.simulate.resolvent_moments(d, e, np.array([gamma]))
+        assert r1[0] * (v @ v) == pytest.approx(v @ R @ v, rel=1e-9)
+        assert r2[0] * (v @ v) == pytest.approx(v @ R @ R @ v, rel=1e-9)
