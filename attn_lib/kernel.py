@@ -47,12 +47,32 @@ def logits(X: np.ndarray, w_K: np.ndarray, w_Q: np.ndarray, alpha: float = 1.0,
 
 
 def apply(f: Callable[[np.ndarray], np.ndarray], T: np.ndarray, p: int,
-          keep_diagonal: bool = False) -> np.ndarray:
-    """``K = f(T) / sqrt(p)`` with the diagonal zeroed unless ``keep_diagonal``.
+          keep_diagonal: bool = False, a0: float = 0.0, overwrite: bool = False) -> np.ndarray:
+    """``K = (f(T) - a0) / sqrt(p)`` with the diagonal zeroed unless ``keep_diagonal``.
 
-    ``f`` must already be centred (see :func:`attn_lib.hermite.centered`).
+    Parameters
+    ----------
+    f : callable
+        Vectorised nonlinearity; ``f - a0`` must be centred (see
+        :func:`attn_lib.hermite.centered`, or pass the raw ``f`` with its ``a0``).
+    T : ndarray of shape (n, n)
+        Kernel arguments (:func:`logits`).
+    p : int
+        Token dimension.
+    keep_diagonal : bool, default False
+        Keep ``K_ii``.
+    a0 : float, default 0.0
+        Constant subtracted from ``f``.
+    overwrite : bool, default False
+        Allow ``T`` to be overwritten (a NumPy ufunc then writes into it: one ``n x n``
+        allocation less).
     """
-    K = np.asarray(f(T), dtype=float)
+    if overwrite and isinstance(f, np.ufunc) and f.nin == 1:
+        K = f(T, out=T)
+    else:
+        K = np.array(f(T), dtype=float)  # a copy: never an alias of T
+    if a0:
+        K -= a0
     K *= 1.0 / np.sqrt(p)
     if not keep_diagonal:
         np.fill_diagonal(K, 0.0)
@@ -61,15 +81,15 @@ def apply(f: Callable[[np.ndarray], np.ndarray], T: np.ndarray, p: int,
 
 def attention_kernel(X: np.ndarray, f: Callable[[np.ndarray], np.ndarray], w_K: np.ndarray,
                      w_Q: np.ndarray, alpha: float = 1.0, keep_diagonal: bool = False,
-                     gram: np.ndarray | None = None) -> np.ndarray:
-    """``K = f(X^T (alpha I + w_K w_Q^T) X / sqrt(p)) / sqrt(p)``, shape ``(n, n)``.
+                     gram: np.ndarray | None = None, a0: float = 0.0) -> np.ndarray:
+    """``K = (f(X^T (alpha I + w_K w_Q^T) X / sqrt(p)) - a0) / sqrt(p)``, shape ``(n, n)``.
 
     Parameters
     ----------
     X : ndarray of shape (p, n)
         Tokens as columns.
     f : callable
-        Centred, vectorised nonlinearity.
+        Vectorised nonlinearity, centred by ``a0``.
     w_K, w_Q : ndarray of shape (p,)
         Low-rank weight vectors.
     alpha : float, default 1.0
@@ -77,6 +97,9 @@ def attention_kernel(X: np.ndarray, f: Callable[[np.ndarray], np.ndarray], w_K: 
     keep_diagonal : bool, default False
         Keep ``K_ii`` (see the module docstring for why it is zeroed by default).
     gram : ndarray of shape (n, n), optional
-        A precomputed ``X^T X``.
+        A precomputed ``X^T X`` (not modified).
+    a0 : float, default 0.0
+        Centring constant ``E f(alpha xi)`` when ``f`` is not centred already.
     """
-    return apply(f, logits(X, w_K, w_Q, alpha, gram), X.shape[0], keep_diagonal)
+    return apply(f, logits(X, w_K, w_Q, alpha, gram), X.shape[0], keep_diagonal, a0,
+                 overwrite=True)

@@ -152,19 +152,15 @@ def draw_errors(setting: Setting, gammas: np.ndarray, n: int, rng: np.random.Gen
     p = s.X.shape[0]
     if not attention:
         return None, interpolation_error(s.X, s.y, gammas)
-    func, _ = hermite.check_nonlinearity(setting.f)
+    f, _ = hermite.check_nonlinearity(setting.f)
     a0 = setting.hermite.a0  # E f(alpha xi): the off-diagonal logits are ~ N(0, alpha^2)
-
-    def f(t: np.ndarray) -> np.ndarray:
-        return np.asarray(func(t), dtype=float) - a0
-
     if p >= n:
         G = s.X.T @ s.X
-        K = kernel.attention_kernel(s.X, f, s.w_K, s.w_Q, setting.alpha, keep_diagonal, gram=G)
+        K = kernel.attention_kernel(s.X, f, s.w_K, s.w_Q, setting.alpha, keep_diagonal, G, a0)
         att = gram_error(K.T @ (G @ K) / n, s.y, gammas)
         ridge = gram_error(G / n, s.y, gammas)
     else:
-        K = kernel.attention_kernel(s.X, f, s.w_K, s.w_Q, setting.alpha, keep_diagonal)
+        K = kernel.attention_kernel(s.X, f, s.w_K, s.w_Q, setting.alpha, keep_diagonal, a0=a0)
         att = interpolation_error(s.X @ K, s.y, gammas)
         ridge = interpolation_error(s.X, s.y, gammas)
     return att, ridge

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import multiprocessing
 import json
 import os
@@ -335,7 +336,9 @@ def api_section(root: Path) -> str:
     for mod in api_modules(root):
         if mod == API_PACKAGE:
             continue  # the package docstring only repeats the module list
-        blocks.append(f"## `{mod}`\n\n```{{eval-rst}}\n.. automodule:: {mod}\n   :members:\n```\n")
+        # a subpackage re-exports its modules' names: document them once, in their modules
+        members = "" if importlib.util.find_spec(mod).submodule_search_locations else "\n   :members:"
+        blocks.append(f"## `{mod}`\n\n```{{eval-rst}}\n.. automodule:: {mod}{members}\n```\n")
     return "\n".join(blocks)
 
 

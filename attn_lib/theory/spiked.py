@@ -1,0 +1,235 @@
+r"""Quadratic forms in the labels: the signal spike and the weight overlap (structured inputs).
+
+Conditionally on ``X``, integrating the Wigner part gives ``Q ~ Qbar = (alpha I + J^T R J)^{-1}``
+with ``S_x = X^T X / p``, ``J = j(S_x) + rho u v^T`` (``j(l) = rho (l - 1) - kappa``),
+``R = S_x (I + tau S_x)^{-1}``, ``u = X^T w_K / sqrt(p)``, ``v = X^T w_Q / sqrt(p)``.
+
+Linear pencil
+-------------
+``Qbar yh`` is the ``x`` block of the solution of the ``3n x 3n`` system (blocks ``x, k, e``)
+
+    alpha x + J^T e = yh,     k - J x = 0,     (I + tau S_x) e - S_x k = 0,
+
+whose matrix is ``L(S_x) = L0 (x) I + L1 (x) S_x + rank 2`` with
+
+    L0 = [[alpha, 0, -(rho + kappa)], [rho + kappa, 1, 0], [0, 0, 1]],
+    L1 = [[0, 0, rho], [-rho, 0, 0], [0, -1, tau]],
+
+and the rank-2 part ``rho E_xe (x) v u^T - rho E_kx (x) u v^T``. Per eigenvalue ``l`` of ``S``
+the ``3 x 3`` inverse is ``G(l) = adj(L0 + l L1) / D(l)``,
+
+    G = (1/D) [[t, -j l, -j], [j t, alpha t, -j^2], [j l, alpha l, alpha]],   t = 1 + tau l,
+
+with the same cubic ``D = alpha t + l j^2`` as the bulk, so ``G`` is analytic on ``[0, inf)``.
+
+Spike
+-----
+``S_x = S + U C U^T`` with ``U = [yh, e]``, ``e = Z^T mu / sqrt(p)`` and
+``C = [[snr/c, 1/sqrt(c)], [1/sqrt(c), 0]]``. All vectors involved are of the form
+``a = alpha_a yh + Z^T w_a / sqrt(p)``, for which the isotropic Marchenko–Pastur law gives, for a
+function ``h`` of ``S``,
+
+    a^T h(S) b -> alpha_a alpha_b int h dmu_MP + (w_a^T w_b / c) int h dsigma,  sigma = l mu_MP.
+
+Hence the whole low-rank perturbation ``P = L1 (x) U C U^T + (uv terms) = Uc Cc Vc^T`` (eight
+columns on each side) is handled by one Woodbury step with ``8 x 8`` matrices built from
+``A_mu = int G dmu_MP`` and ``A_sigma = int G dsigma`` (``3 x 3`` each):
+
+    yh^T Qbar yh -> A_mu[x, x] - r^T Cc (I + B Cc)^{-1} l,
+
+``B[a, b] = <V_a, G U_b>``, ``r_b = <yh, G_{x .} U_b>``, ``l_a = <V_a, G_{. x} yh>``.
+No partial fractions are needed. The ``gamma``-derivative follows by differentiating each piece
+(``dG = -G dL G``) with the bulk tangent ``d(alpha, kappa, tau)/dgamma``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .bulk import BulkSolution, sigma_rule
+
+__all__ = ["pencil_integrals", "label_quadratic_form"]
+
+_X, _K, _E = 0, 1, 2
+
+
+def _G_nodes(lam, alpha, kappa, tau, rho):
+    """``G(l)`` at nodes, shape ``(B, N, 3, 3)``."""
+    a = alpha[:, None]
+    t = 1.0 + tau[:, None] * lam
+    j = rho[:, None] * (lam - 1.0) - kappa[:, None]
+    D = a * t + lam * j * j
+    iD = 1.0 / D
+    G = np.empty(lam.shape + (3, 3))
+    G[..., 0, 0] = t * iD
+    G[..., 0, 1] = -j * lam * iD
+    G[..., 0, 2] = -j * iD
+    G[..., 1, 0] = j * t * iD
+    G[..., 1, 1] = a * t * iD
+    G[..., 1, 2] = -j * j * iD
+    G[..., 2, 0] = j * lam * iD
+    G[..., 2, 1] = a * lam * iD
+    G[..., 2, 2] = a * iD
+    return G
+
+
+def _L0(alpha, kappa, rho):
+    B = alpha.shape[0]
+    L = np.zeros((B, 3, 3))
+    L[:, 0, 0] = alpha
+    L[:, 0, 2] = -(rho + kappa)
+    L[:, 1, 0] = rho + kappa
+    L[:, 1, 1] = 1.0
+    L[:, 2, 2] = 1.0
+    return L
+
+
+def _L1(tau, rho):
+    B = tau.shape[0]
+    L = np.zeros((B, 3, 3))
+    L[:, 0, 2] = rho
+    L[:, 1, 0] = -rho
+    L[:, 2, 1] = -1.0
+    L[:, 2, 2] = tau
+    return L
+
+
+def pencil_integrals(bulk: BulkSolution):
+    """``A_mu, A_sigma`` (shape ``(B, 3, 3)``) and their ``gamma``-derivatives.
+
+    ``bulk`` must be flat (arrays of shape ``(B,)``). ``A_mu = G(0) - A_sigma L1 G(0)`` follows
+    from ``G(l) - G(0) = -l G(l) L1 G(0)``, which absorbs the atom of ``mu_MP`` at zero.
+    """
+    alpha, kappa, tau, rho, c = bulk.alpha, bulk.kappa, bulk.tau, bulk.rho, bulk.c
+    da, dk, dt = bulk.dalpha, bulk.dkappa, bulk.dtau
+    B = alpha.shape[0]
+    A_s = np.empty((B, 3, 3))
+    dA_s = np.empty((B, 3, 3))
+    for N in np.unique(bulk.nodes):
+        sel = bulk.nodes == N
+        lam, w = sigma_rule(c[sel], int(N))
+        G = _G_nodes(lam, alpha[sel], kappa[sel], tau[sel], rho[sel])
+        A_s[sel] = np.einsum("bnij,n->bij", G, w)
+        # dL(l)/dgamma = da E_xx + dk (-E_xe + E_kx) + dt l E_ee ; dG = -G dL G
+        Gx_, G_x = G[..., :, 0], G[..., 0, :]
+        Ge_, G_e = G[..., :, 2], G[..., 2, :]
+        Gk_ = G[..., :, 1]
+        dG = -(da[sel, None, None, None] * Gx_[..., :, None] * G_x[..., None, :]
+               + dk[sel, None, None, None] * (-Gx_[..., :, None] * G_e[..., None, :]
+                                              + Gk_[..., :, None] * G_x[..., None, :])
+               + (dt[sel, None] * lam)[..., None, None] * Ge_[..., :, None] * G_e[..., None, :])
+        dA_s[sel] = np.einsum("bnij,n->bij", dG, w)
+    L0 = _L0(alpha, kappa, rho)
+    L1 = _L1(tau, rho)
+    G0 = np.linalg.inv(L0)
+    dL0 = np.zeros((B, 3, 3))
+    dL0[:, 0, 0] = da
+    dL0[:, 0, 2] = -dk
+    dL0[:, 1, 0] = dk
+    dG0 = -G0 @ dL0 @ G0
+    dL1 = np.zeros((B, 3, 3))
+    dL1[:, 2, 2] = dt
+    A_m = G0 - A_s @ L1 @ G0
+    dA_m = dG0 - dA_s @ L1 @ G0 - A_s @ dL1 @ G0 - A_s @ L1 @ dG0
+    return A_m, A_s, dA_m, dA_s
+
+
+def _vectors(c, gram):
+    """Coordinates ``(alpha_a, w_a)`` of ``yh, e, u, v``: shapes ``(B, 4)`` and ``(B, 4, 3)``.
+
+    ``w_a`` is expressed in the (possibly dependent) frame ``(mu, w_K, w_Q)`` whose Gram matrix
+    is ``gram`` (``(B, 3, 3)``).
+    """
+    B = c.shape[0]
+    sc = np.sqrt(c)
+    al = np.zeros((B, 4))
+    al[:, 0] = 1.0
+    al[:, 2] = gram[:, 0, 1] / sc
+    al[:, 3] = gram[:, 0, 2] / sc
+    W = np.zeros((B, 4, 3))
+    W[:, 1, 0] = 1.0
+    W[:, 2, 1] = 1.0
+    W[:, 3, 2] = 1.0
+    return al, W
+
+
+# Columns of the low-rank factorisation P = Uc Cc Vc^T: (block, vector) with vectors
+# 0 = yh, 1 = e, 2 = u, 3 = v.
+_U_COLS = [(_X, 0), (_K, 0), (_E, 0), (_X, 1), (_K, 1), (_E, 1), (_X, 3), (_K, 2)]
+_V_COLS = [(_X, 0), (_K, 0), (_E, 0), (_X, 1), (_K, 1), (_E, 1), (_E, 2), (_X, 3)]
+
+
+def _core(snr, c, tau, rho):
+    """``Cc`` (shape ``(B, 8, 8)``) and ``dCc/dtau``: ``P = sum_ab Cc[a,b] Uc_a Vc_b^T``."""
+    B = c.shape[0]
+    Cc = np.zeros((B, 8, 8))
+    dC = np.zeros((B, 8, 8))
+    L1 = _L1(tau, rho)
+    s_c = snr / c
+    r_c = 1.0 / np.sqrt(c)
+    for i in range(3):
+        for j in range(3):
+            Lij = L1[:, i, j]
+            # UCU^T = (snr/c) yh yh^T + (1/sqrt c)(yh e^T + e yh^T)
+            Cc[:, i, j] += Lij * s_c            # (i, yh) (j, yh)^T
+            Cc[:, i, 3 + j] += Lij * r_c        # (i, yh) (j, e)^T
+            Cc[:, 3 + i, j] += Lij * r_c        # (i, e) (j, yh)^T
+    dC[:, _E, _E] = s_c
+    dC[:, _E, 3 + _E] = r_c
+    dC[:, 3 + _E, _E] = r_c
+    Cc[:, 6, 6] = rho       # rho E_xe (x) v u^T : left (x, v), right (e, u)
+    Cc[:, 7, 7] = -rho      # -rho E_kx (x) u v^T : left (k, u), right (x, v)
+    return Cc, dC
+
+
+def label_quadratic_form(bulk: BulkSolution, snr, gram):
+    """Deterministic equivalent of ``y^T Q y / n`` and its ``gamma``-derivative.
+
+    Parameters
+    ----------
+    bulk : BulkSolution
+        Flat (shape ``(B,)``) bulk solution.
+    snr : ndarray of shape (B,)
+        ``||mu||^2``.
+    gram : ndarray of shape (B, 3, 3)
+        Gram matrix of ``mu, w_K, w_Q`` (of the canonical, ``alpha = 1`` setting).
+
+    Returns
+    -------
+    q, dq : ndarray of shape (B,)
+        ``yh^T Qbar yh`` and ``d/dgamma``; the error is ``E = -gamma^2 dq``.
+    """
+    c, tau, rho = bulk.c, bulk.tau, bulk.rho
+    A_m, A_s, dA_m, dA_s = pencil_integrals(bulk)
+    al, W = _vectors(c, gram)
+    # inner products of the w-parts, divided by c: (B, 4, 4)
+    Wg = np.einsum("bai,bij,bcj->bac", W, gram, W) / c[:, None, None]
+    AA = al[:, :, None] * al[:, None, :]
+    ub = np.array([b for b, _ in _U_COLS])
+    uv = np.array([v for _, v in _U_COLS])
+    vb = np.array([b for b, _ in _V_COLS])
+    vv = np.array([v for _, v in _V_COLS])
+
+    def forms(Am, As):
+        Bm = (AA[:, vv[:, None], uv[None, :]] * Am[:, vb[:, None], ub[None, :]]
+              + Wg[:, vv[:, None], uv[None, :]] * As[:, vb[:, None], ub[None, :]])
+        r = AA[:, 0, uv] * Am[:, _X, ub] + Wg[:, 0, uv] * As[:, _X, ub]
+        lv = AA[:, vv, 0] * Am[:, vb, _X] + Wg[:, vv, 0] * As[:, vb, _X]
+        return Bm, r, lv
+
+    Bm, r, lv = forms(A_m, A_s)
+    dBm, dr, dlv = forms(dA_m, dA_s)
+    Cc, dCt = _core(np.asarray(snr, float), c, tau, rho)
+    dC = dCt * bulk.dtau[:, None, None]
+    I8 = np.eye(8)
+    N = I8 + Bm @ Cc
+    Ninv_l = np.linalg.solve(N, lv[..., None])[..., 0]          # N^{-1} l
+    CNl = np.einsum("bij,bj->bi", Cc, Ninv_l)                   # C N^{-1} l
+    q = A_m[:, _X, _X] - np.einsum("bi,bi->b", r, CNl)
+    # d(C N^{-1} l) = dC N^{-1} l - C N^{-1} dN N^{-1} l + C N^{-1} dl,  dN = dB C + B dC
+    dN = dBm @ Cc + Bm @ dC
+    w = np.einsum("bij,bj->bi", dN, Ninv_l)
+    inner = np.linalg.solve(N, (dlv - w)[..., None])[..., 0]
+    dCNl = np.einsum("bij,bj->bi", dC, Ninv_l) + np.einsum("bij,bj->bi", Cc, inner)
+    dq = dA_m[:, _X, _X] - np.einsum("bi,bi->b", dr, CNl) - np.einsum("bi,bi->b", r, dCNl)
+    return q, dq

@@ -1,0 +1,156 @@
+"""attn_lib.sweeps: nonlinearity families, batched theory and Monte Carlo over settings."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+from attn_lib import Setting, cache, hermite, simulate, sweeps
+from attn_lib.theory import ridge_error
+
+GAMMAS = np.array([1e-2, 1e-1, 1.0])
+
+
+@pytest.fixture(autouse=True)
+def cache_env(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTN_BOOK_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+# ------------------------------------------------------------------ nonlinearity families
+@pytest.mark.parametrize("base", ["tanh", "cos", "relu", "sign", "sin"])
+@pytest.mark.parametrize("nu", [1.0, 0.25])
+def test_normalised_has_target_variance_and_same_shape(base, nu):
+    f = sweeps.Normalised(base, nu)
+    h, h0 = hermite.coefficients(f), hermite.coefficients(base)
+    assert h.nu == pytest.approx(nu, rel=1e-9)
+    # rescaling the output keeps a1^2 / nu
+    assert h.a1 ** 2 / h.nu == pytest.approx(h0.a1 ** 2 / h0.nu, rel=1e-9, abs=1e-14)
+    t = np.linspace(-3, 3, 7)
+    np.testing.assert_allclose(f(t), f.scale * hermite.REGISTRY[base][0](t))
+
+
+@pytest.mark.parametrize("theta", [0.0, 0.3, np.pi / 4, 1.2, np.pi / 2])
+def test_mixture_moves_a1_at_fixed_nu(theta):
+    h = hermite.coefficients(sweeps.Mixture(theta))
+    assert h.a0 == pytest.approx(0.0, abs=1e-10)
+    assert h.a1 == pytest.approx(np.cos(theta), abs=1e-10)
+    assert h.nu == pytest.approx(1.0, rel=1e-9)
+    assert h.b2 == pytest.approx(np.sin(theta) ** 2, abs=1e-9)
+
+
+def test_mixture_with_a_function_that_has_a_linear_part():
+    # tanh has a1 != 0: Mixture removes it from h, so a1 is still cos(theta)
+    h = hermite.coefficients(sweeps.Mixture(np.pi / 2, h="tanh"))
+    assert h.a1 == pytest.approx(0.0, abs=1e-10)
+    assert h.nu == pytest.approx(1.0, rel=1e-9)
+
+
+def test_families_are_hashable_cache_keys_and_picklable():
+    s = Setting(c=0.5, snr=1.0, f=sweeps.Mixture(0.5))
+    assert hash(s.f) == hash(sweeps.Mixture(0.5))
+    assert cache.key(simulate.errors, {"setting": s}) != cache.key(
+        simulate.errors, {"setting": Setting(c=0.5, snr=1.0, f=sweeps.Mixture(0.6))})
+    assert pickle.loads(pickle.dumps(s)) == s
+    assert pickle.loads(pickle.dumps(sweeps.Normalised("tanh"))) == sweeps.Normalised("tanh")
+
+
+@pytest.mark.parametrize("kwargs, exc", [
+    ({"base": "nope"}, ValueError),
+    ({"base": 3}, TypeError),
+    ({"base": "tanh", "nu": 0.0}, ValueError),
+    ({"base": "tanh", "nu": float("nan")}, ValueError),
+])
+def test_normalised_validation(kwargs, exc):
+    with pytest.raises(exc):
+        sweeps.Normalised(**kwargs)
+
+
+@pytest.mark.parametrize("kwargs, exc", [
+    ({"theta": -0.1}, ValueError),
+    ({"theta": 1.6}, ValueError),
+    ({"theta": "a"}, TypeError),
+    ({"theta": 0.5, "h": "linear"}, ValueError),
+    ({"theta": 0.5, "h": "nope"}, ValueError),
+])
+def test_mixture_validation(kwargs, exc):
+    with pytest.raises(exc):
+        sweeps.Mixture(**kwargs)
+
+
+# ------------------------------------------------------------------ theory over settings
+def test_theory_ridge_matches_ridge_error():
+    settings = [Setting(c=0.5, snr=s) for s in (0.0, 1.0, 3.0)]
+    out = sweeps.theory(settings, GAMMAS, model="ridge")
+    assert out.shape == (3, GAMMAS.size)
+    for row, s in zip(out, settings):
+        np.testing.assert_allclose(row, ridge_error(s, GAMMAS))
+    assert sweeps.theory(settings, 0.1, model="ridge").shape == (3,)
+
+
+def test_theory_attention_shape_and_mu0_independence_of_weights():
+    settings = [Setting(c=0.5, snr=0.0, wk_norm=w, wq_norm=w) for w in (0.0, 1.0, 2.0)]
+    out = sweeps.theory(settings, GAMMAS)
+    assert out.shape == (3, GAMMAS.size)
+    assert np.all((out > 0) & (out <= 1))
+    # random inputs: the weights drop out
+    np.testing.assert_allclose(out, np.broadcast_to(out[0], out.shape), rtol=1e-8)
+
+
+@pytest.mark.parametrize("kwargs, exc", [
+    ({"settings": [], "gammas": GAMMAS}, ValueError),
+    ({"settings": [1.0], "gammas": GAMMAS}, TypeError),
+    ({"settings": [Setting(c=1.0)], "gammas": [-1.0]}, ValueError),
+    ({"settings": [Setting(c=1.0)], "gammas": GAMMAS, "model": "lasso"}, ValueError),
+])
+def test_theory_validation(kwargs, exc):
+    with pytest.raises(exc):
+        sweeps.theory(**kwargs)
+
+
+# ------------------------------------------------------------------ Monte Carlo over settings
+def test_monte_carlo_matches_simulate_and_pairs_the_gap(cache_env):
+    settings = [Setting(c=0.5, snr=s, wk_norm=1.0, wq_norm=1.0) for s in (0.0, 2.0)]
+    res = sweeps.monte_carlo(settings, GAMMAS, n=64, trials=3, seed=1)
+    assert res.attention.shape == res.ridge.shape == (2, 3, GAMMAS.size)
+    np.testing.assert_array_equal(res.n, [64, 64])
+    np.testing.assert_array_equal(res.p, [32, 32])
+    direct = simulate.errors(settings[1], GAMMAS, n=64, trials=3, seed=1)
+    np.testing.assert_allclose(res.attention[1], direct.attention.values)
+    np.testing.assert_allclose(res.ridge[1], direct.ridge.values)
+    np.testing.assert_allclose(res.values("gap"), res.attention - res.ridge)
+    np.testing.assert_allclose(res.mean("ratio"), (res.attention / res.ridge).mean(axis=1))
+    assert res.std("ridge").shape == (2, GAMMAS.size)
+    assert any(cache_env.rglob("*.pkl"))  # went through the disk cache
+    again = sweeps.monte_carlo(settings, GAMMAS, n=64, trials=3, seed=1)
+    np.testing.assert_array_equal(again.attention, res.attention)
+
+
+def test_monte_carlo_per_setting_n_and_ridge_only(cache_env):
+    settings = [Setting(c=0.5, snr=1.0)] * 2
+    res = sweeps.monte_carlo(settings, 0.1, n=[32, 64], trials=2, attention=False,
+                             use_cache=False)
+    np.testing.assert_array_equal(res.n, [32, 64])
+    assert res.attention is None and res.ridge.shape == (2, 2, 1)
+    assert not any(cache_env.rglob("*.pkl"))
+    with pytest.raises(ValueError, match="without attention"):
+        res.mean("gap")
+    with pytest.raises(ValueError, match="model"):
+        res.mean("lasso")
+
+
+@pytest.mark.parametrize("kwargs, exc", [
+    ({"n": [32]}, ValueError),
+    ({"n": 0}, ValueError),
+    ({"n": 32.0}, TypeError),
+    ({"trials": 0}, ValueError),
+    ({"seed": -1}, ValueError),
+    ({"attention": 1}, TypeError),
+])
+def test_monte_carlo_validation(kwargs, exc):
+    args = {"settings": [Setting(c=0.5)] * 2, "gammas": GAMMAS, "n": 32, "trials": 1}
+    args.update(kwargs)
+    with pytest.raises(exc):
+        sweeps.monte_carlo(**args)
