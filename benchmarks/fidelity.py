@@ -145,6 +145,16 @@ def summary_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _largest_gap(rows: list[dict], name: str, n: int) -> tuple[list[dict], float, int] | None:
+    """Rows of one setting at one n, its largest signed attention gap theory - MC, and where."""
+    sel = [r for r in rows if r["setting"] == name and r["n"] == n]
+    if not sel:
+        return None
+    gaps = np.array([r["theory_attention"] - r["mc_attention"] for r in sel])
+    k = int(np.abs(gaps).argmax())
+    return sel, float(gaps[k]), k
+
+
 def gap_table(rows: list[dict]) -> str:
     """Per setting with delta > 0.3 at some n: the signed attention gap theory - MC at each n."""
     names = sorted({r["setting"] for r in rows if r["delta"] > 0.3})
@@ -154,13 +164,12 @@ def gap_table(rows: list[dict]) -> str:
     for name in names:
         cells = []
         for n in ns:
-            sel = [r for r in rows if r["setting"] == name and r["n"] == n]
-            if not sel:
+            found = _largest_gap(rows, name, n)
+            if found is None:
                 cells.append("-")
                 continue
-            gaps = np.array([r["theory_attention"] - r["mc_attention"] for r in sel])
-            k = int(np.abs(gaps).argmax())
-            cells.append(f"{sel[0]['delta']:.2f}, {gaps[k]:+.4f} (gamma={sel[k]['gamma']:g}, "
+            sel, gap, k = found
+            cells.append(f"{sel[0]['delta']:.2f}, {gap:+.4f} (gamma={sel[k]['gamma']:g}, "
                          f"E_mc={sel[k]['mc_attention']:.3f})")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -176,14 +185,13 @@ def setting_table(rows: list[dict]) -> str:
         st = settings.get(name)
         cells = []
         for n in ns:
-            sel = [r for r in rows if r["setting"] == name and r["n"] == n]
-            if not sel:
+            found = _largest_gap(rows, name, n)
+            if found is None:
                 cells.append("-")
                 continue
-            gaps = np.array([r["theory_attention"] - r["mc_attention"] for r in sel])
-            k = int(np.abs(gaps).argmax())
+            sel, gap, _ = found
             ws = st.wk_norm * st.wq_norm / np.sqrt(sel[0]["p"]) if st is not None else float("nan")
-            cells.append(f"{sel[0]['delta']:.2f} / {ws:.2f} / {gaps[k]:+.4f}")
+            cells.append(f"{sel[0]['delta']:.2f} / {ws:.2f} / {gap:+.4f}")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
