@@ -68,7 +68,7 @@ __all__ = [
     "Layer", "Spectrum", "Fit", "Summary", "MonteCarlo", "summarise",
     "default_path", "find_source", "load_qk", "load_layer", "paper_matrix", "head_matrix",
     "asymmetry", "spectrum", "shuffled", "normalise", "fit", "verdict", "VERDICT_RULE",
-    "aligned_direction", "random_direction", "surrogate_matrix", "fit_setting",
+    "aligned_direction", "random_direction", "fit_setting",
     "monte_carlo",
 ]
 
@@ -530,11 +530,6 @@ def random_direction(p: int, snr: float, seed: int) -> np.ndarray:
     snr = check_real(snr, "snr", low=0.0)
     g = np.random.default_rng(np.random.SeedSequence(check_seed(seed))).standard_normal(p)
     return np.sqrt(snr) * g / np.linalg.norm(g)
-
-
-def surrogate_matrix(f: Fit, k: int = 1) -> np.ndarray:
-    """The fitted model ``alpha I + sum_{l<=k} s_l u_l v_l^T`` as a dense matrix."""
-    return f.low_rank(k)
 
 
 @dataclass(frozen=True)

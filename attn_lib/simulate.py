@@ -134,11 +134,6 @@ def interpolation_error(Phi: np.ndarray, y: np.ndarray, gammas: np.ndarray) -> n
     return (y @ y - vv * (r1 + g * r2)) / n
 
 
-def attention_features(X: np.ndarray, K: np.ndarray) -> np.ndarray:
-    """Attention output ``Phi = X K`` (shape ``(p, n)``)."""
-    return X @ K
-
-
 def draw_errors(setting: Setting, gammas: np.ndarray, n: int, rng: np.random.Generator,
                 keep_diagonal: bool = False, attention: bool = True
                 ) -> tuple[np.ndarray | None, np.ndarray]:
