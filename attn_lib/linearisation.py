@@ -90,8 +90,7 @@ def kernel_pair(setting: Setting, n: int, rng: np.random.Generator) -> KernelPai
     s = data.draw(setting, n, rng)
     func, _ = hermite.check_nonlinearity(setting.f)
     a0 = setting.hermite.a0
-    K = kernel.attention_kernel(s.X, lambda t: np.asarray(func(t), dtype=float) - a0, s.w_K, s.w_Q,
-                                setting.alpha)
+    K = kernel.attention_kernel(s.X, func, s.w_K, s.w_Q, setting.alpha, a0=a0)
     G = goe(n, rng)
     return KernelPair(sample=s, K=K, K_lin=linearised_kernel(s, setting, G, True),
                       K_lin_no_a2=linearised_kernel(s, setting, G, False), G=G)

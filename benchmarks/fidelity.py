@@ -155,45 +155,40 @@ def _largest_gap(rows: list[dict], name: str, n: int) -> tuple[list[dict], float
     return sel, float(gaps[k]), k
 
 
-def gap_table(rows: list[dict]) -> str:
-    """Per setting with delta > 0.3 at some n: the signed attention gap theory - MC at each n."""
-    names = sorted({r["setting"] for r in rows if r["delta"] > 0.3})
+def _per_setting_table(rows: list[dict], names, header: str, cell) -> str:
+    """One row per setting, one column per n; ``cell(name, sel, gap, k)`` formats a found gap."""
     ns = sorted({r["n"] for r in rows})
-    lines = ["| setting | " + " | ".join(f"n={n}: delta, largest gap (signed)" for n in ns) + " |",
+    lines = ["| setting | " + " | ".join(f"n={n}: {header}" for n in ns) + " |",
              "|---|" + "---|" * len(ns)]
     for name in names:
         cells = []
         for n in ns:
             found = _largest_gap(rows, name, n)
-            if found is None:
-                cells.append("-")
-                continue
-            sel, gap, k = found
-            cells.append(f"{sel[0]['delta']:.2f}, {gap:+.4f} (gamma={sel[k]['gamma']:g}, "
-                         f"E_mc={sel[k]['mc_attention']:.3f})")
+            cells.append("-" if found is None else cell(name, *found))
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def gap_table(rows: list[dict]) -> str:
+    """Per setting with delta > 0.3 at some n: the signed attention gap theory - MC at each n."""
+    return _per_setting_table(
+        rows, sorted({r["setting"] for r in rows if r["delta"] > 0.3}),
+        "delta, largest gap (signed)",
+        lambda name, sel, gap, k: (f"{sel[0]['delta']:.2f}, {gap:+.4f} (gamma={sel[k]['gamma']:g}, "
+                                   f"E_mc={sel[k]['mc_attention']:.3f})"))
 
 
 def setting_table(rows: list[dict]) -> str:
     """Per setting: delta, the weight scale ||w_K|| ||w_Q|| / sqrt(p) and the largest attention gap per n."""
     settings = dict(grid(False))
-    ns = sorted({r["n"] for r in rows})
-    lines = ["| setting | " + " | ".join(f"n={n}: delta / wscale / gap" for n in ns) + " |",
-             "|---|" + "---|" * len(ns)]
-    for name in dict.fromkeys(r["setting"] for r in rows):
+
+    def cell(name: str, sel: list[dict], gap: float, k: int) -> str:
         st = settings.get(name)
-        cells = []
-        for n in ns:
-            found = _largest_gap(rows, name, n)
-            if found is None:
-                cells.append("-")
-                continue
-            sel, gap, _ = found
-            ws = st.wk_norm * st.wq_norm / np.sqrt(sel[0]["p"]) if st is not None else float("nan")
-            cells.append(f"{sel[0]['delta']:.2f} / {ws:.2f} / {gap:+.4f}")
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        ws = st.wk_norm * st.wq_norm / np.sqrt(sel[0]["p"]) if st is not None else float("nan")
+        return f"{sel[0]['delta']:.2f} / {ws:.2f} / {gap:+.4f}"
+
+    return _per_setting_table(rows, dict.fromkeys(r["setting"] for r in rows),
+                              "delta / wscale / gap", cell)
 
 
 def speed(repeats: int = 3, n: int = 2048, n_batch: int = 10000) -> dict:
