@@ -23,15 +23,24 @@ gpt2
     GPT-2 query/key weights and the full-plus-low-rank check.
 sweeps
     Parameter sweeps used by the chapters.
+phase
+    Phase diagrams of the attention-minus-ridge error gap.
+convergence
+    Finite-size bias and fluctuation of the simulated errors, with fitted slopes.
+atlas
+    The nonlinearity atlas: Hermite data and errors of many ``f`` at ``nu = 1``.
+strong_alignment
+    Latent split of a sample and the statistics of the kernel's coherent shift.
 cache
     Disk cache of Monte Carlo results.
 style
     The book's plotting style (imports matplotlib; not loaded by ``import attn_lib``).
 """
 
-from . import cache, data, gpt2, hermite, kernel, linearisation, simulate, sweeps, theory
+from . import (atlas, cache, convergence, data, gpt2, hermite, kernel, linearisation, phase, simulate,
+               strong_alignment, sweeps, theory)
 from .setting import Setting
 
-__all__ = ["Setting", "cache", "data", "gpt2", "hermite", "kernel", "linearisation", "simulate",
-           "sweeps", "theory"]
+__all__ = ["Setting", "atlas", "cache", "convergence", "data", "gpt2", "hermite", "kernel",
+           "linearisation", "phase", "simulate", "strong_alignment", "sweeps", "theory"]
 __version__ = "0.1.0"

@@ -41,6 +41,11 @@ REGISTRY: dict[str, tuple[Callable[[np.ndarray], np.ndarray], tuple[float, ...]]
     "trunc_relu": (lambda t: np.clip(t, 0.0, 2.0), (0.0, 2.0)),
     "trunc_exp": (lambda t: np.exp(np.minimum(t, 2.0)), (2.0,)),
     "erf": (special.erf, ()),
+    # polynomials (Hermite data in closed form: t^2 = He2 + 1, t^3 = He3 + 3 He1)
+    "quadratic": (np.square, ()),
+    "cubic": (lambda t: np.asarray(t, dtype=float) ** 3, ()),
+    "he3": (lambda t: np.asarray(t, dtype=float) ** 3 - 3.0 * np.asarray(t, dtype=float), ()),
+    "poly": (lambda t: np.asarray(t, dtype=float) + 0.5 * np.asarray(t, dtype=float) ** 2, ()),
 }
 
 _TOL = 1e-8  # largest accepted quadrature error estimate for arbitrary callables

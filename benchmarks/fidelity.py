@@ -39,6 +39,7 @@ import numpy as np
 
 from threadpoolctl import threadpool_limits
 
+from adaptive import trials_until
 from attn_lib import Setting, simulate
 from attn_lib.theory import attention_error, attention_error_batch, ridge_error
 
@@ -77,30 +78,6 @@ def grid(quick: bool) -> list[tuple[str, Setting]]:
     return s
 
 
-def monte_carlo(setting: Setting, n: int, sem_target: float, max_trials: int, deadline: float,
-                seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
-    """Means and standard errors (attention, ridge) with trials added until ``sem < sem_target``."""
-    att, rid = [], []
-    chunk = 2
-    k = 0
-    while True:
-        res = simulate.errors(setting, GAMMAS, n=n, trials=chunk, seed=seed + 1000 * k)
-        k += 1
-        att.append(res.attention.values)
-        rid.append(res.ridge.values)
-        A, R = np.concatenate(att), np.concatenate(rid)
-        t = A.shape[0]
-        sem = max(A.std(axis=0, ddof=1).max(), R.std(axis=0, ddof=1).max()) / np.sqrt(t)
-        if sem < sem_target or t >= max_trials or time.time() > deadline:
-            break
-        # trials needed for the target, at most doubling each time
-        need = int(np.ceil(t * (sem / sem_target) ** 2))
-        chunk = int(min(max(need - t, 1), t, max_trials - t))
-    sA = A.std(axis=0, ddof=1) / np.sqrt(t)
-    sR = R.std(axis=0, ddof=1) / np.sqrt(t)
-    return A.mean(axis=0), sA, R.mean(axis=0), sR, t
-
-
 def run_fidelity(ns: list[int], quick: bool, sem_target: float, budget_s: float) -> list[dict]:
     rows = []
     settings = grid(quick)
@@ -116,7 +93,10 @@ def run_fidelity(ns: list[int], quick: bool, sem_target: float, budget_s: float)
             th_r = ridge_error(s, GAMMAS)
             left = len(settings) - i
             deadline = time.time() + (deadline_n - time.time()) / left
-            mA, sA, mR, sR, t = monte_carlo(s, n, sem_target, MAX_TRIALS.get(n, 16), deadline, seed=17 + i)
+            A, R = trials_until(s, GAMMAS, n, sem_target, MAX_TRIALS.get(n, 16), deadline, seed=17 + i)
+            t = A.shape[0]
+            mA, sA = A.mean(axis=0), A.std(axis=0, ddof=1) / np.sqrt(t)
+            mR, sR = R.mean(axis=0), R.std(axis=0, ddof=1) / np.sqrt(t)
             for k, g in enumerate(GAMMAS):
                 rows.append(dict(setting=name, n=n, p=s.p(n), gamma=float(g), delta=float(s.delta(n)),
                                  trials=t, theory_attention=float(th_a[k]), mc_attention=float(mA[k]),

@@ -360,7 +360,9 @@ def figure_table(stage: Path, chapters_: list[Chapter]) -> str:
             for out in cell.get("outputs", []):
                 if any(k.startswith("image/") for k in out.get("data", {})):
                     count += 1
-                    rows.append(f"| {{doc}}`{title} <{Path(ch.file).name}>` | {section or '—'} "
+                    # the title stays outside the link: link text is not parsed for math
+                    name = Path(ch.file).name
+                    rows.append(f"| {title} ({{doc}}`ch. {int(name[:2])} <{name}>`) | {section or '—'} "
                                 f"| {count} | `make chapter NAME={ch.stem}` |")
     return "\n".join(rows) + "\n"
 

@@ -103,8 +103,8 @@ def test_math_is_only_in_mathjax_delimiters(html_dir):
         prose = strip_math_and_code(article(text))
         for raw in (r"\(", r"\)", r"\[", "$$"):
             assert raw not in prose, f"{page.name}: raw {raw!r} outside math"
-        assert not re.search(r"\$[^$<>\s][^$<>]*\\[a-zA-Z]+[^$<>]*\$", prose), \
-            f"{page.name}: unparsed $...$ math"
+        raw_math = re.search(r"\$[^$<>\s][^$<>]{0,80}\$", prose)  # the book has no dollar amounts
+        assert not raw_math, f"{page.name}: unparsed math {raw_math.group(0)!r}"
         assert "{glue" not in prose and "{cite" not in prose, f"{page.name}: unresolved role"
 
 

@@ -19,6 +19,12 @@ EXACT = {
     "sin": (0.0, np.exp(-0.5), 0.0, (1 - np.exp(-2)) / 2),
     # E erf(xi) = 0, E[xi erf(xi)] = E erf'(xi) = 2/sqrt(3 pi), E erf^2 = (2/pi) arcsin(2/3).
     "erf": (0.0, 2 / np.sqrt(3 * np.pi), 0.0, 2 / np.pi * np.arcsin(2 / 3)),
+    # Polynomials through He1 = t, He2 = t^2 - 1, He3 = t^3 - 3t (E He_k^2 = k!):
+    # t^2 = He2 + 1; t^3 = He3 + 3 He1 (nu = 6 + 9); t + t^2/2 = He1 + He2/2 + 1/2 (nu = 1 + 2/4).
+    "quadratic": (1.0, 0.0, SQ2, 2.0),
+    "cubic": (0.0, 3.0, 0.0, 15.0),
+    "he3": (0.0, 0.0, 0.0, 6.0),
+    "poly": (0.5, 1.0, 1 / SQ2, 1.5),
 }
 
 

@@ -22,9 +22,10 @@ from typing import Sequence
 
 import numpy as np
 
-from .._validation import check_gammas, check_real
+from .._validation import check_gammas, check_int, check_real
 from ..setting import Setting
 from .bulk import BulkSolution, ConvergenceError, solve_bulk
+from .finite_size import finite_size_resolvent_form
 from .spiked import label_quadratic_form
 
 __all__ = ["attention_error", "attention_error_batch", "attention_bulk", "Linearisation",
@@ -114,21 +115,38 @@ def _solve(settings: Sequence[Setting], g: np.ndarray, max_iter: int, continuati
     return bulk, q, dq
 
 
-def attention_resolvent_form(setting: Setting, gammas: object, *, max_iter: int = 50,
-                             continuation: str = "parallel"):
-    """``yh^T Qbar yh`` (the limit of ``y^T Q y / n``) and its ``gamma``-derivative, each shaped like ``gammas``."""
+def _check_n(n: object, setting: Setting) -> int:
+    n = check_int(n, "n", low=8)
+    if setting.p(n) < 8:
+        raise ValueError(f"n must give p = round(c n) >= 8 for the finite-size theory; got n={n}, "
+                         f"c={setting.c} (p={setting.p(n)})")
+    return n
+
+
+def attention_resolvent_form(setting: Setting, gammas: object, *, n: int | None = None,
+                             max_iter: int = 50, continuation: str = "parallel"):
+    """``yh^T Qbar yh`` (the limit of ``y^T Q y / n``) and its ``gamma``-derivative, each shaped like ``gammas``.
+
+    With ``n`` given, the finite-size equivalent of :mod:`attn_lib.theory.finite_size`
+    (``max_iter`` and ``continuation`` then do not apply).
+    """
     s = _check_setting(setting)
     g = check_gammas(gammas)
+    if n is not None:
+        return finite_size_resolvent_form(s, g, _check_n(n, s))
     _, q, dq = _solve([s], g.reshape(1, -1), max_iter, continuation)
     return q.reshape(g.shape), dq.reshape(g.shape)
 
 
-def attention_error(setting: Setting, gammas: object, *, max_iter: int = 50,
+def attention_error(setting: Setting, gammas: object, *, n: int | None = None, max_iter: int = 50,
                     continuation: str = "parallel") -> np.ndarray:
     """Deterministic equivalent of the attention interpolation error.
 
     ``E(gamma) = -gamma^2 d/dgamma yh^T Qbar yh`` (see the module docstring and
-    ``book/derivation_attention.md``).
+    ``book/derivation_attention.md``). Without ``n`` this is the proportional limit; with ``n``
+    it is the finite-size ("renormalised") equivalent of :mod:`attn_lib.theory.finite_size`,
+    which keeps the latent part of the kernel argument exactly and is the one to use when the
+    coherent shift ``setting.delta(n)`` is not small. The two agree as ``n`` grows.
 
     Parameters
     ----------
@@ -136,8 +154,10 @@ def attention_error(setting: Setting, gammas: object, *, max_iter: int = 50,
         Any ``c > 0``, ``snr >= 0``, weight geometry, nonlinearity and ``alpha``.
     gammas : float or array_like of shape (G,)
         Positive ridge parameters (any order; solved along the sorted grid).
+    n : int, optional
+        Number of tokens (``p = round(c n)``, at least 8): switches on the finite-size theory.
     max_iter : int, default 50
-        Newton iteration cap per continuation step.
+        Newton iteration cap per continuation step (proportional limit only).
     continuation : {"parallel", "grid"}, default "parallel"
         ``"grid"``: follow the sorted grid with warm starts; ``"parallel"``: one vectorised
         continuation path per gamma (faster for curves). Both give the same values.
@@ -151,10 +171,9 @@ def attention_error(setting: Setting, gammas: object, *, max_iter: int = 50,
     ConvergenceError
         When the fixed point cannot be solved (never returns NaN).
     """
-    s = _check_setting(setting)
-    g = check_gammas(gammas)
-    _, _, dq = _solve([s], g.reshape(1, -1), max_iter, continuation)
-    return (-(g.reshape(1, -1) ** 2) * dq).reshape(g.shape)
+    _, dq = attention_resolvent_form(setting, gammas, n=n, max_iter=max_iter, continuation=continuation)
+    g = np.asarray(gammas, dtype=float)
+    return -(g ** 2) * dq
 
 
 def attention_error_batch(settings: Sequence[Setting], gamma: object, *, max_iter: int = 50) -> np.ndarray:

@@ -1,0 +1,458 @@
+r"""A nonlinearity atlas: Hermite data and interpolation errors of many ``f`` at fixed settings.
+
+In the proportional deterministic equivalent (:mod:`attn_lib.theory.attention`) the
+nonlinearity enters only through ``rho = sqrt(c) a1`` and ``b2 = nu - a1^2``. A constant factor
+on ``f`` rescales ``K`` and therefore only moves ``gamma`` (by ``nu``), so with every ``f``
+scaled to ``nu = 1`` the predicted error is a function of the single number ``a1^2 / nu``
+(the sign of ``a1`` drops out: ``-f`` gives the same ``Phi^T Phi`` draw by draw, and
+:func:`attn_lib.theory.attention.attention_error` gives the same value for ``a1`` and ``-a1``
+to rounding, also when ``(mu^T w_K)(mu^T w_Q) < 0``; ``tests/test_atlas.py`` checks both).
+
+Whether ``a1^2 / nu`` really *drives* the error is a question about finite-size simulations,
+which see the whole function: its ``a2`` (even part), its higher odd Hermite coefficients,
+its tails. This module builds the comparison:
+
+* :class:`Reflected` -- ``t -> f(-t)`` scaled to ``nu``, which flips the sign of ``a1`` (and
+  of every odd coefficient) and keeps the even part;
+* :func:`catalogue` -- registered functions at ``nu = 1`` (:class:`~attn_lib.sweeps.Normalised`),
+  "partners" with exactly the same ``a1^2 / nu`` but a different non-linear part
+  (:class:`~attn_lib.sweeps.Mixture`), reflections, and a sweep of ``a1`` at fixed ``nu``;
+* :func:`compute` -- their Hermite data, the deterministic equivalents (attention, and ridge
+  for reference) and cached Monte Carlo (:func:`attn_lib.sweeps.monte_carlo`, common random
+  numbers: every ``f`` sees the same tokens in each draw) at a few fixed settings
+  (:func:`default_settings`), collected in an :class:`Atlas`;
+* :meth:`Atlas.groups_summary` -- for every group of functions with equal ``a1^2 / nu``, the
+  spread of the simulated errors against their standard error, with paired differences.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from . import hermite, sweeps
+from ._validation import check_int, check_real, check_seed
+from .hermite import Hermite, Nonlinearity
+from .setting import Setting
+
+__all__ = ["NAMES", "GAMMA", "Reflected", "Entry", "catalogue", "default_settings",
+           "mixture_for_ratio", "mixture_theory", "compute", "Atlas"]
+
+#: Registered nonlinearities of the atlas (each scaled to ``nu = 1``).
+NAMES: tuple[str, ...] = ("linear", "tanh", "erf", "sign", "relu", "trunc_relu", "trunc_exp",
+                          "sin", "poly", "cubic", "cos", "quadratic", "he3")
+#: Ridge parameter of the atlas (see :func:`default_settings` and the chapter for the choice).
+GAMMA: float = 0.1
+#: Ratios ``a1^2 / nu`` closer than this are the same group; smaller ones are ``a1 = 0``.
+_RATIO_TOL = 1e-9
+_KINDS = ("named", "partner", "reflected", "sweep")
+
+
+@dataclass(frozen=True)
+class Reflected:
+    """A registered nonlinearity reflected and scaled to variance ``nu``: ``t -> s f(-t)``.
+
+    ``s = sqrt(nu / nu_f)`` as in :class:`~attn_lib.sweeps.Normalised`. Reflection flips the
+    sign of every odd Hermite coefficient (``a1 -> -a1``) and keeps the even ones (``a0, a2``)
+    and ``nu``, so ``a1^2 / nu`` is unchanged. For an odd ``f`` it is ``-f``, which gives exactly
+    the same features ``Phi^T Phi``; for ReLU it is ``relu(t) - t``.
+
+    Parameters
+    ----------
+    base : str
+        Name in :data:`attn_lib.hermite.REGISTRY`.
+    nu : float, default 1.0
+        Target variance ``> 0``.
+    """
+
+    base: str
+    nu: float = 1.0
+
+    def __post_init__(self) -> None:
+        normalised = sweeps.Normalised(self.base, self.nu)  # validates base and nu
+        object.__setattr__(self, "nu", normalised.nu)
+
+    @property
+    def breaks(self) -> tuple[float, ...]:
+        """Kinks and jumps of ``f(-t)``: those of the base function, negated."""
+        return tuple(sorted(-b for b in hermite.REGISTRY[self.base][1]))
+
+    def __call__(self, t: np.ndarray) -> np.ndarray:
+        return sweeps.Normalised(self.base, self.nu)(-np.asarray(t, dtype=float))
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One nonlinearity of the atlas.
+
+    Attributes
+    ----------
+    label : str
+        Display name (unique within a catalogue).
+    f : Normalised, Mixture or Reflected
+        The hashable nonlinearity, scaled to ``nu = 1``.
+    kind : {"named", "partner", "reflected", "sweep"}
+        A registered function, a :class:`~attn_lib.sweeps.Mixture` with the same ``a1^2 / nu``
+        as a registered one, a :class:`Reflected` function, or a point of the ``a1`` sweep.
+    """
+
+    label: str
+    f: Nonlinearity
+    kind: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.label, str) or not self.label:
+            raise TypeError("label must be a non-empty str")
+        if self.kind not in _KINDS:
+            raise ValueError(f"kind must be one of {_KINDS}, got {self.kind!r}")
+        hermite.check_nonlinearity(self.f)
+
+
+def _ratio(f: Nonlinearity) -> float:
+    """``a1^2 / nu`` of ``f``, snapped to 0 below :data:`_RATIO_TOL` and clipped to ``[0, 1]``."""
+    h = hermite.coefficients(f)
+    r = h.a1 ** 2 / h.nu
+    return 0.0 if r < _RATIO_TOL else float(min(r, 1.0))
+
+
+def mixture_for_ratio(ratio: float, h: str = "cos") -> sweeps.Mixture:
+    """The mixture ``t cos(theta) + h(t) sin(theta)`` with ``a1^2 / nu = cos(theta)^2 = ratio``.
+
+    Parameters
+    ----------
+    ratio : float
+        Target ``a1^2 / nu`` in ``[0, 1]``.
+    h : str, default "cos"
+        Registered function whose normalised non-linear part is mixed in.
+    """
+    ratio = check_real(ratio, "ratio", low=0.0, high=1.0)
+    return sweeps.Mixture(float(np.arccos(np.sqrt(ratio))), h)
+
+
+def catalogue(names: Sequence[str] = NAMES, partners: Sequence[str] = ("cos",),
+              reflect: Sequence[str] = ("relu",), sweep_ratios: Sequence[float] = ()
+              ) -> list[Entry]:
+    """The nonlinearities of the atlas, all at ``nu = 1``.
+
+    Parameters
+    ----------
+    names : sequence of str
+        Registered functions, each as :class:`~attn_lib.sweeps.Normalised` (``kind="named"``).
+    partners : sequence of str
+        For every named ``f`` and every ``h`` here, the :class:`~attn_lib.sweeps.Mixture` with
+        the same ``a1^2 / nu`` and the non-linear part of ``h`` (``kind="partner"``). Left out
+        when ``a1^2 / nu = 1`` (the mixture is the identity) and when ``h`` itself has that
+        ratio: then the mixture is ``h`` scaled to ``nu = 1`` (e.g. ``h = f``, or the cosine
+        for ``f = t^2``), not a new function.
+    reflect : sequence of str
+        Registered functions also included as :class:`Reflected` (``kind="reflected"``).
+    sweep_ratios : sequence of float
+        Points ``a1^2 / nu`` in ``[0, 1]`` of the mixture sweep, one entry per ``h`` in
+        ``partners`` (``kind="sweep"``).
+
+    Returns
+    -------
+    list of Entry, named functions first. Duplicate functions are dropped.
+
+    Raises
+    ------
+    ValueError
+        Unknown names, an empty ``names`` or ratios outside ``[0, 1]``.
+    """
+    names, partners, reflect = list(names), list(partners), list(reflect)
+    if not names:
+        raise ValueError("names must not be empty")
+    for what, group in (("names", names), ("partners", partners), ("reflect", reflect)):
+        for name in group:
+            sweeps._registered(name, what)
+    entries: list[Entry] = []
+    seen: set = set()
+
+    def add(label: str, f: Nonlinearity, kind: str) -> None:
+        # mixtures are equal when their angles agree to rounding (e.g. a sweep point at t^3's 0.6)
+        key = (f.h, round(f.theta, 9)) if isinstance(f, sweeps.Mixture) else f
+        if key not in seen:
+            seen.add(key)
+            entries.append(Entry(label, f, kind))
+
+    named = [(name, sweeps.Normalised(name)) for name in names]
+    for name, f in named:
+        add(name, f, "named")
+    for name, f in named:
+        r = _ratio(f)
+        for h in partners:
+            if r < 1.0 - _RATIO_TOL and abs(_ratio(sweeps.Normalised(h)) - r) > _RATIO_TOL:
+                add(f"mix[{h}] ~ {name}", mixture_for_ratio(r, h), "partner")
+    for name in reflect:
+        add(f"{name}(-t)", Reflected(name), "reflected")
+    for r in sweep_ratios:
+        r = check_real(r, "sweep_ratios", low=0.0, high=1.0)
+        for h in partners:
+            add(f"mix[{h}] a1^2={r:.2f}", mixture_for_ratio(r, h), "sweep")
+    return entries
+
+
+def default_settings(c: float = 2.0) -> dict[str, Setting]:
+    """The four fixed settings of the atlas at ``c = p / n`` (their ``f`` is replaced per entry).
+
+    * ``"random"``: ``mu = 0``, no low-rank weights (only the spectrum matters);
+    * ``"aligned"``: SNR 2, ``w_K = w_Q`` of norm 1 along ``mu``;
+    * ``"orthogonal"``: SNR 2, ``w_K = w_Q`` of norm 1 orthogonal to ``mu``;
+    * ``"strong"``: SNR 4, aligned weights of norm 2: the coherent shift
+      ``delta = (SNR + (mu^T w_K)(mu^T w_Q)) / sqrt(p)`` is five times that of ``"aligned"``.
+    """
+    c = check_real(c, "c", low=0.0, low_open=True)
+    return {
+        "random": Setting(c=c),
+        "aligned": Setting(c=c, snr=2.0, wk_norm=1.0, wq_norm=1.0),
+        "orthogonal": Setting(c=c, snr=2.0, wk_norm=1.0, wq_norm=1.0, cos_mu_wk=0.0,
+                              cos_mu_wq=0.0),
+        "strong": Setting(c=c, snr=4.0, wk_norm=2.0, wq_norm=2.0),
+    }
+
+
+def mixture_theory(setting: Setting, ratios: object, gammas: object = GAMMA,
+                   h: str = "cos") -> np.ndarray:
+    """Deterministic-equivalent attention error along the mixture family at fixed ``nu = 1``.
+
+    Parameters
+    ----------
+    setting : Setting
+        Its ``f`` is replaced by :func:`mixture_for_ratio` ``(r, h)`` for each ratio.
+    ratios : array_like of shape (R,)
+        Values of ``a1^2 / nu`` in ``[0, 1]``.
+    gammas : float or array_like of shape (G,)
+    h : str, default "cos"
+
+    Returns
+    -------
+    ndarray of shape ``(R,)`` for a scalar ``gammas``, else ``(R, G)``.
+    """
+    if not isinstance(setting, Setting):
+        raise TypeError(f"setting must be an attn_lib.Setting, got {type(setting).__name__}")
+    r = np.atleast_1d(np.asarray(ratios, dtype=float))
+    if r.ndim != 1 or r.size == 0:
+        raise ValueError("ratios must be a non-empty 1-D array")
+    settings = [dataclasses.replace(setting, f=mixture_for_ratio(float(x), h)) for x in r]
+    return sweeps.theory(settings, gammas)
+
+
+@dataclass(frozen=True)
+class Atlas:
+    """Hermite data and errors of ``F`` nonlinearities at ``S`` settings, one ``gamma``.
+
+    Attributes
+    ----------
+    entries : tuple of Entry, length F
+    settings : dict of str to Setting, length S
+        The settings (their ``f`` is replaced by each entry's).
+    gamma : float
+    n : int
+        Tokens of the simulation.
+    hermite : tuple of Hermite, length F
+    theory : ndarray of shape (F, S)
+        Deterministic equivalent of the attention error.
+    ridge_theory : ndarray of shape (S,)
+        Deterministic equivalent of the ridge error.
+    attention : ndarray of shape (F, S, T)
+        Simulated attention error of each draw; draw ``t`` uses the same tokens for every ``f``.
+    ridge : ndarray of shape (S, T)
+        Simulated ridge error of each draw.
+    """
+
+    entries: tuple[Entry, ...]
+    settings: dict[str, Setting]
+    gamma: float
+    n: int
+    hermite: tuple[Hermite, ...]
+    theory: np.ndarray
+    ridge_theory: np.ndarray
+    attention: np.ndarray
+    ridge: np.ndarray
+
+    @property
+    def labels(self) -> list[str]:
+        """Entry labels, length F."""
+        return [e.label for e in self.entries]
+
+    @property
+    def ratio(self) -> np.ndarray:
+        """``a1^2 / nu`` of every entry, shape ``(F,)`` (snapped to 0 below 1e-9)."""
+        return np.array([_ratio(e.f) for e in self.entries])
+
+    @property
+    def mean(self) -> np.ndarray:
+        """Simulated mean error, shape ``(F, S)``."""
+        return self.attention.mean(axis=2)
+
+    @property
+    def sem(self) -> np.ndarray:
+        """Standard error of the simulated mean, ``std(ddof=1) / sqrt(T)``, shape ``(F, S)``."""
+        return self.attention.std(axis=2, ddof=1) / np.sqrt(self.attention.shape[2])
+
+    def deltas(self) -> dict[str, float]:
+        """Coherent shift ``delta`` of every setting at the simulated ``n``."""
+        return {k: s.delta(self.n) for k, s in self.settings.items()}
+
+    def groups(self) -> dict[str, list[int]]:
+        """Entries with equal ``a1^2 / nu`` (within 1e-9), keyed by the labels of their named members.
+
+        Only groups with at least two members are returned; the first index is a named
+        function when the group has one (the reference of :meth:`groups_summary`).
+        """
+        ratio = self.ratio
+        order = sorted(range(len(self.entries)), key=lambda i: self.entries[i].kind != "named")
+        groups: list[list[int]] = []
+        for i in order:
+            for g in groups:
+                if abs(ratio[g[0]] - ratio[i]) <= _RATIO_TOL:
+                    g.append(i)
+                    break
+            else:
+                groups.append([i])
+        out = {}
+        for g in groups:
+            if len(g) < 2:
+                continue
+            named = [self.entries[i].label for i in g if self.entries[i].kind == "named"]
+            out[", ".join(named) if named else self.entries[g[0]].label] = g
+        return out
+
+    def table(self):
+        """The atlas as a :class:`pandas.DataFrame`, one row per entry.
+
+        Columns ``kind, a1, a2, nu, a1^2/nu`` and, for every setting ``s``,
+        ``DE <s>`` (theory), ``MC <s>`` (simulated mean) and ``SEM <s>``.
+        """
+        import pandas as pd
+
+        cols: dict[str, object] = {
+            "kind": [e.kind for e in self.entries],
+            "a1": [h.a1 for h in self.hermite],
+            "a2": [h.a2 for h in self.hermite],
+            "nu": [h.nu for h in self.hermite],
+            "a1^2/nu": self.ratio,
+        }
+        mean, sem = self.mean, self.sem
+        for k, name in enumerate(self.settings):
+            cols[f"DE {name}"] = self.theory[:, k]
+            cols[f"MC {name}"] = mean[:, k]
+            cols[f"SEM {name}"] = sem[:, k]
+        return pd.DataFrame(cols, index=pd.Index(self.labels, name="f"))
+
+    def paired(self, i: int, j: int) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and standard error of the per-draw difference ``E_i - E_j``, each of shape ``(S,)``.
+
+        Both functions see the same tokens in each draw, so the difference is far less noisy
+        than either error.
+        """
+        F = len(self.entries)
+        for name, v in (("i", i), ("j", j)):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v < F:
+                raise ValueError(f"{name} must be an entry index in [0, {F - 1}], got {v!r}")
+        d = self.attention[i] - self.attention[j]
+        return d.mean(axis=1), d.std(axis=1, ddof=1) / np.sqrt(d.shape[1])
+
+    def groups_summary(self):
+        """Spread of the simulated errors within every group of equal ``a1^2 / nu``.
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per (group, setting) with ``members``, ``a1^2/nu``, ``DE spread`` (max -
+            min of the theory, ~1e-12 by construction), ``MC spread`` (max - min of the
+            simulated means), ``SEM`` (largest standard error of a member's mean),
+            ``spread / SEM``, ``max |z|`` (largest ``|mean / sem|`` of the paired difference of
+            a member and the reference, the group's first entry) and ``rel. spread`` (MC
+            spread over the mean error of the group).
+        """
+        import pandas as pd
+
+        rows = []
+        mean, sem, ratio = self.mean, self.sem, self.ratio
+        for label, idx in self.groups().items():
+            z = np.array([np.abs(m / np.where(s > 0, s, np.inf))
+                          for m, s in (self.paired(i, idx[0]) for i in idx[1:])])
+            for k, name in enumerate(self.settings):
+                spread = float(np.ptp(mean[idx, k]))
+                rows.append({"group": label, "setting": name, "members": len(idx),
+                             "a1^2/nu": float(ratio[idx[0]]),
+                             "DE spread": float(np.ptp(self.theory[idx, k])),
+                             "MC spread": spread, "SEM": float(sem[idx, k].max()),
+                             "spread / SEM": spread / float(sem[idx, k].max()),
+                             "max |z|": float(z[:, k].max()),
+                             "rel. spread": spread / float(mean[idx, k].mean())})
+        return pd.DataFrame(rows)
+
+    def explained(self) -> np.ndarray:
+        """Share of the variance of the simulated means across entries explained by the theory.
+
+        ``1 - sum_f (MC_f - DE_f)^2 / sum_f (MC_f - mean_f MC)^2`` per setting, shape ``(S,)``:
+        1 when the theory (a function of ``a1^2 / nu`` alone) accounts for every difference
+        between nonlinearities, 0 or less when it explains none of them; NaN where the simulated
+        means do not vary (e.g. a single entry).
+        """
+        mean = self.mean
+        resid = ((mean - self.theory) ** 2).sum(axis=0)
+        total = ((mean - mean.mean(axis=0)) ** 2).sum(axis=0)
+        out = np.full(total.shape, np.nan)
+        np.divide(resid, total, out=out, where=total > 0)
+        return np.where(total > 0, 1.0 - out, np.nan)
+
+
+def compute(entries: Sequence[Entry], settings: Mapping[str, Setting] | None = None,
+            gamma: float = GAMMA, n: int = 256, trials: int = 4, seed: int = 0) -> Atlas:
+    """Hermite data, theory and cached Monte Carlo of every entry at every setting.
+
+    Parameters
+    ----------
+    entries : sequence of Entry, length F
+        From :func:`catalogue`; labels must be unique.
+    settings : mapping of str to Setting, optional
+        Default :func:`default_settings` ``()``. Each entry's ``f`` replaces the setting's.
+    gamma : float, default :data:`GAMMA`
+        Ridge parameter ``> 0``.
+    n : int, default 256
+        Tokens of the simulation (``p = round(c n)``).
+    trials : int, default 4
+        Draws per (entry, setting), at least 2 (for standard errors). Draw ``t`` uses the same
+        seed for every entry and setting (common random numbers).
+    seed : int, default 0
+
+    Returns
+    -------
+    Atlas
+    """
+    entries = tuple(entries)
+    if not entries:
+        raise ValueError("entries must not be empty")
+    for e in entries:
+        if not isinstance(e, Entry):
+            raise TypeError(f"entries must be atlas.Entry instances, got {type(e).__name__}")
+    labels = [e.label for e in entries]
+    if len(set(labels)) != len(labels):
+        raise ValueError("entries must have unique labels")
+    settings = dict(default_settings() if settings is None else settings)
+    if not settings:
+        raise ValueError("settings must not be empty")
+    for s in settings.values():
+        if not isinstance(s, Setting):
+            raise TypeError(f"settings must map names to attn_lib.Setting, got {type(s).__name__}")
+    gamma = check_real(gamma, "gamma", low=0.0, low_open=True)
+    n = check_int(n, "n")
+    trials = check_int(trials, "trials", low=2)
+    seed = check_seed(seed)
+
+    grid = [dataclasses.replace(s, f=e.f) for e in entries for s in settings.values()]
+    F, S = len(entries), len(settings)
+    theory = sweeps.theory(grid, gamma).reshape(F, S)
+    ridge_theory = sweeps.theory(list(settings.values()), gamma, model="ridge")
+    mc = sweeps.monte_carlo(grid, gamma, n=n, trials=trials, seed=seed)
+    return Atlas(entries=entries, settings=settings, gamma=gamma, n=n,
+                 hermite=tuple(hermite.coefficients(e.f) for e in entries), theory=theory,
+                 ridge_theory=ridge_theory,
+                 attention=mc.attention[:, :, 0].reshape(F, S, trials),
+                 ridge=mc.ridge[:S, :, 0])

@@ -1,0 +1,300 @@
+r"""The strong-alignment regime: the latent split of the kernel argument and two surrogates.
+
+With tokens ``x_i = mu y_i + z_i`` and ``M = I_p + w_K w_Q^T`` the kernel argument between tokens
+``i != j`` splits exactly along an orthonormal basis ``B`` (shape ``(p, r)``, ``r <= 3``) of
+``span(mu, w_K, w_Q)`` and its complement:
+
+.. math::
+
+    t_{ij} = \frac{x_i^\top M x_j}{\sqrt p} = g_{ij} + h_{ij}, \qquad
+    g_{ij} = \frac{z_i^{\perp\top} z_j^\perp}{\sqrt p}, \qquad
+    h_{ij} = \frac{\xi_i^\top M_r \xi_j}{\sqrt p},
+
+with latent coordinates ``xi_i = B^T x_i = y_i mu_r + zeta_i`` (``zeta_i ~ N(0, I_r)``),
+``mu_r = B^T mu`` and ``M_r = B^T M B = I_r + w_{K,r} w_{Q,r}^T``. The *shift* ``h_ij`` has
+conditional mean ``y_i y_j delta`` with the signed coherent shift
+``delta = mu^T M mu / sqrt(p)``, but it fluctuates around it with variance
+
+.. math::
+
+    \operatorname{Var}(h_{ij} \mid y)
+        = \frac{\|M_r^\top \mu_r\|^2 + \|M_r \mu_r\|^2 + \|M_r\|_F^2}{p}
+
+(the three terms ``y_i mu_r^T M_r zeta_j``, ``y_j zeta_i^T M_r mu_r`` and ``zeta_i^T M_r zeta_j``
+are uncorrelated). For weights aligned with ``mu`` it is about ``2 delta^2 / snr``: it does not
+shrink relative to ``delta`` as ``p`` grows.
+
+Expanding ``f(g + h)`` in Hermite polynomials of ``g ~ N(0, 1)`` at fixed ``h`` gives the
+*conditional Gaussian equivalent* of the (centred, zero-diagonal) kernel,
+
+.. math::
+
+    \sqrt p\, K_{ij} \approx F_0(H_{ij}) + F_1(H_{ij})\,(t_{ij} - H_{ij})
+        + \sqrt{S_2(H_{ij})}\, W_{ij},
+
+with the shift-dependent Hermite data ``F0(h) = E f(xi + h)``, ``F1(h) = E[xi f(xi + h)]`` and
+``S2(h) = E f(xi + h)^2 - F0^2 - F1^2`` of :mod:`attn_lib.theory.shift` and ``W`` a GOE matrix
+(unit off-diagonal variance) independent of the data. Two choices of ``H``:
+
+* ``"latent"``: ``H = h``, the actual shift (``t - H = g``);
+* ``"coherent"``: ``H_ij = y_i y_j delta``, keeping only the coherent part of the shift (the
+  ``K_lin2`` model of the strong-alignment notes).
+
+:func:`surrogate_errors` simulates the true kernel and both surrogates on the same draws.
+Only ``alpha = 1`` (``M = I + w_K w_Q^T``, the paper's model) is supported here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from . import cache, data, hermite, kernel, simulate
+from ._validation import check_gammas, check_int, check_seed
+from .hermite import Nonlinearity
+from .setting import Setting
+from .theory import attention_error
+from .theory.shift import shift_functions
+
+__all__ = ["LatentSplit", "latent_split", "signed_shift", "shift_fluctuation", "surrogate_kernel",
+           "SurrogateResult", "surrogate_errors", "SURROGATES", "finite_size_theory"]
+
+#: Choices of the shift ``H`` in :func:`surrogate_kernel`.
+SURROGATES = ("latent", "coherent")
+_RANK_TOL = 1e-10
+
+
+def _check_setting(setting: object) -> Setting:
+    if not isinstance(setting, Setting):
+        raise TypeError(f"setting must be an attn_lib.Setting, got {type(setting).__name__}")
+    if setting.alpha != 1.0:
+        raise ValueError(f"setting.alpha must be 1 (M = I + w_K w_Q^T) for the latent split, "
+                         f"got {setting.alpha!r}")
+    return setting
+
+
+def _latent_basis(mu: np.ndarray, w_K: np.ndarray, w_Q: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Orthonormal basis ``B`` of ``span(mu, w_K, w_Q)``, ``mu_r = B^T mu`` and ``M_r = B^T M B``.
+
+    Shapes ``(p, r)``, ``(r,)`` and ``(r, r)``; ``r`` is the numerical rank of the three vectors.
+    """
+    V = np.stack([mu, w_K, w_Q], axis=1)
+    U, s, _ = np.linalg.svd(V, full_matrices=False)
+    B = U[:, s > _RANK_TOL * max(1.0, float(s.max(initial=0.0)))]
+    r = B.shape[1]
+    M_r = np.eye(r) + np.outer(B.T @ w_K, B.T @ w_Q)
+    return B, B.T @ mu, M_r
+
+
+def signed_shift(setting: Setting, n: int) -> float:
+    """Signed coherent shift ``delta = mu^T (I + w_K w_Q^T) mu / sqrt(p)`` at ``n`` tokens.
+
+    ``Setting.delta(n)`` is its absolute value.
+    """
+    s = _check_setting(setting)
+    return (s.snr + s.mu_wk * s.mu_wq) / np.sqrt(s.p(check_int(n, "n")))
+
+
+def shift_fluctuation(setting: Setting, n: int) -> float:
+    """Standard deviation of ``h_ij - y_i y_j delta`` for ``i != j`` (see the module docstring).
+
+    ``sqrt((||M_r^T mu_r||^2 + ||M_r mu_r||^2 + ||M_r||_F^2) / p)``, computed from the Gram
+    matrix of ``mu, w_K, w_Q``; it does not depend on the labels.
+    """
+    s = _check_setting(setting)
+    p = s.p(check_int(n, "n"))
+    mu, w_K, w_Q = data.geometry(s, 3)
+    _, mu_r, M_r = _latent_basis(mu, w_K, w_Q)
+    var = (M_r.T @ mu_r) @ (M_r.T @ mu_r) + (M_r @ mu_r) @ (M_r @ mu_r) + np.sum(M_r ** 2)
+    return float(np.sqrt(var / p))
+
+
+@dataclass(frozen=True)
+class LatentSplit:
+    """The latent split of one sample (see the module docstring).
+
+    Attributes
+    ----------
+    basis : ndarray of shape (p, r)
+        Orthonormal basis of ``span(mu, w_K, w_Q)``; ``r = 0`` when all three vanish.
+    xi : ndarray of shape (r, n)
+        Latent coordinates ``B^T x_i`` of the tokens.
+    m_r : ndarray of shape (r, r)
+        ``B^T (I + w_K w_Q^T) B``.
+    p : int
+        Token dimension.
+    """
+
+    basis: np.ndarray
+    xi: np.ndarray
+    m_r: np.ndarray
+    p: int
+
+    def shift(self) -> np.ndarray:
+        """``h = xi^T M_r xi / sqrt(p)``, shape ``(n, n)`` (zero matrix when ``r = 0``)."""
+        return self.xi.T @ self.m_r @ self.xi / np.sqrt(self.p)
+
+
+def latent_split(sample: data.Sample) -> LatentSplit:
+    """Latent split of the tokens ``sample.X`` along ``span(mu, w_K, w_Q)`` (``alpha = 1``).
+
+    Parameters
+    ----------
+    sample : attn_lib.data.Sample
+        A draw from :func:`attn_lib.data.draw`.
+    """
+    if not isinstance(sample, data.Sample):
+        raise TypeError(f"sample must be an attn_lib.data.Sample, got {type(sample).__name__}")
+    B, _, M_r = _latent_basis(sample.mu, sample.w_K, sample.w_Q)
+    return LatentSplit(basis=B, xi=B.T @ sample.X, m_r=M_r, p=sample.X.shape[0])
+
+
+def surrogate_kernel(T: np.ndarray, H: np.ndarray, f: Nonlinearity, p: int,
+                     W: np.ndarray) -> np.ndarray:
+    """Conditional Gaussian equivalent ``K`` (shape ``(n, n)``, zero diagonal) of ``f(T)/sqrt(p)``.
+
+    ``sqrt(p) K_ij = F0(H_ij) + F1(H_ij) (T_ij - H_ij) + sqrt(S2(H_ij)) W_ij`` for ``i != j``,
+    with ``F0, F1, S2`` of the centred ``f`` from :func:`attn_lib.theory.shift.shift_functions`.
+
+    Parameters
+    ----------
+    T : ndarray of shape (n, n)
+        Kernel arguments ``X^T M X / sqrt(p)`` (:func:`attn_lib.kernel.logits`).
+    H : ndarray of shape (n, n)
+        The shift at which ``f`` is expanded (``"latent"``: ``h``; ``"coherent"``: ``y y^T delta``).
+    f : str or callable
+        Nonlinearity.
+    p : int
+        Token dimension.
+    W : ndarray of shape (n, n)
+        Noise matrix (GOE with unit off-diagonal variance).
+    """
+    T, H, W = (np.asarray(a, dtype=float) for a in (T, H, W))
+    if T.ndim != 2 or T.shape[0] != T.shape[1] or H.shape != T.shape or W.shape != T.shape:
+        raise ValueError(f"T, H and W must be square arrays of one shape, got {T.shape}, "
+                         f"{H.shape}, {W.shape}")
+    p = check_int(p, "p")
+    F0, F1, S2 = shift_functions(f, h_max=float(np.abs(H).max(initial=0.0)))(H)
+    K = F0
+    K += F1 * (T - H)
+    K += np.sqrt(S2) * W
+    K /= np.sqrt(p)
+    np.fill_diagonal(K, 0.0)
+    return K
+
+
+def _goe(n: int, rng: np.random.Generator) -> np.ndarray:
+    """Symmetric ``n x n`` Gaussian matrix with unit off-diagonal variance."""
+    A = rng.standard_normal((n, n))
+    return (A + A.T) / np.sqrt(2.0)
+
+
+@dataclass(frozen=True)
+class SurrogateResult:
+    """Errors of the true kernel, the two surrogates and ridge on the same draws.
+
+    Attributes
+    ----------
+    values : dict of str to ndarray of shape (trials, G)
+        Keys ``"attention"`` (true kernel), ``"latent"``, ``"coherent"`` and ``"ridge"``.
+    gammas : ndarray of shape (G,)
+    n, p : int
+    """
+
+    values: dict
+    gammas: np.ndarray
+    n: int
+    p: int
+
+    def mean(self, model: str) -> np.ndarray:
+        """Mean over trials, shape ``(G,)``."""
+        return self._get(model).mean(axis=0)
+
+    def sem(self, model: str) -> np.ndarray:
+        """Standard error of the mean (``ddof=1``; zeros for one trial), shape ``(G,)``."""
+        return simulate.Stats(self._get(model)).sem
+
+    def _get(self, model: str) -> np.ndarray:
+        if model not in self.values:
+            raise ValueError(f"model must be one of {sorted(self.values)}, got {model!r}")
+        return self.values[model]
+
+
+def surrogate_errors(setting: Setting, gammas: object, n: int, trials: int = 2,
+                     seed: int = 0) -> SurrogateResult:
+    """Interpolation errors of attention, its two surrogates and ridge, on common draws.
+
+    Each trial draws a sample (:func:`attn_lib.data.draw`, seeded by
+    ``SeedSequence(seed).spawn(trials)[t]``, so the data equal those of
+    :func:`attn_lib.simulate.errors` with the same seed), then one GOE matrix ``W`` shared by
+    the two surrogates. The errors are ``E(gamma) = gamma^2 y^T Q^2 y / n`` with ``Phi = X K``
+    for the true kernel (:func:`attn_lib.kernel.attention_kernel`, zero diagonal) and for
+    :func:`surrogate_kernel` with ``H = h`` (``"latent"``) and ``H = y y^T delta``
+    (``"coherent"``), and ``Phi = X`` for ridge.
+
+    Parameters
+    ----------
+    setting : Setting
+        Model scalars, ``alpha = 1``.
+    gammas : float or array_like of shape (G,)
+    n : int
+        Tokens (``p = round(c n)``).
+    trials : int, default 2
+    seed : int, default 0
+
+    Returns
+    -------
+    SurrogateResult
+    """
+    s = _check_setting(setting)
+    g = np.atleast_1d(check_gammas(gammas))
+    n = check_int(n, "n")
+    trials = check_int(trials, "trials")
+    seed = check_seed(seed)
+    p = s.p(n)
+    data.geometry(s, p)  # fail fast when p is too small for the geometry
+    func, _ = hermite.check_nonlinearity(s.f)
+    a0 = s.hermite.a0
+    delta = signed_shift(s, n)
+    out = {k: np.empty((trials, g.size)) for k in ("attention", *SURROGATES, "ridge")}
+    for t, child in enumerate(np.random.SeedSequence(seed).spawn(trials)):
+        rng = np.random.default_rng(child)
+        sample = data.draw(s, n, rng)
+        X, y = sample.X, sample.y
+        W = _goe(n, rng)
+        T = kernel.logits(X, sample.w_K, sample.w_Q)
+        shifts = {"latent": latent_split(sample).shift(), "coherent": delta * np.outer(y, y)}
+        for name, H in shifts.items():
+            out[name][t] = simulate.interpolation_error(X @ surrogate_kernel(T, H, s.f, p, W), y, g)
+        K = kernel.apply(func, T, p, a0=a0, overwrite=True)
+        out["attention"][t] = simulate.interpolation_error(X @ K, y, g)
+        out["ridge"][t] = simulate.interpolation_error(X, y, g)
+    return SurrogateResult(values=out, gammas=g, n=n, p=p)
+
+
+def finite_size_theory(settings: Sequence[Setting], gammas: object, n: int) -> np.ndarray:
+    """The finite-size theory ``attention_error(s, gammas, n=n)`` of many settings, cached.
+
+    Each setting's curve is read from or written to the disk cache (:func:`attn_lib.cache.cached`),
+    since the finite-size equivalent costs up to a second per setting.
+
+    Parameters
+    ----------
+    settings : sequence of Setting, length B
+    gammas : float or array_like of shape (G,)
+    n : int
+        Tokens; the theory uses ``p = round(c n)`` and the shift ``delta(n)``.
+
+    Returns
+    -------
+    ndarray of shape ``(B, G)``.
+    """
+    settings = list(settings)
+    if not settings or not all(isinstance(s, Setting) for s in settings):
+        raise TypeError("settings must be a non-empty sequence of attn_lib.Setting")
+    g = np.atleast_1d(check_gammas(gammas))
+    n = check_int(n, "n")
+    return np.array([cache.cached(attention_error, setting=s, gammas=g, n=n) for s in settings])
