@@ -33,10 +33,10 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from . import hermite, sweeps
+from . import hermite, simulate, sweeps
 from ._validation import check_int, check_real, check_seed
 from .hermite import Hermite, Nonlinearity
-from .setting import Setting
+from .setting import Setting, check_setting
 
 __all__ = ["NAMES", "GAMMA", "Reflected", "Entry", "catalogue", "default_settings",
            "mixture_for_ratio", "mixture_theory", "compute", "Atlas"]
@@ -52,7 +52,7 @@ _KINDS = ("named", "partner", "reflected", "sweep")
 
 
 @dataclass(frozen=True)
-class Reflected:
+class Reflected(sweeps.Normalised):
     """A registered nonlinearity reflected and scaled to variance ``nu``: ``t -> s f(-t)``.
 
     ``s = sqrt(nu / nu_f)`` as in :class:`~attn_lib.sweeps.Normalised`. Reflection flips the
@@ -68,20 +68,13 @@ class Reflected:
         Target variance ``> 0``.
     """
 
-    base: str
-    nu: float = 1.0
-
-    def __post_init__(self) -> None:
-        normalised = sweeps.Normalised(self.base, self.nu)  # validates base and nu
-        object.__setattr__(self, "nu", normalised.nu)
-
     @property
     def breaks(self) -> tuple[float, ...]:
         """Kinks and jumps of ``f(-t)``: those of the base function, negated."""
-        return tuple(sorted(-b for b in hermite.REGISTRY[self.base][1]))
+        return tuple(sorted(-b for b in super().breaks))
 
     def __call__(self, t: np.ndarray) -> np.ndarray:
-        return sweeps.Normalised(self.base, self.nu)(-np.asarray(t, dtype=float))
+        return super().__call__(-np.asarray(t, dtype=float))
 
 
 @dataclass(frozen=True)
@@ -167,7 +160,7 @@ def catalogue(names: Sequence[str] = NAMES, partners: Sequence[str] = ("cos",),
         raise ValueError("names must not be empty")
     for what, group in (("names", names), ("partners", partners), ("reflect", reflect)):
         for name in group:
-            sweeps._registered(name, what)
+            hermite.check_registered(name, what)
     entries: list[Entry] = []
     seen: set = set()
 
@@ -231,8 +224,7 @@ def mixture_theory(setting: Setting, ratios: object, gammas: object = GAMMA,
     -------
     ndarray of shape ``(R,)`` for a scalar ``gammas``, else ``(R, G)``.
     """
-    if not isinstance(setting, Setting):
-        raise TypeError(f"setting must be an attn_lib.Setting, got {type(setting).__name__}")
+    check_setting(setting)
     r = np.atleast_1d(np.asarray(ratios, dtype=float))
     if r.ndim != 1 or r.size == 0:
         raise ValueError("ratios must be a non-empty 1-D array")
@@ -290,8 +282,8 @@ class Atlas:
 
     @property
     def sem(self) -> np.ndarray:
-        """Standard error of the simulated mean, ``std(ddof=1) / sqrt(T)``, shape ``(F, S)``."""
-        return self.attention.std(axis=2, ddof=1) / np.sqrt(self.attention.shape[2])
+        """Standard error of the simulated mean (:func:`attn_lib.simulate.standard_error`), shape ``(F, S)``."""
+        return simulate.standard_error(self.attention, axis=2)
 
     def deltas(self) -> dict[str, float]:
         """Coherent shift ``delta`` of every setting at the simulated ``n``."""
@@ -354,7 +346,7 @@ class Atlas:
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v < F:
                 raise ValueError(f"{name} must be an entry index in [0, {F - 1}], got {v!r}")
         d = self.attention[i] - self.attention[j]
-        return d.mean(axis=1), d.std(axis=1, ddof=1) / np.sqrt(d.shape[1])
+        return d.mean(axis=1), simulate.standard_error(d, axis=1)
 
     def groups_summary(self):
         """Spread of the simulated errors within every group of equal ``a1^2 / nu``.

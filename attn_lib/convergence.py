@@ -297,7 +297,7 @@ class Study:
     def series(self, model: str, setting: int, gamma: int) -> Series:
         """:class:`Series` of ``model`` ("attention" or "ridge") for ``settings[setting]`` at
         ``gammas[gamma]`` (both indices)."""
-        model = sweeps._check_model(model)
+        model = sweeps.check_model(model)
         b = self._index(setting)
         k = check_int(gamma, "gamma", low=0)
         if k >= self.gammas.size:
@@ -339,7 +339,7 @@ def run(settings: Sequence[Setting], n: Sequence[int], trials: int | Sequence[in
     -------
     Study
     """
-    settings = tuple(sweeps._check_settings(settings))
+    settings = tuple(sweeps.check_settings(settings))
     ns = _check_ladder(n)
     if isinstance(trials, (list, tuple, np.ndarray)):
         ts = [check_int(t, "trials", low=2) for t in trials]
@@ -354,5 +354,5 @@ def run(settings: Sequence[Setting], n: Sequence[int], trials: int | Sequence[in
         raise TypeError("use_cache must be bool")
     runs = tuple(sweeps.monte_carlo(settings, g, n=int(k), trials=t, seed=seed,
                                     use_cache=use_cache) for k, t in zip(ns, ts))
-    theory = {m: sweeps.theory(settings, g, model=m) for m in sweeps._MODELS}
+    theory = {m: sweeps.theory(settings, g, model=m) for m in sweeps.MODELS}
     return Study(settings=settings, n=ns, trials=np.array(ts), gammas=g, theory=theory, runs=runs)

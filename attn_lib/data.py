@@ -40,6 +40,17 @@ class Sample:
     w_Q: np.ndarray
 
 
+def latent_coordinates(setting: Setting) -> np.ndarray:
+    """Coordinates of ``mu, w_K, w_Q`` in an orthonormal basis of their span, shape ``(r, 3)``.
+
+    ``gram = C^T C`` through the eigendecomposition of ``setting.gram``; ``r`` (0 to 3) is its
+    numerical rank.
+    """
+    lam, vec = np.linalg.eigh(setting.gram)
+    keep = lam > _RANK_TOL * max(1.0, lam.max())
+    return np.sqrt(lam[keep])[:, None] * vec[:, keep].T
+
+
 def geometry(setting: Setting, p: int) -> np.ndarray:
     """Rows ``mu, w_K, w_Q`` (shape ``(3, p)``) with the Gram matrix ``setting.gram``.
 
@@ -51,9 +62,7 @@ def geometry(setting: Setting, p: int) -> np.ndarray:
     ValueError
         If the three vectors span more dimensions than ``p``.
     """
-    lam, vec = np.linalg.eigh(setting.gram)
-    keep = lam > _RANK_TOL * max(1.0, lam.max())
-    factor = vec[:, keep] * np.sqrt(lam[keep])
+    factor = latent_coordinates(setting).T
     rank = factor.shape[1]
     if rank > p:
         raise ValueError(f"n is too small: mu, w_K, w_Q span {rank} dimensions but p = {p}")

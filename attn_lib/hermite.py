@@ -73,6 +73,16 @@ class Hermite:
         return max(self.nu - self.a1 ** 2, 0.0)
 
 
+def check_registered(name: object, what: str) -> str:
+    """``name`` if it is a key of :data:`REGISTRY`; ``what`` names the parameter in the error."""
+    if not isinstance(name, str):
+        raise TypeError(f"{what} must be the name of a registered nonlinearity "
+                        f"{sorted(REGISTRY)}, got {type(name).__name__}")
+    if name not in REGISTRY:
+        raise ValueError(f"{what} must be one of {sorted(REGISTRY)}, got {name!r}")
+    return name
+
+
 def check_nonlinearity(f: object, name: str = "f") -> tuple[Callable[[np.ndarray], np.ndarray], tuple[float, ...]]:
     """Resolve ``f`` to a vectorised callable and its break points, validating it.
 

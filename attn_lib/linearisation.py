@@ -25,7 +25,7 @@ from scipy.sparse.linalg import svds
 
 from . import data, hermite, kernel
 from ._validation import check_gammas, check_int
-from .setting import Setting
+from .setting import Setting, check_setting
 from .simulate import interpolation_error
 
 __all__ = ["KernelPair", "goe", "linearised_kernel", "kernel_pair", "operator_norm", "error_gap"]
@@ -50,7 +50,7 @@ def goe(n: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def linearised_kernel(sample: data.Sample, setting: Setting, G: np.ndarray,
-                      include_a2: bool = True) -> np.ndarray:
+                      include_a2: bool = True, gram: np.ndarray | None = None) -> np.ndarray:
     """``K_lin`` (shape ``(n, n)``) of the module docstring for the tokens of ``sample``.
 
     Parameters
@@ -63,12 +63,14 @@ def linearised_kernel(sample: data.Sample, setting: Setting, G: np.ndarray,
         GOE matrix (see :func:`goe`).
     include_a2 : bool, default True
         Add the rank-two ``a2`` correction.
+    gram : ndarray of shape (n, n), optional
+        A precomputed ``X^T X`` (see :func:`attn_lib.kernel.logits`).
     """
     X = sample.X
     p, n = X.shape
     h = setting.hermite
     b = np.sqrt(h.b2)
-    T = kernel.logits(X, sample.w_K, sample.w_Q, setting.alpha) / (setting.alpha * np.sqrt(p))  # X^T M X / p
+    T = kernel.logits(X, sample.w_K, sample.w_Q, setting.alpha, gram) / (setting.alpha * np.sqrt(p))  # X^T M X / p
     diag = np.diag(T).copy()
     K = h.a1 * T
     K += (b / np.sqrt(p)) * G
@@ -84,16 +86,16 @@ def kernel_pair(setting: Setting, n: int, rng: np.random.Generator) -> KernelPai
 
     ``rng`` draws the sample first (as :func:`attn_lib.data.draw`), then the GOE part.
     """
-    if not isinstance(setting, Setting):
-        raise TypeError(f"setting must be an attn_lib.Setting, got {type(setting).__name__}")
+    check_setting(setting)
     n = check_int(n, "n", low=2)
     s = data.draw(setting, n, rng)
     func, _ = hermite.check_nonlinearity(setting.f)
     a0 = setting.hermite.a0
-    K = kernel.attention_kernel(s.X, func, s.w_K, s.w_Q, setting.alpha, a0=a0)
+    XtX = s.X.T @ s.X                 # shared by the true kernel and both linearisations
+    K = kernel.attention_kernel(s.X, func, s.w_K, s.w_Q, setting.alpha, a0=a0, gram=XtX)
     G = goe(n, rng)
-    return KernelPair(sample=s, K=K, K_lin=linearised_kernel(s, setting, G, True),
-                      K_lin_no_a2=linearised_kernel(s, setting, G, False), G=G)
+    return KernelPair(sample=s, K=K, K_lin=linearised_kernel(s, setting, G, True, XtX),
+                      K_lin_no_a2=linearised_kernel(s, setting, G, False, XtX), G=G)
 
 
 def operator_norm(A: np.ndarray) -> float:

@@ -30,7 +30,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from . import sweeps
+from . import simulate, sweeps
 from ._validation import check_gammas, check_int, check_real, check_seed
 from .hermite import Nonlinearity
 from .setting import Setting
@@ -243,10 +243,9 @@ class SpotChecks:
         Tokens of every draw.
     p : ndarray of shape (S,)
         Dimension ``round(c n)`` of each cell.
-    gap_draws : ndarray of shape (S, T)
-        Paired difference ``E_att - E_ridge`` of each draw (both models see the same tokens).
     attention_draws, ridge_draws : ndarray of shape (S, T)
-        The two errors of each draw.
+        The two errors of each draw (both models see the same tokens; :attr:`gap_draws` is
+        their paired difference).
     gap_theory : ndarray of shape (S,)
         ``E_att - E_ridge`` of the deterministic equivalents.
     delta : ndarray of shape (S,)
@@ -258,11 +257,15 @@ class SpotChecks:
     gamma: float
     n: int
     p: np.ndarray
-    gap_draws: np.ndarray
     attention_draws: np.ndarray
     ridge_draws: np.ndarray
     gap_theory: np.ndarray
     delta: np.ndarray
+
+    @property
+    def gap_draws(self) -> np.ndarray:
+        """Paired difference ``E_att - E_ridge`` of each draw, shape ``(S, T)``."""
+        return self.attention_draws - self.ridge_draws
 
     @property
     def gap_mean(self) -> np.ndarray:
@@ -271,11 +274,8 @@ class SpotChecks:
 
     @property
     def gap_sem(self) -> np.ndarray:
-        """Standard error of :attr:`gap_mean`, ``std(ddof=1) / sqrt(T)`` (zeros for one draw)."""
-        t = self.gap_draws.shape[1]
-        if t < 2:
-            return np.zeros(self.gap_draws.shape[0])
-        return self.gap_draws.std(axis=1, ddof=1) / np.sqrt(t)
+        """Standard error of :attr:`gap_mean` (:func:`attn_lib.simulate.standard_error`), shape ``(S,)``."""
+        return simulate.standard_error(self.gap_draws, axis=1)
 
     def resolved(self, z: float = 2.0) -> np.ndarray:
         """Whether the simulated sign is resolved, ``|gap_mean| > z gap_sem``, shape ``(S,)``.
@@ -332,7 +332,6 @@ def spot_checks(make: MakeSetting, points: object, gamma: object, n: int, trials
     mc = sweeps.monte_carlo(settings, g, n=n, trials=trials, seed=seed, use_cache=use_cache)
     gap_th = sweeps.theory(settings, g) - sweeps.theory(settings, g, model="ridge")
     return SpotChecks(x=pts[:, 0].copy(), y=pts[:, 1].copy(), gamma=g, n=n, p=mc.p,
-                      gap_draws=mc.values("gap")[:, :, 0],
                       attention_draws=mc.values("attention")[:, :, 0],
                       ridge_draws=mc.values("ridge")[:, :, 0], gap_theory=gap_th,
                       delta=np.array([s.delta(n) for s in settings]))

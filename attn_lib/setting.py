@@ -125,9 +125,20 @@ class Setting:
         n = check_int(n, "n")
         return max(1, int(round(self.c * n)))
 
+    def signed_delta(self, n: int) -> float:
+        """Signed coherent shift ``mu^T (alpha I + w_K w_Q^T) mu / sqrt(p)`` at ``n`` tokens."""
+        return (self.alpha * self.snr + self.mu_wk * self.mu_wq) / np.sqrt(self.p(n))
+
     def delta(self, n: int) -> float:
         """Coherent shift ``|mu^T (alpha I + w_K w_Q^T) mu| / sqrt(p)`` at ``n`` tokens."""
-        return abs(self.alpha * self.snr + self.mu_wk * self.mu_wq) / np.sqrt(self.p(n))
+        return abs(self.signed_delta(n))
+
+
+def check_setting(setting: object) -> Setting:
+    """``setting`` if it is a :class:`Setting`, else a ``TypeError`` naming its type."""
+    if not isinstance(setting, Setting):
+        raise TypeError(f"setting must be an attn_lib.Setting, got {type(setting).__name__}")
+    return setting
 
 
 @dataclass(frozen=True)

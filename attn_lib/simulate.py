@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from . import data, hermite, kernel
 from ._validation import check_gammas, check_int, check_seed
-from .setting import Setting
+from .setting import Setting, check_setting
 
 _BLAS = ThreadpoolController()
 
@@ -185,11 +185,28 @@ class Stats:
 
     @property
     def sem(self) -> np.ndarray:
-        """Standard error of the mean, ``std(ddof=1) / sqrt(trials)`` (NaN-free: 0 for one trial)."""
-        t = self.values.shape[0]
-        if t < 2:
-            return np.zeros_like(self.mean)
-        return self.values.std(axis=0, ddof=1) / np.sqrt(t)
+        """Standard error of the mean (:func:`standard_error` over trials)."""
+        return standard_error(self.values, axis=0)
+
+
+def standard_error(values: np.ndarray, axis: int) -> np.ndarray:
+    """Standard error of the mean along ``axis``, ``std(ddof=1) / sqrt(T)``; zeros when ``T = 1``.
+
+    Parameters
+    ----------
+    values : ndarray
+        Draws, ``T`` of them along ``axis``.
+    axis : int
+
+    Returns
+    -------
+    ndarray, ``values`` without ``axis``.
+    """
+    values = np.asarray(values)
+    t = values.shape[axis]
+    if t < 2:
+        return np.zeros_like(values.mean(axis=axis))
+    return values.std(axis=axis, ddof=1) / np.sqrt(t)
 
 
 @dataclass(frozen=True)
@@ -232,8 +249,7 @@ def errors(setting: Setting, gammas: object, n: int = 2048, trials: int = 4, see
     SimulationResult
         ``.attention`` and ``.ridge`` with ``mean``, ``std`` (ddof=0), ``sem`` and ``values``.
     """
-    if not isinstance(setting, Setting):
-        raise TypeError(f"setting must be an attn_lib.Setting, got {type(setting).__name__}")
+    check_setting(setting)
     if not isinstance(keep_diagonal, bool) or not isinstance(attention, bool):
         raise TypeError("keep_diagonal and attention must be bool")
     g = check_gammas(gammas)

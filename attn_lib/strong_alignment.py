@@ -54,7 +54,7 @@ import numpy as np
 from . import cache, data, hermite, kernel, simulate
 from ._validation import check_gammas, check_int, check_seed
 from .hermite import Nonlinearity
-from .setting import Setting
+from .setting import Setting, check_setting
 from .theory import attention_error
 from .theory.shift import shift_functions
 
@@ -67,8 +67,7 @@ _RANK_TOL = 1e-10
 
 
 def _check_setting(setting: object) -> Setting:
-    if not isinstance(setting, Setting):
-        raise TypeError(f"setting must be an attn_lib.Setting, got {type(setting).__name__}")
+    check_setting(setting)
     if setting.alpha != 1.0:
         raise ValueError(f"setting.alpha must be 1 (M = I + w_K w_Q^T) for the latent split, "
                          f"got {setting.alpha!r}")
@@ -94,8 +93,7 @@ def signed_shift(setting: Setting, n: int) -> float:
 
     ``Setting.delta(n)`` is its absolute value.
     """
-    s = _check_setting(setting)
-    return (s.snr + s.mu_wk * s.mu_wq) / np.sqrt(s.p(check_int(n, "n")))
+    return _check_setting(setting).signed_delta(n)
 
 
 def shift_fluctuation(setting: Setting, n: int) -> float:

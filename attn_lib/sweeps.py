@@ -29,18 +29,11 @@ from . import cache, hermite, simulate
 from ._validation import check_gammas, check_int, check_real, check_seed
 from .setting import Setting
 
-__all__ = ["Normalised", "Mixture", "theory", "monte_carlo", "SweepResult"]
+__all__ = ["Normalised", "Mixture", "theory", "monte_carlo", "SweepResult", "MODELS",
+           "check_settings", "check_model"]
 
-_MODELS = ("attention", "ridge")
-
-
-def _registered(name: object, what: str) -> str:
-    if not isinstance(name, str):
-        raise TypeError(f"{what} must be the name of a registered nonlinearity "
-                        f"{sorted(hermite.REGISTRY)}, got {type(name).__name__}")
-    if name not in hermite.REGISTRY:
-        raise ValueError(f"{what} must be one of {sorted(hermite.REGISTRY)}, got {name!r}")
-    return name
+#: The models a sweep can compute.
+MODELS = ("attention", "ridge")
 
 
 @dataclass(frozen=True)
@@ -70,7 +63,7 @@ class Normalised:
     nu: float = 1.0
 
     def __post_init__(self) -> None:
-        _registered(self.base, "base")
+        hermite.check_registered(self.base, "base")
         object.__setattr__(self, "nu", check_real(self.nu, "nu", low=0.0, low_open=True))
         if hermite.coefficients(self.base).nu <= 0.0:
             raise ValueError(f"base {self.base!r} is constant under N(0, 1); it cannot be normalised")
@@ -123,7 +116,7 @@ class Mixture:
     def __post_init__(self) -> None:
         object.__setattr__(self, "theta",
                            check_real(self.theta, "theta", low=0.0, high=float(np.pi / 2)))
-        _registered(self.h, "h")
+        hermite.check_registered(self.h, "h")
         if hermite.coefficients(self.h).b2 <= 1e-12:
             raise ValueError(f"h={self.h!r} is linear under N(0, 1): it has no non-linear part")
 
@@ -145,7 +138,8 @@ class Mixture:
         return np.cos(self.theta) * t + np.sin(self.theta) * h
 
 
-def _check_settings(settings: object) -> list[Setting]:
+def check_settings(settings: object) -> list[Setting]:
+    """``settings`` (one :class:`Setting` or a non-empty sequence of them) as a list."""
     out = list(settings) if not isinstance(settings, Setting) else [settings]
     if not out:
         raise ValueError("settings must not be empty")
@@ -155,9 +149,10 @@ def _check_settings(settings: object) -> list[Setting]:
     return out
 
 
-def _check_model(model: object) -> str:
-    if model not in _MODELS:
-        raise ValueError(f"model must be one of {_MODELS}, got {model!r}")
+def check_model(model: object) -> str:
+    """``model`` if it is one of :data:`MODELS`."""
+    if model not in MODELS:
+        raise ValueError(f"model must be one of {MODELS}, got {model!r}")
     return str(model)
 
 
@@ -177,8 +172,8 @@ def theory(settings: Sequence[Setting], gammas: object, model: str = "attention"
     -------
     ndarray of shape ``(B, G)`` (``(B,)`` for a scalar ``gammas``).
     """
-    settings = _check_settings(settings)
-    model = _check_model(model)
+    settings = check_settings(settings)
+    model = check_model(model)
     g = check_gammas(gammas)
     g1 = np.atleast_1d(g)
     if model == "ridge":
@@ -238,6 +233,10 @@ class SweepResult:
         """Standard deviation over trials (``ddof=0``), shape ``(B, G)``."""
         return self.values(model).std(axis=1)
 
+    def sem(self, model: str) -> np.ndarray:
+        """Standard error of the mean over trials (:func:`attn_lib.simulate.standard_error`), ``(B, G)``."""
+        return simulate.standard_error(self.values(model), axis=1)
+
 
 def monte_carlo(settings: Sequence[Setting], gammas: object, n: int | Sequence[int],
                 trials: int, seed: int = 0, attention: bool = True,
@@ -264,7 +263,7 @@ def monte_carlo(settings: Sequence[Setting], gammas: object, n: int | Sequence[i
     -------
     SweepResult
     """
-    settings = _check_settings(settings)
+    settings = check_settings(settings)
     g = np.atleast_1d(check_gammas(gammas))
     ns = [n] * len(settings) if isinstance(n, (int, np.integer)) and not isinstance(n, bool) else list(n)
     if len(ns) != len(settings):
@@ -275,8 +274,7 @@ def monte_carlo(settings: Sequence[Setting], gammas: object, n: int | Sequence[i
     seed = check_seed(seed)
     if not isinstance(attention, bool) or not isinstance(use_cache, bool):
         raise TypeError("attention and use_cache must be bool")
-    run = (lambda **kw: cache.cached(simulate.errors, **kw)) if use_cache else \
-        (lambda **kw: simulate.errors(**kw))
+    run = cache.memoize(simulate.errors) if use_cache else simulate.errors
     results = [run(setting=s, gammas=g, n=k, trials=trials, seed=seed, attention=attention)
                for s, k in zip(settings, ns)]
     att = np.stack([r.attention.values for r in results]) if attention else None

@@ -95,8 +95,8 @@ def run_fidelity(ns: list[int], quick: bool, sem_target: float, budget_s: float)
             deadline = time.time() + (deadline_n - time.time()) / left
             A, R = trials_until(s, GAMMAS, n, sem_target, MAX_TRIALS.get(n, 16), deadline, seed=17 + i)
             t = A.shape[0]
-            mA, sA = A.mean(axis=0), A.std(axis=0, ddof=1) / np.sqrt(t)
-            mR, sR = R.mean(axis=0), R.std(axis=0, ddof=1) / np.sqrt(t)
+            mA, sA = A.mean(axis=0), simulate.standard_error(A, axis=0)
+            mR, sR = R.mean(axis=0), simulate.standard_error(R, axis=0)
             for k, g in enumerate(GAMMAS):
                 rows.append(dict(setting=name, n=n, p=s.p(n), gamma=float(g), delta=float(s.delta(n)),
                                  trials=t, theory_attention=float(th_a[k]), mc_attention=float(mA[k]),

@@ -51,7 +51,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from adaptive import trials_until
-from attn_lib import Setting
+from attn_lib import Setting, data, simulate
 from attn_lib.theory import attention_error, ridge_error
 
 GAMMAS = np.array([1e-4, 1e-3, 1e-2, 1e-1, 1.0])
@@ -119,8 +119,7 @@ def grid(n: int, quick: bool = False) -> list[tuple[str, Setting]]:
 
 def latent_dim(setting: Setting) -> int:
     """Number of latent directions: the rank of the Gram matrix of ``mu, w_K, w_Q``."""
-    g = setting.gram
-    return int(np.linalg.matrix_rank(g, tol=1e-10 * max(1.0, float(np.abs(g).max()))))
+    return data.latent_coordinates(setting).shape[0]
 
 
 def score(setting: Setting, n: int) -> dict:
@@ -145,9 +144,9 @@ def run(n: int, quick: bool, sem_target: float, budget_s: float, out: Path) -> l
         row = dict(name=name, setting=dataclasses.asdict(s), n=n, p=s.p(n),
                    delta=float(s.delta(n)), latent_dim=latent_dim(s), gammas=GAMMAS.tolist(),
                    trials=t, mc_attention=A.mean(axis=0).tolist(),
-                   sem_attention=(A.std(axis=0, ddof=1) / np.sqrt(t)).tolist(),
+                   sem_attention=simulate.standard_error(A, axis=0).tolist(),
                    mc_ridge=R.mean(axis=0).tolist(),
-                   sem_ridge=(R.std(axis=0, ddof=1) / np.sqrt(t)).tolist(), **score(s, n))
+                   sem_ridge=simulate.standard_error(R, axis=0).tolist(), **score(s, n))
         rows.append(row)
         _save(out, rows)
         fs = row["theory_finite"]
@@ -221,13 +220,12 @@ def summary_table(rows: list[dict], key=None, key_name: str = "delta bin") -> st
 
 def worst_table(rows: list[dict], k: int = 10) -> str:
     """The ``k`` settings with the largest finite-size gap (signed, theory - MC)."""
-    have = rows
-    gaps = [np.subtract(r["theory_finite"], r["mc_attention"]) for r in have]
+    gaps = [np.subtract(r["theory_finite"], r["mc_attention"]) for r in rows]
     order = np.argsort([-np.abs(g).max() for g in gaps])[:k]
     lines = ["| n | setting | delta | r | gamma | MC attention | finite-size | limit | ridge MC |",
              "|---|---|---|---|---|---|---|---|---|"]
     for i in order:
-        r, g = have[i], gaps[i]
+        r, g = rows[i], gaps[i]
         j = int(np.abs(g).argmax())
         lines.append(f"| {r['n']} | {r['name']} | {r['delta']:.2f} | {r['latent_dim']} | "
                      f"{GAMMAS[j]:g} | {r['mc_attention'][j]:.4f} ± {r['sem_attention'][j]:.4f} | "

@@ -117,3 +117,11 @@ def test_matches_simulation_where_the_limit_fails(setting):
     tol = 4 * sim.attention.sem + 0.002
     np.testing.assert_array_less(np.abs(sim.attention.mean - fs), tol)
     assert np.any(np.abs(attention_error(setting, g) - sim.attention.mean) > 3 * tol)
+
+
+def test_repeated_and_large_gammas():
+    # a repeated gamma (zero continuation step) and one above the continuation start
+    s = Setting(c=0.3, snr=6.0, f="sign", wk_norm=2.0, wq_norm=3.5)
+    e = attention_error(s, [20.0, 0.1, 0.1], n=512)
+    assert e[1] == pytest.approx(e[2], rel=1e-8)  # re-solved from its own fixed point
+    assert e[0] == pytest.approx(attention_error(s, 20.0, n=512), rel=1e-9)

@@ -121,3 +121,10 @@ def test_krylov_tridiagonal_reproduces_quadratic_forms(m):
         r1, r2 = al.simulate.resolvent_moments(d, e, np.array([gamma]))
         assert r1[0] * (v @ v) == pytest.approx(v @ R @ v, rel=1e-9)
         assert r2[0] * (v @ v) == pytest.approx(v @ R @ R @ v, rel=1e-9)
+
+
+def test_standard_error():
+    v = np.array([[1.0, 2.0], [3.0, 6.0], [5.0, 10.0]])
+    np.testing.assert_allclose(al.simulate.standard_error(v, axis=0), [2.0, 4.0] / np.sqrt(3))
+    np.testing.assert_allclose(al.simulate.standard_error(v.T, axis=1), [2.0, 4.0] / np.sqrt(3))
+    np.testing.assert_array_equal(al.simulate.standard_error(v[:1], axis=0), [0.0, 0.0])

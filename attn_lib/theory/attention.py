@@ -23,7 +23,7 @@ from typing import Sequence
 import numpy as np
 
 from .._validation import check_gammas, check_int, check_real
-from ..setting import Setting
+from ..setting import Setting, check_setting
 from .bulk import BulkSolution, ConvergenceError, solve_bulk
 from .finite_size import finite_size_resolvent_form
 from .spiked import label_quadratic_form
@@ -55,15 +55,9 @@ class Linearisation:
     rho: float
 
 
-def _check_setting(setting: object) -> Setting:
-    if not isinstance(setting, Setting):
-        raise TypeError(f"setting must be an attn_lib.Setting, got {type(setting).__name__}")
-    return setting
-
-
 def linearisation(setting: Setting) -> Linearisation:
     """Linearisation coefficients ``a1, a2, nu, b2, rho`` of ``setting`` (see :class:`Linearisation`)."""
-    s = _check_setting(setting)
+    s = check_setting(setting)
     h = s.hermite  # Hermite data of f(alpha t), i.e. of the canonical setting
     b2 = h.b2 if h.b2 > 1e-14 * max(h.nu, 1e-300) else 0.0
     return Linearisation(a1=h.a1, a2=h.a2, nu=h.nu, b2=b2, rho=float(np.sqrt(s.c) * h.a1))
@@ -130,7 +124,7 @@ def attention_resolvent_form(setting: Setting, gammas: object, *, n: int | None 
     With ``n`` given, the finite-size equivalent of :mod:`attn_lib.theory.finite_size`
     (``max_iter`` and ``continuation`` then do not apply).
     """
-    s = _check_setting(setting)
+    s = check_setting(setting)
     g = check_gammas(gammas)
     if n is not None:
         return finite_size_resolvent_form(s, g, _check_n(n, s))
@@ -193,7 +187,7 @@ def attention_error_batch(settings: Sequence[Setting], gamma: object, *, max_ite
     if not settings:
         raise ValueError("settings must not be empty")
     for s in settings:
-        _check_setting(s)
+        check_setting(s)
     g = np.asarray(gamma, dtype=float)
     B = len(settings)
     if g.ndim == 0:
@@ -218,7 +212,7 @@ def attention_bulk(setting: Setting, gammas: object, *, max_iter: int = 50) -> B
     It depends on ``c``, ``a1`` and ``b2`` only; its ``.error`` is the answer for ``mu = 0``
     (random inputs).
     """
-    s = _check_setting(setting)
+    s = check_setting(setting)
     g = check_gammas(gammas)
     lin = linearisation(s)
     sol = solve_bulk(s.c, lin.rho, lin.b2, g.reshape(1, -1), max_iter=max_iter,
@@ -226,7 +220,7 @@ def attention_bulk(setting: Setting, gammas: object, *, max_iter: int = 50) -> B
     return BulkSolution(**{k: np.asarray(v).reshape(g.shape) for k, v in sol.__dict__.items()})
 
 
-def gram_spectrum(setting: Setting, x: object, *, eta: float = 1e-2, max_iter: int = 200) -> np.ndarray:
+def gram_spectrum(setting: Setting, x: object, *, eta: float = 1e-2) -> np.ndarray:
     """Limiting eigenvalue density of ``Phi^T Phi / n`` at ``mu = 0`` (continuous part).
 
     Stieltjes inversion ``rho(x) = Im g1(x + i eta) / pi`` of the bulk trace
@@ -248,11 +242,11 @@ def gram_spectrum(setting: Setting, x: object, *, eta: float = 1e-2, max_iter: i
     -------
     ndarray shaped like ``x``. For ``c < 1`` the law also has an atom ``1 - c`` at zero.
     """
-    s = _check_setting(setting)
+    s = check_setting(setting)
     eta = check_real(eta, "eta", low=0.0, low_open=True)
     xs = np.asarray(x, dtype=float)
     if xs.ndim != 1 or xs.size == 0 or not np.all(np.isfinite(xs)):
         raise ValueError("x must be a non-empty 1-D array of finite points")
     lin = linearisation(s)
     from .complex_bulk import complex_g1
-    return complex_g1(s.c, lin.rho, lin.b2, xs, eta, max_iter=max_iter, label=repr(s)).imag / np.pi
+    return complex_g1(s.c, lin.rho, lin.b2, xs, eta, label=repr(s)).imag / np.pi

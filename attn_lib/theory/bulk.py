@@ -153,7 +153,7 @@ def required_nodes(c, rho, kappa, alpha, tau, tol: float = _QUAD_TOL) -> np.ndar
     return nodes.reshape(c.shape)
 
 
-def _moments(c, rho, b2, alpha, kappa, tau, n_nodes, jac: bool = True):
+def _moments(c, rho, alpha, kappa, tau, n_nodes, jac: bool = True):
     """``I_k = int j^k/D dsigma`` (k = 0, 1, 2) and their partial derivatives.
 
     ``n_nodes`` is an int or an int array of shape ``(B,)`` (elements are grouped by it).
@@ -201,7 +201,7 @@ def _moments_fixed(c, rho, alpha, kappa, tau, n_nodes: int, jac: bool):
 
 
 def _residual_jacobian(c, rho, b2, gamma, alpha, kappa, tau, n_nodes, jac=True):
-    I, dI = _moments(c, rho, b2, alpha, kappa, tau, n_nodes, jac)
+    I, dI = _moments(c, rho, alpha, kappa, tau, n_nodes, jac)
     F = np.stack([1.0 - gamma / alpha - b2 * I[0],
                   kappa - b2 * I[1],
                   alpha * tau - b2 * (1.0 - I[2])])
@@ -220,7 +220,7 @@ def _residual_jacobian(c, rho, b2, gamma, alpha, kappa, tau, n_nodes, jac=True):
     return F, J, I, dI
 
 
-def _scale(gamma, alpha, tau, b2):
+def _scale(alpha, tau, b2):
     """Residual scales: equation 1 is relative, 2 absolute, 3 relative to ``alpha tau + b2``."""
     return np.stack([np.ones_like(alpha), np.ones_like(alpha), alpha * tau + b2 + 1e-300])
 
@@ -263,20 +263,20 @@ def _newton(c, rho, b2, gamma, alpha, kappa, tau, n_nodes, max_iter):
         ok[act[done]] = True
         act = act[~done]
     F, _, _, _ = _residual_jacobian(c, rho, b2, gamma, alpha, kappa, tau, nn, jac=False)
-    res = np.max(np.abs(F) / _scale(gamma, alpha, tau, b2), axis=0)
+    res = np.max(np.abs(F) / _scale(alpha, tau, b2), axis=0)
     ok &= res < 1e-9
     return alpha, kappa, tau, ok, res
 
 
 def _tangent(c, rho, b2, gamma, alpha, kappa, tau, n_nodes):
-    """``d(alpha, kappa, tau)/dgamma`` (shape ``(B, 3)``) and ``dg1/dgamma`` from the IFT."""
+    """``d(alpha, kappa, tau)/dgamma`` (shape ``(B, 3)``), ``g1``, ``dg1/dgamma`` (IFT) and the residual ``F``."""
     F, J, I, dI = _residual_jacobian(c, rho, b2, gamma, alpha, kappa, tau, n_nodes)
     dFdg = np.stack([-1.0 / alpha, np.zeros_like(alpha), np.zeros_like(alpha)], axis=1)
     d = np.linalg.solve(J, -dFdg[..., None])[..., 0]
     g1 = (1.0 - I[2]) / alpha
     dI2 = np.einsum("mb,bm->b", dI[2], d)
     dg1 = -dI2 / alpha - (1.0 - I[2]) * d[:, 0] / alpha ** 2
-    return d, g1, dg1
+    return d, g1, dg1, F
 
 
 def _start(c, rho, b2):
@@ -382,12 +382,10 @@ def solve_bulk(c, rho, b2, gammas, *, max_iter: int = 50, max_steps: int = 10000
     out = {k: np.empty(gf.shape) for k in ("dalpha", "dkappa", "dtau", "g1", "dg1", "residual")}
     for N in np.unique(nn):
         sel = nn == N
-        d, g1, dg1 = _tangent(cf[sel], rf[sel], bf[sel], gf[sel], al[sel], ka[sel], ta[sel], int(N))
-        F, _, _, _ = _residual_jacobian(cf[sel], rf[sel], bf[sel], gf[sel], al[sel], ka[sel], ta[sel],
-                                        int(N), jac=False)
+        d, g1, dg1, F = _tangent(cf[sel], rf[sel], bf[sel], gf[sel], al[sel], ka[sel], ta[sel], int(N))
         out["dalpha"][sel], out["dkappa"][sel], out["dtau"][sel] = d[:, 0], d[:, 1], d[:, 2]
         out["g1"][sel], out["dg1"][sel] = g1, dg1
-        out["residual"][sel] = np.max(np.abs(F) / _scale(gf[sel], al[sel], ta[sel], bf[sel]), axis=0)
+        out["residual"][sel] = np.max(np.abs(F) / _scale(al[sel], ta[sel], bf[sel]), axis=0)
     out.update(alpha=al, kappa=ka, tau=ta)
     for k, v in out.items():
         if not np.all(np.isfinite(v)):
@@ -412,7 +410,7 @@ def _predict_correct(c, rho, b2, gam, new, alpha, kappa, tau, n_nodes, max_iter,
         cs, rs, bs = c[idx], rho[idx], b2[idx]
         a0, k0, t0, g0 = cur_a[idx], cur_k[idx], cur_t[idx], cur_g[idx]
         nn = n_nodes[idx]
-        d, _, _ = _tangent(cs, rs, bs, g0, a0, k0, t0, nn)
+        d = _tangent(cs, rs, bs, g0, a0, k0, t0, nn)[0]
         dg = goal[idx] - g0
         with np.errstate(all="ignore"):
             pa = a0 * np.exp(np.clip(d[:, 0] * dg / a0, -20, 20))

@@ -36,7 +36,7 @@ def _F_J(lam, w, rho, b2, gamma, alpha, kappa, tau):
     return F, J, I
 
 
-def complex_g1(c: float, rho: float, b2: float, x: np.ndarray, eta: float, *, max_iter: int = 200,
+def complex_g1(c: float, rho: float, b2: float, x: np.ndarray, eta: float, *,
                label: str = "") -> np.ndarray:
     """``g1(x + i eta)`` on a grid ``x`` (shape ``(M,)``), complex, same shape."""
     phi = 1.0 / c
@@ -79,7 +79,7 @@ def complex_g1(c: float, rho: float, b2: float, x: np.ndarray, eta: float, *, ma
         new, res = newton(th, gamma)
         if new is not None and np.max(np.abs(new - th) / (np.abs(th) + 1e-3)) < 0.3:
             return new
-        if depth > 30 or (new is None and max_iter <= 1):
+        if depth > 30:
             raise ConvergenceError(f"spectral fixed point did not converge for {label} at "
                                    f"z={x_to:.6g}+{eta:g}i: last residual {res:.3g}")
         mid = 0.5 * (x_from + x_to)

@@ -50,6 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from ..data import latent_coordinates
 from ..setting import Setting
 from .bulk import ConvergenceError
 from .shift import shift_functions
@@ -117,10 +118,7 @@ def latent_law(setting: Setting, p: int, nodes: int | None = None) -> LatentLaw:
     nodes : int, optional
         Gauss–Hermite nodes per latent dimension (default: 32, 10, 6 for ``r = 1, 2, 3``).
     """
-    gram = setting.gram
-    lam, vec = np.linalg.eigh(gram)
-    keep = lam > 1e-12 * max(lam.max(), 1e-300)
-    coords = (np.sqrt(lam[keep])[:, None] * vec[:, keep].T)   # (r, 3): columns mu_r, wK_r, wQ_r
+    coords = latent_coordinates(setting)        # (r, 3): columns mu_r, wK_r, wQ_r
     r = coords.shape[0]
     mu_r, wk_r, wq_r = coords[:, 0], coords[:, 1], coords[:, 2]
     M = np.eye(r) + np.outer(wk_r, wq_r)
@@ -167,7 +165,7 @@ class _Model:
         # mean kernel F0(h(t, t')) ~ sum_l S_l a_l(t) b_l(t')
         self.S, self.a, self.b = _factor(F0, w, _MEAN_TOL, None)
         # diagonal correction making K_ii = 0 on average
-        self.delta = sf(np.diag(H))[0] / math.sqrt(p) + self.pp * np.einsum("k,tk,tk->t", s, u, v)
+        self.delta = np.diag(F0) / math.sqrt(p) + self.pp * np.einsum("k,tk,tk->t", s, u, v)
         # Wigner variance profiles times the weights of t' (they act on G(t'))
         S2t = S2.T
         # as low-rank factors (left, right^T W): E_t'[k(t, t') g(t')] = left @ (right_w @ g)
@@ -186,7 +184,6 @@ class _Model:
         self.R[:, 1:1 + K, 0] = -v                 # v_k = Z D_{v_k} x
         self.R[:, 1 + K:, 2] = -u                  # q_k = Z D_{u_k} e
         self.wR = w[:, None, None] * self.R
-        self.size = P * P + 4 * T
 
     def base(self, gamma: complex) -> np.ndarray:
         """``H0(t)`` (rows and columns x, k, e), shape (T, 3, 3)."""
@@ -223,12 +220,11 @@ class _Model:
         return np.concatenate([Gam.ravel(), om.ravel()])
 
     def unpack(self, z):
-        P2 = self.P.shape[2] ** 2
         P = self.P.shape[2]
-        return z[:P2].reshape(P, P), z[P2:].reshape(4, -1)
+        return z[:P * P].reshape(P, P), z[P * P:].reshape(4, -1)
 
 
-def _solve_bulk(m: _Model, gamma: float, start: tuple[np.ndarray, np.ndarray] | None):
+def _solve_bulk(m: _Model, gamma: float, start: tuple | None):
     """Fixed point at ``gamma + i eps`` (complex step) by Anderson acceleration.
 
     The state ``z`` (``Gamma`` and the noise self-energies) is complex; its imaginary part divided
@@ -264,7 +260,7 @@ def _solve_bulk(m: _Model, gamma: float, start: tuple[np.ndarray, np.ndarray] | 
         err = max(np.max(np.abs(f.real)) / scale[0], np.max(np.abs(f.imag)) / scale[1])
         if err < _TOL:
             dz = gz.imag / eps
-            d2z = 0.0 if start is None else (dz - start[2]) / (gamma - start[0])
+            d2z = (dz - start[2]) / (gamma - start[0]) if start and gamma != start[0] else 0.0
             return G, (gamma, gz.real, dz, d2z)
         if f_prev is not None:
             d_res.append(r - r_prev)
@@ -314,9 +310,9 @@ def _continue(m: _Model, state, gamma: float):
     Steps are at most a factor ``_MAX_RATIO`` in gamma; a step whose iteration does not converge
     is split at its geometric midpoint, at most ``_MAX_SPLITS`` times in a row.
     """
-    if state is None:
-        state = _solve_bulk(m, max(gamma, _GAMMA_START), None)[1]
     G = None
+    if state is None:
+        G, state = _solve_bulk(m, max(gamma, _GAMMA_START), None)
     while G is None or state[0] != gamma:
         g0 = state[0]
         target = max(gamma, g0 / _MAX_RATIO)

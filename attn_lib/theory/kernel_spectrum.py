@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..setting import Setting
+from ..setting import Setting, check_setting
 from . import marchenko_pastur as mp
 
 
@@ -56,8 +56,7 @@ def kernel_density(setting: Setting, x: object, *, eta: float = 1e-6, tol: float
     RuntimeError
         If the iteration does not converge, with the last residual.
     """
-    if not isinstance(setting, Setting):
-        raise TypeError(f"setting must be an attn_lib.Setting, got {type(setting).__name__}")
+    check_setting(setting)
     x = np.asarray(x, dtype=float)
     if x.ndim != 1 or not np.all(np.isfinite(x)):
         raise ValueError("x must be a finite 1-D array")

@@ -34,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._validation import check_gammas
-from ..setting import Setting
+from ..setting import Setting, check_setting
 from . import marchenko_pastur as mp
 
 
@@ -77,8 +77,7 @@ def ridge_error(setting: Setting, gammas: object) -> np.ndarray:
     -------
     ndarray shaped like ``gammas``, values in ``[0, 1]``.
     """
-    if not isinstance(setting, Setting):
-        raise TypeError(f"setting must be an attn_lib.Setting, got {type(setting).__name__}")
+    check_setting(setting)
     g = check_gammas(gammas)
     z = -g / setting.c
     _, dq = ridge_resolvent_form(setting, z)
