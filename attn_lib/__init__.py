@@ -3,44 +3,32 @@
 Reproducible companion to *On the Interpolation Error of Nonlinear Attention versus Linear
 Regression* (Liao, Liu, Hou, Zou, Ling; arXiv:2506.18656).
 
-Modules
--------
-setting
-    :class:`Setting`, the model's scalars and their validation.
-hermite
-    Hermite coefficients ``a0, a1, a2, nu`` of the nonlinearity.
-data
-    Signal-plus-noise tokens and weight vectors with a prescribed geometry.
-kernel
-    The attention kernel ``K = f(X^T W X / sqrt(p)) / sqrt(p)``.
-simulate
-    Monte Carlo interpolation errors of attention and ridge regression.
+The package is laid out by layer; each layer imports only the ones above it in this list.
+
+model
+    The model: :class:`Setting` (``setting``), the nonlinearities and their Hermite data
+    (``hermite``), the tokens and weights (``data``) and the attention kernel (``kernel``).
+simulation
+    Monte Carlo: the interpolation error of one draw and seeded trials (``simulate``).
 theory
-    Deterministic equivalents (Marchenko–Pastur tools, ridge, attention).
-linearisation
-    The linearised kernel ``K_lin`` and its distance to ``K``.
-gpt2
-    GPT-2 query/key weights and the full-plus-low-rank check.
-sweeps
-    Parameter sweeps used by the chapters.
-phase
-    Phase diagrams of the attention-minus-ridge error gap.
-convergence
-    Finite-size bias and fluctuation of the simulated errors, with fitted slopes.
-atlas
-    The nonlinearity atlas: Hermite data and errors of many ``f`` at ``nu = 1``.
-strong_alignment
-    Latent split of a sample and the statistics of the kernel's coherent shift.
-cache
-    Disk cache of Monte Carlo results.
-style
-    The book's plotting style (imports matplotlib; not loaded by ``import attn_lib``).
+    Deterministic equivalents: Marchenko–Pastur tools, ridge, attention (proportional limit and
+    finite size), the kernel spectrum.
+studies
+    One module per chapter's study (sweeps, linearisation, GPT-2, phase diagrams, convergence,
+    the nonlinearity atlas, strong alignment).
+book
+    The book's support: the result cache, the plotting style and the figures (imports
+    matplotlib; not loaded by ``import attn_lib``).
+
+``attn_lib.Setting``, ``attn_lib.hermite``, ``attn_lib.data``, ``attn_lib.kernel``,
+``attn_lib.simulate`` and ``attn_lib.theory`` are re-exported here.
 """
 
-from . import (atlas, cache, convergence, data, gpt2, hermite, kernel, linearisation, phase, simulate,
-               strong_alignment, sweeps, theory)
-from .setting import Setting
+from . import model, simulation, studies, theory
+from .model import data, hermite, kernel
+from .model.setting import Setting
+from .simulation import simulate
 
-__all__ = ["Setting", "atlas", "cache", "convergence", "data", "gpt2", "hermite", "kernel",
-           "linearisation", "phase", "simulate", "strong_alignment", "sweeps", "theory"]
+__all__ = ["Setting", "data", "hermite", "kernel", "model", "simulate", "simulation", "studies",
+           "theory"]
 __version__ = "0.1.0"

@@ -2,7 +2,7 @@
 
 For every setting of a grid (nonlinearities, aspect ratios, SNR, weight norms and geometries)
 and every ``n`` the script compares ``theory.attention_error`` and ``theory.ridge_error`` with
-the Monte Carlo mean of :func:`attn_lib.simulate.errors` on a ``gamma`` grid, adding trials until
+the Monte Carlo mean of :func:`attn_lib.simulation.simulate.errors` on a ``gamma`` grid, adding trials until
 the largest standard error of the mean over the grid is below ``--sem`` (or a cap on trials or
 on the time budget is reached; the achieved standard error is reported). Absolute errors are
 summarised per ``n`` and per bin of the coherent shift

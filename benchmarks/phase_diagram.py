@@ -1,6 +1,6 @@
 """Compute time of a 100 x 100 phase diagram of the deterministic equivalents (target: 60 s).
 
-Times :func:`attn_lib.phase.phase_map` (building the settings, the batched attention solver for
+Times :func:`attn_lib.studies.phase.phase_map` (building the settings, the batched attention solver for
 every cell, the ridge error per distinct ``(c, snr)``) on the two planes of the book's chapter
 ``06_phase_diagram`` at ``gamma = 1``, ``f = tanh``:
 
@@ -19,7 +19,7 @@ import argparse
 
 import numpy as np
 
-from attn_lib import phase
+from attn_lib.studies import phase
 
 TARGET_SECONDS = 60.0
 

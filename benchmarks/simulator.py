@@ -2,7 +2,7 @@
 
 One attention + ridge trial at ``n = 2048``, ``p = 512`` (``f = tanh``) needs at least the three
 matrix products ``X^T X`` (n x p x n), ``Phi = X K`` (p x n x n) and ``Phi Phi^T`` (p x n x p).
-This script times them and a full trial (``attn_lib.simulate.draw_errors`` on a 50-point gamma
+This script times them and a full trial (``attn_lib.simulation.simulate.draw_errors`` on a 50-point gamma
 grid), each as the minimum over interleaved repeats, and prints the ratio
 ``trial / (sum of the GEMMs)``. Target: at most 2. Run it alone on an idle machine.
 

@@ -7,7 +7,7 @@ This script scores, over settings with ``delta`` from 0 to 3, both
 * the finite-size theory ``attention_error(setting, gammas, n=n)`` and
 * the limit theory ``attention_error(setting, gammas)`` (``n=None``),
 
-and the ridge theory, against the Monte Carlo mean of :func:`attn_lib.simulate.errors`.
+and the ridge theory, against the Monte Carlo mean of :func:`attn_lib.simulation.simulate.errors`.
 
 Settings grid (65 settings): ``f`` in sign, erf, tanh, relu, trunc_relu; ``c`` from 0.3 to 2;
 three weight geometries with one, two and three latent directions (``w_K = w_Q`` aligned with

@@ -1,4 +1,4 @@
-"""attn_lib.atlas: the nonlinearity catalogue, its Hermite table, theory and Monte Carlo."""
+"""attn_lib.studies.atlas: the nonlinearity catalogue, its Hermite table, theory and Monte Carlo."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from attn_lib import Setting, atlas, hermite, simulate, sweeps
+from attn_lib import Setting, hermite, simulate
+from attn_lib.studies import atlas, sweeps
 
 GAMMA = atlas.GAMMA
 
@@ -94,7 +95,7 @@ def test_theory_equal_within_groups_and_sign_of_a1_irrelevant(small):
                    cos_wk_wq=0.2)
     fs = [sweeps.Normalised("relu"), atlas.Reflected("relu"), lambda t: -sweeps.Normalised("relu")(t),
           atlas.mixture_for_ratio(atlas._ratio(sweeps.Normalised("relu")))]
-    de = sweeps.theory([dataclasses.replace(base, f=f) for f in fs], [1e-2, 0.1, 1.0])
+    de = sweeps.equivalents([dataclasses.replace(base, f=f) for f in fs], [1e-2, 0.1, 1.0])
     assert np.ptp(de, axis=0).max() < 1e-10
 
 

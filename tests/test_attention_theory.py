@@ -11,7 +11,7 @@ import pytest
 from scipy import integrate
 
 from attn_lib import Setting, simulate
-from attn_lib.linearisation import error_gap, kernel_pair
+from attn_lib.studies.hermite_linearisation import error_gap, kernel_pair
 from attn_lib.theory import (ConvergenceError, attention_bulk, attention_error, attention_error_batch,
                              attention_resolvent_form, gram_spectrum, linearisation)
 from attn_lib.theory import marchenko_pastur as mp

@@ -162,7 +162,7 @@ def test_book_then_one_chapter(tmp_path):
 
 def test_api_page_lists_every_public_module():
     mods = bb.api_modules(REPO)
-    assert {"attn_lib.setting", "attn_lib.simulate", "attn_lib.cache", "attn_lib.style",
+    assert {"attn_lib.model.setting", "attn_lib.simulation.simulate", "attn_lib.book.cache", "attn_lib.book.style",
             "attn_lib.theory.ridge"} <= set(mods)
     assert not any(part.startswith("_") for m in mods for part in m.split("."))
     section = bb.api_section(REPO)

@@ -7,7 +7,8 @@ import pickle
 import numpy as np
 import pytest
 
-from attn_lib import Setting, cache, simulate
+from attn_lib import Setting, simulate
+from attn_lib.book import cache
 
 CALLS: list[dict] = []
 
@@ -93,7 +94,8 @@ def test_miss_on_code_hash_change(tmp_path, monkeypatch):
     (pkg / "theory").mkdir(parents=True)
     (pkg / "core.py").write_text("X = 1\n")
     (pkg / "theory" / "more.py").write_text("Y = 2\n")
-    (pkg / "style.py").write_text("COLOR = 'red'\n")
+    (pkg / "book").mkdir()
+    (pkg / "book" / "style.py").write_text("COLOR = 'red'\n")
     monkeypatch.setattr(cache, "PACKAGE_DIR", pkg)
     h0 = cache.code_hash()
 
@@ -101,7 +103,7 @@ def test_miss_on_code_hash_change(tmp_path, monkeypatch):
     cache.cached(compute, a=1.0)
     assert len(CALLS) == 1
 
-    (pkg / "style.py").write_text("COLOR = 'blue'\n")  # presentation only: same key
+    (pkg / "book" / "style.py").write_text("COLOR = 'blue'\n")  # presentation only: same key
     assert cache.code_hash() == h0
     cache.cached(compute, a=1.0)
     assert len(CALLS) == 1

@@ -1,11 +1,12 @@
-"""attn_lib.convergence: power-law fits, bias/fluctuation summaries, resolution, a real run."""
+"""attn_lib.studies.convergence: power-law fits, bias/fluctuation summaries, resolution, a real run."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from attn_lib import Setting, convergence as cv, sweeps
+from attn_lib import Setting
+from attn_lib.studies import convergence as cv, sweeps
 
 X = np.array([256.0, 512.0, 1024.0, 2048.0, 4096.0])
 
@@ -104,7 +105,7 @@ def test_fit_validation(kwargs, exc, match):
 # ------------------------------------------------------------------ summaries and resolution
 def test_summarise_formulas():
     vals = [np.array([1.0, 2.0, 3.0, 6.0]), np.array([0.5, 0.7])]
-    s = cv.summarise(vals, [100, 200], theory=2.0)
+    s = cv.series(vals, [100, 200], theory=2.0)
     np.testing.assert_array_equal(s.trials, [4, 2])
     np.testing.assert_allclose(s.bias, [1.0, -1.4])
     sd = np.array([np.std(vals[0], ddof=1), np.std(vals[1], ddof=1)])
@@ -117,7 +118,7 @@ def test_fluctuation_error_matches_the_spread_of_the_std_for_gaussian_draws():
     rng = np.random.default_rng(3)
     draws = rng.normal(0.0, 0.1, size=(4000, 20))
     stds = draws.std(axis=1, ddof=1)
-    s = cv.summarise([draws[0], draws[1]], [10, 20], theory=0.0)
+    s = cv.series([draws[0], draws[1]], [10, 20], theory=0.0)
     # predicted se(s) = sigma / sqrt(2 (T - 1)) with sigma = 0.1; the empirical spread of 4000
     # stds has a 1.1 % relative standard error, and the formula's O(1/T) correction at T = 20 is
     # a further ~1-2 %: 6 % is a safe, still discriminating, tolerance (the ddof=0 or sqrt(T)
@@ -130,7 +131,7 @@ def test_resolution_threshold_is_two_standard_errors():
     # two draws a -+ d: mean a, std(ddof=1) = d sqrt(2), se = d. Bias a - theory.
     d = 0.01
     pair = lambda b: np.array([b - d, b + d])
-    s = cv.summarise([pair(2.0 * d), pair(1.99 * d), pair(-2.5 * d), pair(0.0)],
+    s = cv.series([pair(2.0 * d), pair(1.99 * d), pair(-2.5 * d), pair(0.0)],
                      [1, 2, 3, 4], theory=0.0)
     np.testing.assert_allclose(s.bias_se, d)
     np.testing.assert_array_equal(s.resolved, [True, False, True, False])
@@ -138,7 +139,7 @@ def test_resolution_threshold_is_two_standard_errors():
     assert not s.same_sign and s.sign == 0
     assert s.bias_fit() is None  # resolved biases of both signs: no power law in |b|
     # constant draws: se = 0, never resolved
-    s0 = cv.summarise([np.ones(3), np.ones(3) * 2], [1, 2], theory=0.0)
+    s0 = cv.series([np.ones(3), np.ones(3) * 2], [1, 2], theory=0.0)
     assert not s0.resolved.any() and s0.sign == 0 and s0.bias_fit() is None
 
 
@@ -149,16 +150,16 @@ def test_bias_fit_uses_only_the_resolved_points():
     se[[2, 4]] = np.abs(bias[[2, 4]])      # ... except two points at 1 se
     bias[2] *= 1.5                         # where the value is also off the power law
     vals = [np.array([b - e, b + e]) for b, e in zip(bias, se)]  # se of each pair is e
-    s = cv.summarise(vals, n, theory=0.0)
+    s = cv.series(vals, n, theory=0.0)
     np.testing.assert_array_equal(s.resolved, [True, True, False, True, False])
     assert s.same_sign and s.sign == -1
     fit = s.bias_fit()
     assert fit.points == 3 and fit.slope == pytest.approx(-1.0, abs=1e-10)
     # the same fit against delta ~ n^(-1/2): slope +2
     assert s.bias_fit(1.0 / np.sqrt(n)).slope == pytest.approx(2.0, abs=1e-10)
-    one = cv.summarise(vals[:2] + [np.array([0.0, 1.0])], n[:3], theory=0.0)
+    one = cv.series(vals[:2] + [np.array([0.0, 1.0])], n[:3], theory=0.0)
     assert one.resolved.sum() == 2 and one.bias_fit().points == 2
-    flat = cv.summarise([np.array([1.0, 1.0]), np.array([0.5, 0.5])], [1, 2], theory=0.0)
+    flat = cv.series([np.array([1.0, 1.0]), np.array([0.5, 0.5])], [1, 2], theory=0.0)
     assert flat.fluctuation_fit() is None  # zero fluctuation everywhere: nothing to fit
 
 
@@ -174,7 +175,7 @@ def test_bias_fit_uses_only_the_resolved_points():
 ])
 def test_summarise_validation(args, exc, match):
     with pytest.raises(exc, match=match):
-        cv.summarise(*args)
+        cv.series(*args)
 
 
 @pytest.mark.parametrize("kwargs, exc, match", [
@@ -202,7 +203,7 @@ def test_small_run_ridge_unbiased_and_coherent_shift_bias_negative(cache_env):
     study = cv.run(settings, n=[32, 64], trials=[96, 64], gammas=gammas, seed=5)
     assert study.runs[0].values("ridge").shape == (2, 96, 2)
     np.testing.assert_allclose(study.delta(1), [20 / 4, 20 / np.sqrt(32)])
-    np.testing.assert_allclose(study.theory["ridge"], sweeps.theory(settings, gammas, "ridge"))
+    np.testing.assert_allclose(study.theory["ridge"], sweeps.equivalents(settings, gammas, "ridge"))
     for k in range(2):
         r = study.series("ridge", 0, k)
         # Ridge: the DE has no linearisation step and its finite-n bias is O(1/n); measured with

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import attn_lib as al
-from attn_lib import gpt2
+from attn_lib.studies import gpt2
 
 SHARED = gpt2.default_path()
 MANIFEST = SHARED.parent / "MANIFEST.sha256"
@@ -425,7 +425,7 @@ def test_monte_carlo_matches_definition_and_is_seeded():
     A = rng.standard_normal((p, p)) / np.sqrt(p)
     mus = {"a": np.eye(p)[0] * 1.5, "b": np.eye(p)[1]}
     gammas = np.array([1e-3, 0.1, 2.0])
-    mc = gpt2.monte_carlo({"A": A, "I": np.eye(p)}, mus, "relu", gammas, n=n, trials=3, seed=5)
+    mc = gpt2.simulate_matrices({"A": A, "I": np.eye(p)}, mus, "relu", gammas, n=n, trials=3, seed=5)
     assert mc.attention["A"]["a"].values.shape == (3, 3) and (mc.n, mc.p) == (n, p)
     # trial 1 by hand
     r = np.random.default_rng(np.random.SeedSequence(5).spawn(3)[1])
@@ -441,17 +441,17 @@ def test_monte_carlo_matches_definition_and_is_seeded():
             assert np.allclose(mc.attention[mname][d].values[1], want, rtol=1e-8)
             assert np.allclose(mc.ridge[d].values[1], [_direct_error(X, y, g) for g in gammas],
                                rtol=1e-8)
-    fewer = gpt2.monte_carlo({"A": A}, {"a": mus["a"]}, "relu", gammas, n=n, trials=2, seed=5)
+    fewer = gpt2.simulate_matrices({"A": A}, {"a": mus["a"]}, "relu", gammas, n=n, trials=2, seed=5)
     assert np.array_equal(fewer.attention["A"]["a"].values, mc.attention["A"]["a"].values[:2])
 
 
 def test_monte_carlo_bad_input():
     with pytest.raises(ValueError, match="shape"):
-        gpt2.monte_carlo({"A": np.eye(4)}, {"m": np.ones(3)}, "tanh", [1.0], n=8)
+        gpt2.simulate_matrices({"A": np.eye(4)}, {"m": np.ones(3)}, "tanh", [1.0], n=8)
     with pytest.raises(ValueError, match="square"):
-        gpt2.monte_carlo({"A": np.ones((4, 3))}, {"m": np.ones(4)}, "tanh", [1.0], n=8)
+        gpt2.simulate_matrices({"A": np.ones((4, 3))}, {"m": np.ones(4)}, "tanh", [1.0], n=8)
     with pytest.raises(ValueError, match="gammas"):
-        gpt2.monte_carlo({"A": np.eye(4)}, {"m": np.ones(4)}, "tanh", [-1.0], n=8)
+        gpt2.simulate_matrices({"A": np.eye(4)}, {"m": np.ones(4)}, "tanh", [-1.0], n=8)
 
 
 @requires_shared
@@ -472,7 +472,7 @@ def test_real_fit_numbers_are_those_the_chapter_discusses():
 def test_summarise_small_matrix():
     A, _, _ = _planted(p=40, alpha=0.5, s=(8.0, 3.0))
     A = A * 7.0  # an arbitrary raw scale
-    sm = gpt2.summarise(A, k_max=4, seed=[1, 2])
+    sm = gpt2.layer_summary(A, k_max=4, seed=[1, 2])
     assert np.isclose(sm.scale, np.linalg.norm(A) / np.sqrt(40))
     assert np.isclose(sm.fit.frob2, 40.0) and np.isclose(sm.fit.alpha, 0.5 * 7 / sm.scale)
     assert np.isclose(sm.asymmetry, gpt2.asymmetry(A))
@@ -480,6 +480,6 @@ def test_summarise_small_matrix():
                        np.linalg.svd(A / sm.scale, compute_uv=False))
     assert sm.shuffled_shares.shape == (41,) and np.isclose(sm.shuffled_shares[-1], 1.0)
     assert sm.verdict == gpt2.verdict(sm.fit)
-    again = gpt2.summarise(A, k_max=4, seed=[1, 2])
+    again = gpt2.layer_summary(A, k_max=4, seed=[1, 2])
     assert np.array_equal(again.shuffled_spectrum.singular_values,
                           sm.shuffled_spectrum.singular_values)

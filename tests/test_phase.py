@@ -1,11 +1,12 @@
-"""Phase diagrams of E_att - E_ridge (attn_lib.phase)."""
+"""Phase diagrams of E_att - E_ridge (attn_lib.studies.phase)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from attn_lib import Setting, phase, sweeps
+from attn_lib import Setting
+from attn_lib.studies import phase, sweeps
 from attn_lib.theory import ConvergenceError, attention_error, ridge_error
 
 
@@ -120,7 +121,7 @@ def test_validation(small_map):
 def test_solver_failure_is_raised_not_blank(monkeypatch):
     def failing(settings, gammas, model="attention"):
         raise ConvergenceError("no fixed point")
-    monkeypatch.setattr(phase.sweeps, "theory", failing)
+    monkeypatch.setattr(phase.sweeps, "equivalents", failing)
     with pytest.raises(ConvergenceError):
         phase.phase_map(plane1(), [0.0, 1.0], [0.0, 90.0], 1.0)
 

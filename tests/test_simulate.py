@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import attn_lib as al
-from attn_lib.simulate import interpolation_error
+from attn_lib.simulation.simulate import interpolation_error
 
 GAMMAS = np.array([1e-4, 1e-2, 1.0, 10.0])
 

@@ -1,11 +1,11 @@
-"""Tests of attn_lib.strong_alignment: latent split, shifted Hermite data and the surrogates."""
+"""Tests of attn_lib.studies.strong_alignment: latent split, shifted Hermite data and the surrogates."""
 
 import numpy as np
 import pytest
 from scipy.special import erf
 
 from attn_lib import Setting, data, kernel, simulate
-from attn_lib import strong_alignment as sa
+from attn_lib.studies import strong_alignment as sa
 from attn_lib.theory import attention_error
 
 #: the worked example of the chapter: sign, c = 0.3, SNR 6, aligned ||w_K|| = 2, ||w_Q|| = 3.5

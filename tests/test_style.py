@@ -9,7 +9,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from attn_lib import style  # noqa: E402
+from attn_lib.book import style  # noqa: E402
 
 
 def test_use_sets_rcparams():

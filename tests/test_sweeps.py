@@ -1,4 +1,4 @@
-"""attn_lib.sweeps: nonlinearity families, batched theory and Monte Carlo over settings."""
+"""attn_lib.studies.sweeps: nonlinearity families, batched theory and Monte Carlo over settings."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import pickle
 import numpy as np
 import pytest
 
-from attn_lib import Setting, cache, hermite, simulate, sweeps
+from attn_lib import Setting, hermite, simulate
+from attn_lib.book import cache
+from attn_lib.studies import sweeps
 from attn_lib.theory import ridge_error
 
 GAMMAS = np.array([1e-2, 1e-1, 1.0])
@@ -83,16 +85,16 @@ def test_mixture_validation(kwargs, exc):
 # ------------------------------------------------------------------ theory over settings
 def test_theory_ridge_matches_ridge_error():
     settings = [Setting(c=0.5, snr=s) for s in (0.0, 1.0, 3.0)]
-    out = sweeps.theory(settings, GAMMAS, model="ridge")
+    out = sweeps.equivalents(settings, GAMMAS, model="ridge")
     assert out.shape == (3, GAMMAS.size)
     for row, s in zip(out, settings):
         np.testing.assert_allclose(row, ridge_error(s, GAMMAS))
-    assert sweeps.theory(settings, 0.1, model="ridge").shape == (3,)
+    assert sweeps.equivalents(settings, 0.1, model="ridge").shape == (3,)
 
 
 def test_theory_attention_shape_and_mu0_independence_of_weights():
     settings = [Setting(c=0.5, snr=0.0, wk_norm=w, wq_norm=w) for w in (0.0, 1.0, 2.0)]
-    out = sweeps.theory(settings, GAMMAS)
+    out = sweeps.equivalents(settings, GAMMAS)
     assert out.shape == (3, GAMMAS.size)
     assert np.all((out > 0) & (out <= 1))
     # random inputs: the weights drop out
@@ -107,13 +109,13 @@ def test_theory_attention_shape_and_mu0_independence_of_weights():
 ])
 def test_theory_validation(kwargs, exc):
     with pytest.raises(exc):
-        sweeps.theory(**kwargs)
+        sweeps.equivalents(**kwargs)
 
 
 # ------------------------------------------------------------------ Monte Carlo over settings
 def test_monte_carlo_matches_simulate_and_pairs_the_gap(cache_env):
     settings = [Setting(c=0.5, snr=s, wk_norm=1.0, wq_norm=1.0) for s in (0.0, 2.0)]
-    res = sweeps.monte_carlo(settings, GAMMAS, n=64, trials=3, seed=1)
+    res = sweeps.simulations(settings, GAMMAS, n=64, trials=3, seed=1)
     assert res.attention.shape == res.ridge.shape == (2, 3, GAMMAS.size)
     np.testing.assert_array_equal(res.n, [64, 64])
     np.testing.assert_array_equal(res.p, [32, 32])
@@ -124,13 +126,13 @@ def test_monte_carlo_matches_simulate_and_pairs_the_gap(cache_env):
     np.testing.assert_allclose(res.mean("ratio"), (res.attention / res.ridge).mean(axis=1))
     assert res.std("ridge").shape == (2, GAMMAS.size)
     assert any(cache_env.rglob("*.pkl"))  # went through the disk cache
-    again = sweeps.monte_carlo(settings, GAMMAS, n=64, trials=3, seed=1)
+    again = sweeps.simulations(settings, GAMMAS, n=64, trials=3, seed=1)
     np.testing.assert_array_equal(again.attention, res.attention)
 
 
 def test_monte_carlo_per_setting_n_and_ridge_only(cache_env):
     settings = [Setting(c=0.5, snr=1.0)] * 2
-    res = sweeps.monte_carlo(settings, 0.1, n=[32, 64], trials=2, attention=False,
+    res = sweeps.simulations(settings, 0.1, n=[32, 64], trials=2, attention=False,
                              use_cache=False)
     np.testing.assert_array_equal(res.n, [32, 64])
     assert res.attention is None and res.ridge.shape == (2, 2, 1)
@@ -153,4 +155,4 @@ def test_monte_carlo_validation(kwargs, exc):
     args = {"settings": [Setting(c=0.5)] * 2, "gammas": GAMMAS, "n": 32, "trials": 1}
     args.update(kwargs)
     with pytest.raises(exc):
-        sweeps.monte_carlo(**args)
+        sweeps.simulations(**args)

@@ -23,7 +23,7 @@ from typing import Sequence
 import numpy as np
 
 from .._validation import check_gammas, check_int, check_real
-from ..setting import Setting, check_setting
+from ..model.setting import Setting, check_setting
 from .bulk import BulkSolution, ConvergenceError, solve_bulk
 from .finite_size import finite_size_resolvent_form
 from .spiked import label_quadratic_form

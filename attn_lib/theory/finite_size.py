@@ -50,8 +50,8 @@ from dataclasses import dataclass
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from ..data import latent_coordinates
-from ..setting import Setting
+from ..model.data import latent_coordinates
+from ..model.setting import Setting
 from .bulk import ConvergenceError
 from .shift import shift_functions
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..setting import Setting, check_setting
+from ..model.setting import Setting, check_setting
 from . import marchenko_pastur as mp
 
 

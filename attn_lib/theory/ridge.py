@@ -34,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._validation import check_gammas
-from ..setting import Setting, check_setting
+from ..model.setting import Setting, check_setting
 from . import marchenko_pastur as mp
 
 

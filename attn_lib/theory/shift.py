@@ -6,7 +6,7 @@ For ``xi ~ N(0, 1)``, a centred nonlinearity ``f`` and a shift ``h``:
 
 ``F0`` is the mean of ``f`` at a shifted argument, ``F1`` its slope (``= E f'(xi + h)`` for smooth
 ``f``) and ``S2`` the variance left after the linear part. At ``h = 0`` they reduce to ``0``,
-``a1`` and ``b2 = nu - a1^2`` of :mod:`attn_lib.hermite`. They are the data of the finite-size
+``a1`` and ``b2 = nu - a1^2`` of :mod:`attn_lib.model.hermite`. They are the data of the finite-size
 theory (:mod:`attn_lib.theory.finite_size`), which evaluates them at the pairwise latent shifts
 ``h_ij`` of the tokens.
 
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.interpolate import CubicSpline
 
-from ..hermite import Nonlinearity, centered, check_nonlinearity
+from ..model.hermite import Nonlinearity, centered, check_nonlinearity
 
 __all__ = ["ShiftFunctions", "shift_functions"]
 
@@ -71,7 +71,7 @@ def shift_functions(f: Nonlinearity, scale: float = 1.0, h_max: float = 8.0) -> 
     Parameters
     ----------
     f : str or callable
-        A name in :data:`attn_lib.hermite.REGISTRY` or a hashable vectorised callable (its
+        A name in :data:`attn_lib.model.hermite.REGISTRY` or a hashable vectorised callable (its
         ``breaks`` attribute, if any, lists kinks and jumps).
     scale : float, default 1.0
     h_max : float, default 8.0

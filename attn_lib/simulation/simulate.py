@@ -20,9 +20,9 @@ from scipy.linalg import blas, lapack
 from threadpoolctl import ThreadpoolController
 from tqdm import tqdm
 
-from . import data, hermite, kernel
-from ._validation import check_gammas, check_int, check_seed
-from .setting import Setting, check_setting
+from ..model import data, hermite, kernel
+from .._validation import check_gammas, check_int, check_seed
+from ..model.setting import Setting, check_setting
 
 _BLAS = ThreadpoolController()
 
@@ -238,7 +238,7 @@ def errors(setting: Setting, gammas: object, n: int = 2048, trials: int = 4, see
     seed : int, default 0
         Non-negative root seed.
     keep_diagonal : bool, default False
-        Keep the kernel's diagonal (see :mod:`attn_lib.kernel`).
+        Keep the kernel's diagonal (see :mod:`attn_lib.model.kernel`).
     progress : bool, default False
         Show a tqdm progress bar over trials.
     attention : bool, default True

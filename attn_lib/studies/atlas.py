@@ -14,11 +14,11 @@ its tails. This module builds the comparison:
 
 * :class:`Reflected` -- ``t -> f(-t)`` scaled to ``nu``, which flips the sign of ``a1`` (and
   of every odd coefficient) and keeps the even part;
-* :func:`catalogue` -- registered functions at ``nu = 1`` (:class:`~attn_lib.sweeps.Normalised`),
+* :func:`catalogue` -- registered functions at ``nu = 1`` (:class:`~attn_lib.studies.sweeps.Normalised`),
   "partners" with exactly the same ``a1^2 / nu`` but a different non-linear part
-  (:class:`~attn_lib.sweeps.Mixture`), reflections, and a sweep of ``a1`` at fixed ``nu``;
+  (:class:`~attn_lib.studies.sweeps.Mixture`), reflections, and a sweep of ``a1`` at fixed ``nu``;
 * :func:`compute` -- their Hermite data, the deterministic equivalents (attention, and ridge
-  for reference) and cached Monte Carlo (:func:`attn_lib.sweeps.monte_carlo`, common random
+  for reference) and cached Monte Carlo (:func:`attn_lib.studies.sweeps.simulations`, common random
   numbers: every ``f`` sees the same tokens in each draw) at a few fixed settings
   (:func:`default_settings`), collected in an :class:`Atlas`;
 * :meth:`Atlas.groups_summary` -- for every group of functions with equal ``a1^2 / nu``, the
@@ -33,10 +33,12 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from . import hermite, simulate, sweeps
-from ._validation import check_int, check_real, check_seed
-from .hermite import Hermite, Nonlinearity
-from .setting import Setting, check_setting
+from ..model import hermite
+from ..simulation import simulate
+from . import sweeps
+from .._validation import check_int, check_real, check_seed
+from ..model.hermite import Hermite, Nonlinearity
+from ..model.setting import Setting, check_setting
 
 __all__ = ["NAMES", "GAMMA", "Reflected", "Entry", "catalogue", "default_settings",
            "mixture_for_ratio", "mixture_theory", "compute", "Atlas"]
@@ -55,7 +57,7 @@ _KINDS = ("named", "partner", "reflected", "sweep")
 class Reflected(sweeps.Normalised):
     """A registered nonlinearity reflected and scaled to variance ``nu``: ``t -> s f(-t)``.
 
-    ``s = sqrt(nu / nu_f)`` as in :class:`~attn_lib.sweeps.Normalised`. Reflection flips the
+    ``s = sqrt(nu / nu_f)`` as in :class:`~attn_lib.studies.sweeps.Normalised`. Reflection flips the
     sign of every odd Hermite coefficient (``a1 -> -a1``) and keeps the even ones (``a0, a2``)
     and ``nu``, so ``a1^2 / nu`` is unchanged. For an odd ``f`` it is ``-f``, which gives exactly
     the same features ``Phi^T Phi``; for ReLU it is ``relu(t) - t``.
@@ -63,7 +65,7 @@ class Reflected(sweeps.Normalised):
     Parameters
     ----------
     base : str
-        Name in :data:`attn_lib.hermite.REGISTRY`.
+        Name in :data:`attn_lib.model.hermite.REGISTRY`.
     nu : float, default 1.0
         Target variance ``> 0``.
     """
@@ -88,7 +90,7 @@ class Entry:
     f : Normalised, Mixture or Reflected
         The hashable nonlinearity, scaled to ``nu = 1``.
     kind : {"named", "partner", "reflected", "sweep"}
-        A registered function, a :class:`~attn_lib.sweeps.Mixture` with the same ``a1^2 / nu``
+        A registered function, a :class:`~attn_lib.studies.sweeps.Mixture` with the same ``a1^2 / nu``
         as a registered one, a :class:`Reflected` function, or a point of the ``a1`` sweep.
     """
 
@@ -133,9 +135,9 @@ def catalogue(names: Sequence[str] = NAMES, partners: Sequence[str] = ("cos",),
     Parameters
     ----------
     names : sequence of str
-        Registered functions, each as :class:`~attn_lib.sweeps.Normalised` (``kind="named"``).
+        Registered functions, each as :class:`~attn_lib.studies.sweeps.Normalised` (``kind="named"``).
     partners : sequence of str
-        For every named ``f`` and every ``h`` here, the :class:`~attn_lib.sweeps.Mixture` with
+        For every named ``f`` and every ``h`` here, the :class:`~attn_lib.studies.sweeps.Mixture` with
         the same ``a1^2 / nu`` and the non-linear part of ``h`` (``kind="partner"``). Left out
         when ``a1^2 / nu = 1`` (the mixture is the identity) and when ``h`` itself has that
         ratio: then the mixture is ``h`` scaled to ``nu = 1`` (e.g. ``h = f``, or the cosine
@@ -229,7 +231,7 @@ def mixture_theory(setting: Setting, ratios: object, gammas: object = GAMMA,
     if r.ndim != 1 or r.size == 0:
         raise ValueError("ratios must be a non-empty 1-D array")
     settings = [dataclasses.replace(setting, f=mixture_for_ratio(float(x), h)) for x in r]
-    return sweeps.theory(settings, gammas)
+    return sweeps.equivalents(settings, gammas)
 
 
 @dataclass(frozen=True)
@@ -282,7 +284,7 @@ class Atlas:
 
     @property
     def sem(self) -> np.ndarray:
-        """Standard error of the simulated mean (:func:`attn_lib.simulate.standard_error`), shape ``(F, S)``."""
+        """Standard error of the simulated mean (:func:`attn_lib.simulation.simulate.standard_error`), shape ``(F, S)``."""
         return simulate.standard_error(self.attention, axis=2)
 
     def deltas(self) -> dict[str, float]:
@@ -440,9 +442,9 @@ def compute(entries: Sequence[Entry], settings: Mapping[str, Setting] | None = N
 
     grid = [dataclasses.replace(s, f=e.f) for e in entries for s in settings.values()]
     F, S = len(entries), len(settings)
-    theory = sweeps.theory(grid, gamma).reshape(F, S)
-    ridge_theory = sweeps.theory(list(settings.values()), gamma, model="ridge")
-    mc = sweeps.monte_carlo(grid, gamma, n=n, trials=trials, seed=seed)
+    theory = sweeps.equivalents(grid, gamma).reshape(F, S)
+    ridge_theory = sweeps.equivalents(list(settings.values()), gamma, model="ridge")
+    mc = sweeps.simulations(grid, gamma, n=n, trials=trials, seed=seed)
     return Atlas(entries=entries, settings=settings, gamma=gamma, n=n,
                  hermite=tuple(hermite.coefficients(e.f) for e in entries), theory=theory,
                  ridge_theory=ridge_theory,

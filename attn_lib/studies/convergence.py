@@ -25,7 +25,7 @@ unresolved points are not discarded from the book but shown as upper bounds
 ``|b_n| + 2 se(b_n)`` (:attr:`Series.bias_bound`).
 
 :func:`run` simulates a list of settings at a ladder of ``n`` through
-:func:`attn_lib.sweeps.monte_carlo` (one disk-cache entry per setting and ``n``) and collects a
+:func:`attn_lib.studies.sweeps.simulations` (one disk-cache entry per setting and ``n``) and collects a
 :class:`Study`; :meth:`Study.series` gives the :class:`Series` of one model, setting and gamma.
 """
 
@@ -37,10 +37,10 @@ from typing import Sequence
 import numpy as np
 
 from . import sweeps
-from ._validation import check_gammas, check_int, check_real, check_seed
-from .setting import Setting
+from .._validation import check_gammas, check_int, check_real, check_seed
+from ..model.setting import Setting
 
-__all__ = ["RESOLUTION", "PowerLawFit", "fit_power_law", "Series", "summarise", "Study", "run"]
+__all__ = ["RESOLUTION", "PowerLawFit", "fit_power_law", "Series", "series", "Study", "run"]
 
 #: A bias is resolved when ``|b| >= RESOLUTION * se(b)``.
 RESOLUTION = 2.0
@@ -227,7 +227,7 @@ class Series:
         return fit_power_law(self.n, self.fluctuation, self.fluctuation_se, use=ok)
 
 
-def summarise(values: Sequence[object], n: object, theory: float) -> Series:
+def series(values: Sequence[object], n: object, theory: float) -> Series:
     """Bias and fluctuation per size from the draws of each size.
 
     Parameters
@@ -283,7 +283,7 @@ class Study:
     gammas : ndarray of shape (G,)
     theory : dict
         ``{"attention": (B, G), "ridge": (B, G)}`` deterministic equivalents.
-    runs : tuple of :class:`attn_lib.sweeps.SweepResult`, length N
+    runs : tuple of :class:`attn_lib.studies.sweeps.SweepResult`, length N
         The draws at each size (values of shape ``(B, T_i, G)``).
     """
 
@@ -302,7 +302,7 @@ class Study:
         k = check_int(gamma, "gamma", low=0)
         if k >= self.gammas.size:
             raise ValueError(f"gamma must be an index < {self.gammas.size}, got {k}")
-        return summarise([r.values(model)[b, :, k] for r in self.runs], self.n,
+        return series([r.values(model)[b, :, k] for r in self.runs], self.n,
                          self.theory[model][b, k])
 
     def delta(self, setting: int) -> np.ndarray:
@@ -331,9 +331,9 @@ def run(settings: Sequence[Setting], n: Sequence[int], trials: int | Sequence[in
     gammas : float or array_like of shape (G,)
         Positive ridge parameters (one factorisation per draw serves all of them).
     seed : int, default 0
-        Root seed of :func:`attn_lib.sweeps.monte_carlo` at every size.
+        Root seed of :func:`attn_lib.studies.sweeps.simulations` at every size.
     use_cache : bool, default True
-        Read and write each setting and size through :mod:`attn_lib.cache`.
+        Read and write each setting and size through :mod:`attn_lib.book.cache`.
 
     Returns
     -------
@@ -352,7 +352,7 @@ def run(settings: Sequence[Setting], n: Sequence[int], trials: int | Sequence[in
     seed = check_seed(seed)
     if not isinstance(use_cache, bool):
         raise TypeError("use_cache must be bool")
-    runs = tuple(sweeps.monte_carlo(settings, g, n=int(k), trials=t, seed=seed,
+    runs = tuple(sweeps.simulations(settings, g, n=int(k), trials=t, seed=seed,
                                     use_cache=use_cache) for k, t in zip(ns, ts))
-    theory = {m: sweeps.theory(settings, g, model=m) for m in sweeps.MODELS}
+    theory = {m: sweeps.equivalents(settings, g, model=m) for m in sweeps.MODELS}
     return Study(settings=settings, n=ns, trials=np.array(ts), gammas=g, theory=theory, runs=runs)

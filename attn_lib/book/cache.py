@@ -5,12 +5,12 @@ A result is stored under a key made of
 * the qualified name of the function (``module.qualname``),
 * its keyword arguments in a canonical JSON form (floats exactly, by their hexadecimal form;
   arrays by dtype, shape and a hash of their bytes; dataclasses such as
-  :class:`~attn_lib.setting.Setting` field by field; dictionaries with sorted keys),
+  :class:`~attn_lib.model.setting.Setting` field by field; dictionaries with sorted keys),
 * a hash of the ``attn_lib`` source files (:func:`code_hash`) and of the function's own source,
 
 so re-running a chapter after a prose edit reads the stored result, while any change of a
 parameter or of the library recomputes it. Entries are pickles (anything picklable works, e.g. a
-:class:`~attn_lib.simulate.SimulationResult`) written atomically: the bytes go to a temporary file
+:class:`~attn_lib.simulation.simulate.SimulationResult`) written atomically: the bytes go to a temporary file
 in the same folder, which is then renamed over the final name with :func:`os.replace`, so an
 interrupted run never leaves a partial entry under a valid name.
 
@@ -45,9 +45,9 @@ __all__ = ["cache_dir", "code_hash", "key", "cached", "memoize", "clear"]
 T = TypeVar("T")
 
 #: Package folder whose sources enter :func:`code_hash`.
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
 #: Source files left out of :func:`code_hash`: presentation only, they cannot change a result.
-EXCLUDED = frozenset({"style.py"})
+EXCLUDED = frozenset({"book/style.py"})
 _FORMAT = 1  # bump when the on-disk layout changes
 
 
@@ -198,7 +198,7 @@ def cached(func: Callable[..., T], /, **kwargs: Any) -> T:
     **kwargs
         Keyword arguments only, so that the key does not depend on how they were passed.
         Values must be JSON-like (numbers, strings, lists, dicts), NumPy arrays or dataclasses
-        of those (such as :class:`~attn_lib.setting.Setting`).
+        of those (such as :class:`~attn_lib.model.setting.Setting`).
 
     Returns
     -------

@@ -59,17 +59,18 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from . import data, hermite, kernel, simulate
-from ._validation import check_gammas, check_int, check_real, check_seed
-from .setting import Setting
+from ..model import data, hermite, kernel
+from ..simulation import simulate
+from .._validation import check_gammas, check_int, check_real, check_seed
+from ..model.setting import Setting
 
 __all__ = [
     "ENV_VAR", "DOWNLOAD_URL", "N_LAYERS", "N_HEADS", "HEAD_DIM", "P",
-    "Layer", "Spectrum", "Fit", "Summary", "MonteCarlo", "summarise",
+    "Layer", "Spectrum", "Fit", "Summary", "MonteCarlo", "layer_summary",
     "default_path", "find_source", "load_qk", "load_layer", "paper_matrix", "head_matrix",
     "asymmetry", "spectrum", "shuffled", "normalise", "fit", "verdict", "VERDICT_RULE",
     "aligned_direction", "random_direction", "fit_setting",
-    "monte_carlo",
+    "simulate_matrices",
 ]
 
 #: Environment variable holding the path of the weights (an ``.npz``, a ``model.safetensors``
@@ -83,7 +84,7 @@ HEAD_DIM = 64
 #: Hidden size of GPT-2 small.
 P = 768
 
-_REPO_ROOT = Path(__file__).resolve().parents[1]
+_REPO_ROOT = Path(__file__).resolve().parents[2]
 _NPZ_NAME = "gpt2_small_qk.npz"
 _ST_NAME = "model.safetensors"
 
@@ -459,7 +460,7 @@ def verdict(f: Fit, few: int = 8, half: float = 0.5) -> str:
 
 @dataclass(frozen=True)
 class Summary:
-    """Everything the chapter reports about one layer's matrix (see :func:`summarise`).
+    """Everything the chapter reports about one layer's matrix (see :func:`layer_summary`).
 
     Attributes
     ----------
@@ -486,7 +487,7 @@ class Summary:
     verdict: str
 
 
-def summarise(A: np.ndarray, k_max: int = 64, seed: int | list[int] = 0) -> Summary:
+def layer_summary(A: np.ndarray, k_max: int = 64, seed: int | list[int] = 0) -> Summary:
     """Scale, spectra (real and shuffled), fit and verdict of one raw matrix ``A``.
 
     ``A`` is normalised first (:func:`normalise`); the shuffled copy is drawn with
@@ -544,7 +545,7 @@ class _Reflected:
 
 
 def fit_setting(f: Fit, mu: np.ndarray, c: float, nonlinearity: hermite.Nonlinearity) -> Setting:
-    """The :class:`~attn_lib.setting.Setting` of the fitted ``alpha I + s_1 u_1 v_1^T``.
+    """The :class:`~attn_lib.model.setting.Setting` of the fitted ``alpha I + s_1 u_1 v_1^T``.
 
     ``w_K = sqrt(s_1) u_1`` (key side: ``K_ij`` depends on ``x_i^T w_K`` for key ``i``) and
     ``w_Q = sqrt(s_1) v_1``; ``snr = ||mu||^2`` and the cosines are those of ``mu, u_1, v_1``.
@@ -588,7 +589,7 @@ class MonteCarlo:
     Attributes
     ----------
     attention : dict
-        ``attention[matrix][direction]`` is a :class:`~attn_lib.simulate.Stats` over trials
+        ``attention[matrix][direction]`` is a :class:`~attn_lib.simulation.simulate.Stats` over trials
         (``values`` of shape ``(trials, G)``).
     ridge : dict
         ``ridge[direction]``: ridge regression (``Phi = X``) on the same draws.
@@ -603,21 +604,21 @@ class MonteCarlo:
     p: int
 
 
-def monte_carlo(matrices: Mapping[str, np.ndarray], mus: Mapping[str, np.ndarray],
+def simulate_matrices(matrices: Mapping[str, np.ndarray], mus: Mapping[str, np.ndarray],
                 f: hermite.Nonlinearity, gammas: object, n: int, trials: int = 1,
                 seed: int = 0, keep_diagonal: bool = False) -> MonteCarlo:
     """Interpolation errors of attention with fixed matrices ``A`` on ``X = mu y^T + Z``.
 
-    For each trial, one draw of labels ``y`` (:func:`attn_lib.data.labels`) and then noise ``Z``
+    For each trial, one draw of labels ``y`` (:func:`attn_lib.model.data.labels`) and then noise ``Z``
     (``p x n``, i.i.d. ``N(0, 1)``) is shared by every matrix and direction (common random
     numbers, so differences between them are not blurred by independent noise). For each
     direction ``mu`` and matrix ``A``: ``T = X^T A X / sqrt(p)``,
-    ``K = f_c(T) / sqrt(p)`` with zero diagonal (:func:`attn_lib.kernel.apply`), ``Phi = X K``
-    and the error of :func:`attn_lib.simulate.interpolation_error`; ridge uses ``Phi = X``.
+    ``K = f_c(T) / sqrt(p)`` with zero diagonal (:func:`attn_lib.model.kernel.apply`), ``Phi = X K``
+    and the error of :func:`attn_lib.simulation.simulate.interpolation_error`; ridge uses ``Phi = X``.
     ``f_c = f - E f(sigma xi)`` with ``sigma = ||A||_F / sqrt(p)``, the standard deviation of the
     off-diagonal logits on pure noise (``sigma = 1`` for a :func:`normalise`-d matrix; for
     ``alpha I + w_K w_Q^T`` it is ``alpha`` up to ``O(1/p)``, as in
-    :func:`attn_lib.simulate.draw_errors`).
+    :func:`attn_lib.simulation.simulate.draw_errors`).
 
     Parameters
     ----------

@@ -1,17 +1,17 @@
 r"""Phase diagrams: where nonlinear attention beats linear regression.
 
 A phase diagram is the gap ``E_att(gamma) - E_ridge(gamma)`` of the two deterministic equivalents
-over a grid of two parameters of a :class:`~attn_lib.setting.Setting` (for example the SNR and the
+over a grid of two parameters of a :class:`~attn_lib.model.setting.Setting` (for example the SNR and the
 angle between the attention weights and ``mu``). Negative cells are where attention wins. This
 module
 
-* computes such a map (:func:`phase_map`), vectorised through :func:`attn_lib.sweeps.theory`
+* computes such a map (:func:`phase_map`), vectorised through :func:`attn_lib.studies.sweeps.equivalents`
   (the batched attention solver for all cells at once; the ridge error, which depends on ``c``
   and ``snr`` only, once per distinct pair);
 * reads it (:class:`PhaseMap`: fraction of cells where attention wins, the zero crossings along
   a row or column, the coherent shift ``delta(n)`` of every cell);
 * checks a few of its cells by Monte Carlo (:func:`spot_checks`, through the disk cache of
-  :func:`attn_lib.sweeps.monte_carlo`), with the paired difference of each draw.
+  :func:`attn_lib.studies.sweeps.simulations`), with the paired difference of each draw.
 
 The alignment geometry used by the book is :func:`symmetric_weights`: ``w_K = w_Q = w`` at angle
 ``theta`` to ``mu``. Then ``(mu^T w_K)(mu^T w_Q) = snr ||w||^2 cos^2(theta) >= 0`` and ``theta``,
@@ -30,10 +30,11 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from . import simulate, sweeps
-from ._validation import check_gammas, check_int, check_real, check_seed
-from .hermite import Nonlinearity
-from .setting import Setting
+from ..simulation import simulate
+from . import sweeps
+from .._validation import check_gammas, check_int, check_real, check_seed
+from ..model.hermite import Nonlinearity
+from ..model.setting import Setting
 
 __all__ = ["symmetric_weights", "PhaseMap", "phase_map", "SpotChecks", "spot_checks"]
 
@@ -56,7 +57,7 @@ def symmetric_weights(c: float, snr: float, norm: float, theta: float,
         Angle between ``w`` and ``mu`` in ``[0, pi]``; ``theta`` and ``pi - theta`` give the same
         model.
     f : str or callable, default "tanh"
-        Nonlinearity (see :class:`~attn_lib.setting.Setting`).
+        Nonlinearity (see :class:`~attn_lib.model.setting.Setting`).
 
     Returns
     -------
@@ -208,7 +209,7 @@ def phase_map(make: MakeSetting, x: object, y: object, gamma: object) -> PhaseMa
     Notes
     -----
     All ``Y * X`` attention errors come from one call of the batched solver
-    (:func:`attn_lib.theory.attention_error_batch` through :func:`attn_lib.sweeps.theory`).
+    (:func:`attn_lib.theory.attention_error_batch` through :func:`attn_lib.studies.sweeps.equivalents`).
     The ridge error depends on ``c`` and ``snr`` only, so it is computed once per distinct
     pair (a 100 x 100 map over SNR and angle needs 100 ridge evaluations).
     """
@@ -218,10 +219,10 @@ def phase_map(make: MakeSetting, x: object, y: object, gamma: object) -> PhaseMa
     t0 = time.perf_counter()
     xx, yy = np.meshgrid(xa, ya)
     settings = _build(make, xx.ravel(), yy.ravel())
-    att = sweeps.theory(settings, g)
+    att = sweeps.equivalents(settings, g)
     pairs = [(s.c, s.snr) for s in settings]
     unique = sorted(set(pairs))
-    ridge_unique = sweeps.theory([Setting(c=c, snr=snr) for c, snr in unique], g, model="ridge")
+    ridge_unique = sweeps.equivalents([Setting(c=c, snr=snr) for c, snr in unique], g, model="ridge")
     lookup = dict(zip(unique, ridge_unique))
     ridge = np.array([lookup[p] for p in pairs])
     seconds = time.perf_counter() - t0
@@ -274,7 +275,7 @@ class SpotChecks:
 
     @property
     def gap_sem(self) -> np.ndarray:
-        """Standard error of :attr:`gap_mean` (:func:`attn_lib.simulate.standard_error`), shape ``(S,)``."""
+        """Standard error of :attr:`gap_mean` (:func:`attn_lib.simulation.simulate.standard_error`), shape ``(S,)``."""
         return simulate.standard_error(self.gap_draws, axis=1)
 
     def resolved(self, z: float = 2.0) -> np.ndarray:
@@ -292,7 +293,7 @@ class SpotChecks:
 
 def spot_checks(make: MakeSetting, points: object, gamma: object, n: int, trials: int,
                 seed: int = 0, use_cache: bool = True) -> SpotChecks:
-    """Simulate a few cells ``make(x, y)`` of a phase map (:func:`attn_lib.sweeps.monte_carlo`).
+    """Simulate a few cells ``make(x, y)`` of a phase map (:func:`attn_lib.studies.sweeps.simulations`).
 
     Parameters
     ----------
@@ -309,7 +310,7 @@ def spot_checks(make: MakeSetting, points: object, gamma: object, n: int, trials
     seed : int, default 0
         Root seed.
     use_cache : bool, default True
-        Read and write each cell through the disk cache (:mod:`attn_lib.cache`).
+        Read and write each cell through the disk cache (:mod:`attn_lib.book.cache`).
 
     Returns
     -------
@@ -329,8 +330,8 @@ def spot_checks(make: MakeSetting, points: object, gamma: object, n: int, trials
     trials = check_int(trials, "trials")
     seed = check_seed(seed)
     settings = _build(make, pts[:, 0], pts[:, 1])
-    mc = sweeps.monte_carlo(settings, g, n=n, trials=trials, seed=seed, use_cache=use_cache)
-    gap_th = sweeps.theory(settings, g) - sweeps.theory(settings, g, model="ridge")
+    mc = sweeps.simulations(settings, g, n=n, trials=trials, seed=seed, use_cache=use_cache)
+    gap_th = sweeps.equivalents(settings, g) - sweeps.equivalents(settings, g, model="ridge")
     return SpotChecks(x=pts[:, 0].copy(), y=pts[:, 1].copy(), gamma=g, n=n, p=mc.p,
                       attention_draws=mc.values("attention")[:, :, 0],
                       ridge_draws=mc.values("ridge")[:, :, 0], gap_theory=gap_th,

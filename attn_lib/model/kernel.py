@@ -54,7 +54,7 @@ def apply(f: Callable[[np.ndarray], np.ndarray], T: np.ndarray, p: int,
     ----------
     f : callable
         Vectorised nonlinearity; ``f - a0`` must be centred (see
-        :func:`attn_lib.hermite.centered`, or pass the raw ``f`` with its ``a0``).
+        :func:`attn_lib.model.hermite.centered`, or pass the raw ``f`` with its ``a0``).
     T : ndarray of shape (n, n)
         Kernel arguments (:func:`logits`).
     p : int

@@ -168,7 +168,7 @@ def coefficients(f: Nonlinearity, scale: float = 1.0) -> Hermite:
     >>> round(h.a1, 12), round(h.nu, 12)
     (0.5, 0.340845056908)
     """
-    from ._validation import check_real
+    from .._validation import check_real
 
     scale = check_real(scale, "scale", low=0.0, low_open=True)
     check_nonlinearity(f)

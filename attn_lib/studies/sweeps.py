@@ -1,16 +1,16 @@
 """Parameter sweeps: families of nonlinearities, theory and Monte Carlo over many settings.
 
 The book's chapters compare the deterministic equivalents with simulation along one-parameter
-families of :class:`~attn_lib.setting.Setting` (an SNR sweep, an alignment sweep, ...). This
+families of :class:`~attn_lib.model.setting.Setting` (an SNR sweep, an alignment sweep, ...). This
 module holds the pieces those sweeps share:
 
 * :class:`Normalised` -- a registered nonlinearity rescaled to a prescribed variance ``nu``, so
   that different ``f`` are compared at the same output scale;
 * :class:`Mixture` -- ``f_theta(t) = cos(theta) t + sin(theta) h(t)``, which moves the linear
   Hermite coefficient ``a1 = cos(theta)`` to 0 at fixed ``nu = 1``;
-* :func:`theory` -- the attention or ridge deterministic equivalent of many settings, ``(B, G)``;
-* :func:`monte_carlo` -- :func:`attn_lib.simulate.errors` for many settings through the disk
-  cache (:mod:`attn_lib.cache`), collected in a :class:`SweepResult` that also gives the paired
+* :func:`equivalents` -- the attention or ridge deterministic equivalent of many settings, ``(B, G)``;
+* :func:`simulations` -- :func:`attn_lib.simulation.simulate.errors` for many settings through the disk
+  cache (:mod:`attn_lib.book.cache`), collected in a :class:`SweepResult` that also gives the paired
   difference attention minus ridge of each draw.
 
 Both nonlinearity families are frozen dataclasses: they are hashable (the Hermite coefficients
@@ -25,11 +25,13 @@ from typing import Sequence
 
 import numpy as np
 
-from . import cache, hermite, simulate
-from ._validation import check_gammas, check_int, check_real, check_seed
-from .setting import Setting
+from ..book import cache
+from ..model import hermite
+from ..simulation import simulate
+from .._validation import check_gammas, check_int, check_real, check_seed
+from ..model.setting import Setting
 
-__all__ = ["Normalised", "Mixture", "theory", "monte_carlo", "SweepResult", "MODELS",
+__all__ = ["Normalised", "Mixture", "equivalents", "simulations", "SweepResult", "MODELS",
            "check_settings", "check_model"]
 
 #: The models a sweep can compute.
@@ -43,7 +45,7 @@ class Normalised:
     Parameters
     ----------
     base : str
-        Name in :data:`attn_lib.hermite.REGISTRY` (``"tanh"``, ``"cos"``, ...).
+        Name in :data:`attn_lib.model.hermite.REGISTRY` (``"tanh"``, ``"cos"``, ...).
     nu : float, default 1.0
         Target variance ``Var f(xi) > 0`` for ``xi ~ N(0, 1)``.
 
@@ -156,7 +158,7 @@ def check_model(model: object) -> str:
     return str(model)
 
 
-def theory(settings: Sequence[Setting], gammas: object, model: str = "attention") -> np.ndarray:
+def equivalents(settings: Sequence[Setting], gammas: object, model: str = "attention") -> np.ndarray:
     """Deterministic equivalent of the interpolation error for many settings.
 
     Parameters
@@ -177,10 +179,10 @@ def theory(settings: Sequence[Setting], gammas: object, model: str = "attention"
     g = check_gammas(gammas)
     g1 = np.atleast_1d(g)
     if model == "ridge":
-        from .theory import ridge_error
+        from ..theory import ridge_error
         out = np.array([ridge_error(s, g1) for s in settings])
     else:
-        from .theory.attention import attention_error_batch
+        from ..theory.attention import attention_error_batch
         grid = np.broadcast_to(g1, (len(settings), g1.size)).copy()
         out = np.asarray(attention_error_batch(settings, grid), dtype=float)
     return out[:, 0] if g.ndim == 0 else out
@@ -234,14 +236,14 @@ class SweepResult:
         return self.values(model).std(axis=1)
 
     def sem(self, model: str) -> np.ndarray:
-        """Standard error of the mean over trials (:func:`attn_lib.simulate.standard_error`), ``(B, G)``."""
+        """Standard error of the mean over trials (:func:`attn_lib.simulation.simulate.standard_error`), ``(B, G)``."""
         return simulate.standard_error(self.values(model), axis=1)
 
 
-def monte_carlo(settings: Sequence[Setting], gammas: object, n: int | Sequence[int],
+def simulations(settings: Sequence[Setting], gammas: object, n: int | Sequence[int],
                 trials: int, seed: int = 0, attention: bool = True,
                 use_cache: bool = True) -> SweepResult:
-    """Simulate every setting of a sweep (:func:`attn_lib.simulate.errors`), cached on disk.
+    """Simulate every setting of a sweep (:func:`attn_lib.simulation.simulate.errors`), cached on disk.
 
     Parameters
     ----------
@@ -257,7 +259,7 @@ def monte_carlo(settings: Sequence[Setting], gammas: object, n: int | Sequence[i
     attention : bool, default True
         ``False`` simulates ridge regression only.
     use_cache : bool, default True
-        Read and write each setting's result through :func:`attn_lib.cache.cached`.
+        Read and write each setting's result through :func:`attn_lib.book.cache.cached`.
 
     Returns
     -------

@@ -3,7 +3,7 @@
 ``X = mu y^T + Z`` in ``R^{p x n}`` with ``Z`` i.i.d. ``N(0, 1)``, balanced labels ``y`` (``+1``
 for the first ``ceil(n/2)`` tokens and ``-1`` for the rest, in random order) and
 ``p = max(1, round(c n))``. The vectors ``mu, w_K, w_Q`` have exactly the norms and cosines of
-the :class:`~attn_lib.setting.Setting`. Because ``Z`` is rotation invariant, they are placed in
+the :class:`~attn_lib.model.setting.Setting`. Because ``Z`` is rotation invariant, they are placed in
 the span of the first ``r <= 3`` coordinate axes without loss of generality.
 """
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validation import check_int
+from .._validation import check_int
 from .setting import Setting
 
 _RANK_TOL = 1e-12

@@ -51,12 +51,14 @@ from typing import Sequence
 
 import numpy as np
 
-from . import cache, data, hermite, kernel, simulate
-from ._validation import check_gammas, check_int, check_seed
-from .hermite import Nonlinearity
-from .setting import Setting, check_setting
-from .theory import attention_error
-from .theory.shift import shift_functions
+from ..book import cache
+from ..model import data, hermite, kernel
+from ..simulation import simulate
+from .._validation import check_gammas, check_int, check_seed
+from ..model.hermite import Nonlinearity
+from ..model.setting import Setting, check_setting
+from ..theory import attention_error
+from ..theory.shift import shift_functions
 
 __all__ = ["LatentSplit", "latent_split", "signed_shift", "shift_fluctuation", "surrogate_kernel",
            "SurrogateResult", "surrogate_errors", "SURROGATES", "finite_size_theory"]
@@ -141,11 +143,11 @@ def latent_split(sample: data.Sample) -> LatentSplit:
 
     Parameters
     ----------
-    sample : attn_lib.data.Sample
-        A draw from :func:`attn_lib.data.draw`.
+    sample : attn_lib.model.data.Sample
+        A draw from :func:`attn_lib.model.data.draw`.
     """
     if not isinstance(sample, data.Sample):
-        raise TypeError(f"sample must be an attn_lib.data.Sample, got {type(sample).__name__}")
+        raise TypeError(f"sample must be an attn_lib.model.data.Sample, got {type(sample).__name__}")
     B, _, M_r = _latent_basis(sample.mu, sample.w_K, sample.w_Q)
     return LatentSplit(basis=B, xi=B.T @ sample.X, m_r=M_r, p=sample.X.shape[0])
 
@@ -160,7 +162,7 @@ def surrogate_kernel(T: np.ndarray, H: np.ndarray, f: Nonlinearity, p: int,
     Parameters
     ----------
     T : ndarray of shape (n, n)
-        Kernel arguments ``X^T M X / sqrt(p)`` (:func:`attn_lib.kernel.logits`).
+        Kernel arguments ``X^T M X / sqrt(p)`` (:func:`attn_lib.model.kernel.logits`).
     H : ndarray of shape (n, n)
         The shift at which ``f`` is expanded (``"latent"``: ``h``; ``"coherent"``: ``y y^T delta``).
     f : str or callable
@@ -225,11 +227,11 @@ def surrogate_errors(setting: Setting, gammas: object, n: int, trials: int = 2,
                      seed: int = 0) -> SurrogateResult:
     """Interpolation errors of attention, its two surrogates and ridge, on common draws.
 
-    Each trial draws a sample (:func:`attn_lib.data.draw`, seeded by
+    Each trial draws a sample (:func:`attn_lib.model.data.draw`, seeded by
     ``SeedSequence(seed).spawn(trials)[t]``, so the data equal those of
-    :func:`attn_lib.simulate.errors` with the same seed), then one GOE matrix ``W`` shared by
+    :func:`attn_lib.simulation.simulate.errors` with the same seed), then one GOE matrix ``W`` shared by
     the two surrogates. The errors are ``E(gamma) = gamma^2 y^T Q^2 y / n`` with ``Phi = X K``
-    for the true kernel (:func:`attn_lib.kernel.attention_kernel`, zero diagonal) and for
+    for the true kernel (:func:`attn_lib.model.kernel.attention_kernel`, zero diagonal) and for
     :func:`surrogate_kernel` with ``H = h`` (``"latent"``) and ``H = y y^T delta``
     (``"coherent"``), and ``Phi = X`` for ridge.
 
@@ -276,7 +278,7 @@ def surrogate_errors(setting: Setting, gammas: object, n: int, trials: int = 2,
 def finite_size_theory(settings: Sequence[Setting], gammas: object, n: int) -> np.ndarray:
     """The finite-size theory ``attention_error(s, gammas, n=n)`` of many settings, cached.
 
-    Each setting's curve is read from or written to the disk cache (:func:`attn_lib.cache.cached`),
+    Each setting's curve is read from or written to the disk cache (:func:`attn_lib.book.cache.cached`),
     since the finite-size equivalent costs up to a second per setting.
 
     Parameters

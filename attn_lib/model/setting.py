@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validation import check_int, check_real
+from .._validation import check_int, check_real
 from .hermite import Hermite, Nonlinearity, check_nonlinearity, coefficients
 
 _GRAM_TOL = 1e-10
@@ -32,7 +32,7 @@ class Setting:
     snr : float, default 0.0
         Signal strength ``||mu||^2 >= 0``.
     f : str or callable, default "tanh"
-        Entry-wise nonlinearity (a name of :data:`attn_lib.hermite.REGISTRY` or a vectorised
+        Entry-wise nonlinearity (a name of :data:`attn_lib.model.hermite.REGISTRY` or a vectorised
         callable); the library always uses the centred ``f - E f(xi)``.
     wk_norm, wq_norm : float, default 0.0
         ``||w_K||, ||w_Q|| >= 0`` of the low-rank part of ``W_K^T W_Q = alpha I + w_K w_Q^T``.
@@ -145,7 +145,7 @@ def check_setting(setting: object) -> Setting:
 class _Scaled:
     """``t -> func(scale t)`` as a hashable callable (so Hermite data can be cached).
 
-    ``breaks`` lists its kinks and jumps, which :func:`attn_lib.hermite.coefficients` uses.
+    ``breaks`` lists its kinks and jumps, which :func:`attn_lib.model.hermite.coefficients` uses.
     """
 
     func: object

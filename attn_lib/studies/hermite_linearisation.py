@@ -2,7 +2,7 @@ r"""The Gaussian-equivalent (linearised) attention kernel, built from the same t
 
 For ``W_K^T W_Q = alpha I + w_K w_Q^T`` the kernel arguments are ``t_ij = x_i^T W x_j / sqrt(p)``,
 of variance ``alpha^2`` off the diagonal, and the Hermite data ``a1, a2, nu`` of the
-:class:`~attn_lib.setting.Setting` are those of ``f(alpha .)``. With ``M = W / alpha`` the
+:class:`~attn_lib.model.setting.Setting` are those of ``f(alpha .)``. With ``M = W / alpha`` the
 linearisation is (``i != j``; zero diagonal)
 
     K_lin = a1 (X^T M X / p - diag) + sqrt(nu - a1^2) G / sqrt(p)
@@ -13,7 +13,7 @@ first two terms (the ``a2`` directions are asymptotically orthogonal to the labe
 variants are available so that the claim can be measured.
 
 Functions here measure ``||K - K_lin||_op`` and the gap in the interpolation error on the same
-draw (:func:`attn_lib.simulate.interpolation_error`).
+draw (:func:`attn_lib.simulation.simulate.interpolation_error`).
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.sparse.linalg import svds
 
-from . import data, hermite, kernel
-from ._validation import check_gammas, check_int
-from .setting import Setting, check_setting
-from .simulate import interpolation_error
+from ..model import data, hermite, kernel
+from .._validation import check_gammas, check_int
+from ..model.setting import Setting, check_setting
+from ..simulation.simulate import interpolation_error
 
 __all__ = ["KernelPair", "goe", "linearised_kernel", "kernel_pair", "operator_norm", "error_gap"]
 
@@ -56,7 +56,7 @@ def linearised_kernel(sample: data.Sample, setting: Setting, G: np.ndarray,
     Parameters
     ----------
     sample : Sample
-        Tokens ``X`` (``p x n``) and weights from :func:`attn_lib.data.draw`.
+        Tokens ``X`` (``p x n``) and weights from :func:`attn_lib.model.data.draw`.
     setting : Setting
         Supplies ``alpha`` and the Hermite data of ``f(alpha .)``.
     G : ndarray of shape (n, n)
@@ -64,7 +64,7 @@ def linearised_kernel(sample: data.Sample, setting: Setting, G: np.ndarray,
     include_a2 : bool, default True
         Add the rank-two ``a2`` correction.
     gram : ndarray of shape (n, n), optional
-        A precomputed ``X^T X`` (see :func:`attn_lib.kernel.logits`).
+        A precomputed ``X^T X`` (see :func:`attn_lib.model.kernel.logits`).
     """
     X = sample.X
     p, n = X.shape
@@ -84,7 +84,7 @@ def linearised_kernel(sample: data.Sample, setting: Setting, G: np.ndarray,
 def kernel_pair(setting: Setting, n: int, rng: np.random.Generator) -> KernelPair:
     """Draw ``X``, then the true kernel and both linearisations on the same ``X``.
 
-    ``rng`` draws the sample first (as :func:`attn_lib.data.draw`), then the GOE part.
+    ``rng`` draws the sample first (as :func:`attn_lib.model.data.draw`), then the GOE part.
     """
     check_setting(setting)
     n = check_int(n, "n", low=2)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["COLORS", "use", "color", "plot_theory", "plot_sim", "plot_theory_vs_sim",
-           "label_axes"]
+           "label_axes", "gap_map"]
 
 #: Fixed colours (seaborn "colorblind" palette) for the models and nonlinearities of the book.
 COLORS: dict[str, str] = {
@@ -91,7 +91,8 @@ def plot_sim(ax: Any, x: Any, mean: Any, err: Any = None, label: str | None = No
 
 
 def plot_theory_vs_sim(ax: Any, x: Any, theory: Any, sim_mean: Any, sim_err: Any = None,
-                       label: str = "", color: str | None = None, x_sim: Any = None) -> tuple:
+                       label: str = "", color: str | None = None, x_sim: Any = None,
+                       fmt: str = "o") -> tuple:
     """Theory (line) and simulation (markers ± error bars) of one model in one colour.
 
     Parameters
@@ -110,6 +111,8 @@ def plot_theory_vs_sim(ax: Any, x: Any, theory: Any, sim_mean: Any, sim_err: Any
         Explicit colour.
     x_sim : array_like, optional
         Abscissae of the simulation when they differ from ``x``.
+    fmt : str, default "o"
+        Marker of the simulation.
 
     Returns
     -------
@@ -121,7 +124,7 @@ def plot_theory_vs_sim(ax: Any, x: Any, theory: Any, sim_mean: Any, sim_err: Any
     line = plot_theory(ax, x, theory, label=f"{label} (theory)" if label else None, color=c)
     xs = x if x_sim is None else x_sim
     bars = plot_sim(ax, xs, sim_mean, sim_err, label=f"{label} (simulation)" if label else None,
-                    color=c)
+                    color=c, fmt=fmt)
     return line, bars
 
 
@@ -142,3 +145,32 @@ def label_axes(ax: Any, xlabel: str, ylabel: str, title: str | None = None,
         ax.set_title(title)
     if legend and ax.get_legend_handles_labels()[0]:
         ax.legend()
+
+
+def gap_map(ax: Any, x: Any, y: Any, z: Any, *, vmin: float | None = None,
+            vmax: float | None = None, shading: str = "auto", colorbar: str | None = None,
+            **kwargs: Any) -> Any:
+    """Heat map of a signed gap ``z`` (shape ``(len(y), len(x))``) with its zero contour.
+
+    Blue is negative (attention better), red positive; the colour scale is centred on zero
+    (:class:`matplotlib.colors.TwoSlopeNorm`) between ``vmin`` and ``vmax`` (default: the range
+    of ``z``, widened to include zero by at least ``1e-6``). The zero level is drawn as a black
+    line when ``z`` changes sign. With ``colorbar`` a colour bar with that label is added.
+
+    Returns
+    -------
+    matplotlib.collections.QuadMesh
+        The mesh (for a shared colour bar: ``fig.colorbar(mesh, ax=axes)``).
+    """
+    from matplotlib.colors import TwoSlopeNorm
+
+    z = np.asarray(z, dtype=float)
+    lo = min(float(z.min()), -1e-6) if vmin is None else vmin
+    hi = max(float(z.max()), 1e-6) if vmax is None else vmax
+    mesh = ax.pcolormesh(x, y, z, cmap="RdBu_r", shading=shading,
+                         norm=TwoSlopeNorm(vcenter=0.0, vmin=lo, vmax=hi), **kwargs)
+    if z.min() < 0 < z.max():
+        ax.contour(x, y, z, levels=[0.0], colors="k", linewidths=1.5)
+    if colorbar is not None:
+        ax.figure.colorbar(mesh, ax=ax, label=colorbar)
+    return mesh

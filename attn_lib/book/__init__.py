@@ -1,0 +1,15 @@
+"""The book's support: the result cache, the plotting style, the page helpers and the figures.
+
+``cache``
+    Disk cache of computed results.
+``style``
+    The book's plotting style and plotting primitives.
+``page``
+    What a chapter notebook calls: :func:`~attn_lib.book.page.setup`,
+    :func:`~attn_lib.book.page.show` (a figure and its numbers) and
+    :func:`~attn_lib.book.page.glue`.
+``figures``
+    One module per chapter, one function per figure.
+
+Nothing is imported eagerly: ``style``, ``page`` and ``figures`` import matplotlib.
+"""

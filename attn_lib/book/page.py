@@ -1,0 +1,97 @@
+"""What a chapter notebook calls: set up the page, show a figure, glue the numbers of its prose.
+
+A chapter reads like the paper: each figure is one call to a function of
+:mod:`attn_lib.book.figures` that returns a :class:`Figure` (the matplotlib figure and the
+numbers the prose quotes), and one call of :func:`show` glues both::
+
+    page.setup(profile)
+    page.show("fig-random-inputs", figures.structured_inputs.random_inputs(n=n, seed=seed))
+
+The markdown cell below it displays the figure with its caption and label, and quotes the
+numbers by name::
+
+    ```{glue:figure} fig-random-inputs
+    :name: fig-random-inputs
+
+    Caption, quoting {glue:text}`mu0_att_half:.3f`.
+    ```
+
+Numbers are glued as plain Python ``float``/``int``/``str`` (NumPy scalars are converted), and
+Markdown objects (tables) as they are, all with ``display=False``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+__all__ = ["Figure", "setup", "glue", "show"]
+
+
+@dataclass
+class Figure:
+    """A drawn figure and the numbers its prose quotes.
+
+    Attributes
+    ----------
+    fig : matplotlib.figure.Figure
+    numbers : dict of str to object
+        Named values (floats, ints, strings or :class:`IPython.display.Markdown` tables).
+    """
+
+    fig: Any
+    numbers: dict[str, Any] = field(default_factory=dict)
+
+
+def setup(profile: str) -> None:
+    """Apply the book's plotting style and glue the profile name as ``profile`` (bold)."""
+    from IPython.display import Markdown
+
+    from . import style
+
+    style.use()
+    glue({"profile": Markdown(f"**{profile}**")})
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        return value.item()
+    return value
+
+
+def glue(numbers: Mapping[str, Any] | Any) -> None:
+    """Glue every named value of ``numbers`` (a mapping or a dataclass instance), not displayed.
+
+    Raises
+    ------
+    TypeError
+        If ``numbers`` is neither a mapping nor a dataclass instance, or a name is not a str.
+    """
+    from myst_nb import glue as _glue
+
+    if dataclasses.is_dataclass(numbers) and not isinstance(numbers, type):
+        numbers = {f.name: getattr(numbers, f.name) for f in dataclasses.fields(numbers)}
+    if not isinstance(numbers, Mapping):
+        raise TypeError(f"numbers must be a mapping or a dataclass instance, got "
+                        f"{type(numbers).__name__}")
+    for name, value in numbers.items():
+        if not isinstance(name, str):
+            raise TypeError(f"glued names must be str, got {name!r}")
+        _glue(name, _plain(value), display=False)
+
+
+def show(name: str, figure: Figure) -> None:
+    """Glue ``figure.fig`` under ``name`` (for ``{glue:figure}``) and its numbers; close the figure."""
+    import matplotlib.pyplot as plt
+    from myst_nb import glue as _glue
+
+    if not isinstance(figure, Figure):
+        raise TypeError(f"figure must be an attn_lib.book.page.Figure, got {type(figure).__name__}")
+    _glue(name, figure.fig, display=False)
+    plt.close(figure.fig)
+    glue(figure.numbers)

@@ -1,0 +1,5 @@
+"""Monte Carlo simulation of the interpolation error (``simulate``)."""
+
+from . import simulate
+
+__all__ = ["simulate"]
