@@ -6,8 +6,8 @@ Regression* (Liao, Liu, Hou, Zou, Ling; arXiv:2506.18656).
 The package is laid out by layer; each layer imports only the ones above it in this list.
 
 model
-    The model: :class:`Setting` (``setting``), the nonlinearities and their Hermite data
-    (``hermite``), the tokens and weights (``data``) and the attention kernel (``kernel``).
+    The model: :class:`Setting` (``setting``), the nonlinearities (``nonlinearity``) and their
+    Hermite data (``hermite``), the tokens and weights (``data``) and the attention kernel (``kernel``).
 simulation
     Monte Carlo: the interpolation error of one draw and seeded trials (``simulate``).
 theory
@@ -20,15 +20,15 @@ book
     The book's support: the result cache, the plotting style and the figures (imports
     matplotlib; not loaded by ``import attn_lib``).
 
-``attn_lib.Setting``, ``attn_lib.hermite``, ``attn_lib.data``, ``attn_lib.kernel``,
+``attn_lib.Setting``, ``attn_lib.nonlinearity``, ``attn_lib.hermite``, ``attn_lib.data``, ``attn_lib.kernel``,
 ``attn_lib.simulate`` and ``attn_lib.theory`` are re-exported here.
 """
 
 from . import model, simulation, studies, theory
-from .model import data, hermite, kernel
+from .model import data, hermite, kernel, nonlinearity
 from .model.setting import Setting
 from .simulation import simulate
 
-__all__ = ["Setting", "data", "hermite", "kernel", "model", "simulate", "simulation", "studies",
-           "theory"]
+__all__ = ["Setting", "data", "hermite", "kernel", "model", "nonlinearity", "simulate",
+           "simulation", "studies", "theory"]
 __version__ = "0.1.0"

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from attn_lib import Setting, hermite, simulate
+from attn_lib.model.nonlinearity import normalised, reflected
 from attn_lib.studies import atlas, sweeps
 
 GAMMA = atlas.GAMMA
@@ -26,14 +27,14 @@ def small(tmp_path_factory):
 # ------------------------------------------------------------------ the functions
 def test_reflected_flips_odd_coefficients_only():
     for base in ("relu", "trunc_exp", "tanh"):
-        r, f = hermite.coefficients(atlas.Reflected(base)), hermite.coefficients(sweeps.Normalised(base))
+        r, f = hermite.coefficients(reflected(base)), hermite.coefficients(normalised(base))
         assert r.a1 == pytest.approx(-f.a1, abs=1e-10)
         assert r.a2 == pytest.approx(f.a2, abs=1e-10)
         assert r.nu == pytest.approx(1.0, abs=1e-10) and r.a0 == pytest.approx(f.a0, abs=1e-10)
     t = np.linspace(-3, 3, 13)
-    np.testing.assert_allclose(atlas.Reflected("relu")(t), sweeps.Normalised("relu")(-t))
-    np.testing.assert_allclose(atlas.Reflected("tanh")(t), -sweeps.Normalised("tanh")(t))
-    assert atlas.Reflected("trunc_relu").breaks == (-2.0, 0.0)
+    np.testing.assert_allclose(reflected("relu")(t), normalised("relu")(-t))
+    np.testing.assert_allclose(reflected("tanh")(t), -normalised("tanh")(t))
+    assert reflected("trunc_relu").breaks == (-2.0, 0.0)
 
 
 def test_mixture_of_f_at_its_own_ratio_is_f():
@@ -41,7 +42,7 @@ def test_mixture_of_f_at_its_own_ratio_is_f():
     # the mixture is the centred f (the library always centres f)
     t = np.linspace(-3, 3, 13)
     for base in ("tanh", "relu", "sin"):
-        f = sweeps.Normalised(base)
+        f = normalised(base)
         np.testing.assert_allclose(atlas.mixture_for_ratio(atlas._ratio(f), base)(t),
                                    hermite.centered(f)(t), atol=1e-12)
 
@@ -49,7 +50,7 @@ def test_mixture_of_f_at_its_own_ratio_is_f():
 def test_catalogue_partners_share_the_ratio_and_skip_duplicates():
     entries = atlas.catalogue(names=("linear", "tanh", "cos", "quadratic"),
                               partners=("cos", "sign"), reflect=("relu",),
-                              sweep_ratios=(0.3, atlas._ratio(sweeps.Normalised("tanh"))))
+                              sweep_ratios=(0.3, atlas._ratio(normalised("tanh"))))
     labels = [e.label for e in entries]
     assert labels[:4] == ["linear", "tanh", "cos", "quadratic"]
     ratio = {e.label: atlas._ratio(e.f) for e in entries}
@@ -93,8 +94,8 @@ def test_theory_equal_within_groups_and_sign_of_a1_irrelevant(small):
     # a1 -> -a1 (reflection, negation) leaves the DE unchanged, also when mu^T w_K mu^T w_Q < 0
     base = Setting(c=0.7, snr=1.5, wk_norm=1.0, wq_norm=0.8, cos_mu_wk=0.6, cos_mu_wq=-0.5,
                    cos_wk_wq=0.2)
-    fs = [sweeps.Normalised("relu"), atlas.Reflected("relu"), lambda t: -sweeps.Normalised("relu")(t),
-          atlas.mixture_for_ratio(atlas._ratio(sweeps.Normalised("relu")))]
+    fs = [normalised("relu"), reflected("relu"), lambda t: -normalised("relu")(t),
+          atlas.mixture_for_ratio(atlas._ratio(normalised("relu")))]
     de = sweeps.equivalents([dataclasses.replace(base, f=f) for f in fs], [1e-2, 0.1, 1.0])
     assert np.ptp(de, axis=0).max() < 1e-10
 
@@ -128,7 +129,7 @@ def test_negated_function_gives_identical_draws():
     # -f gives the same Phi^T Phi draw by draw: the sign of a1 is irrelevant in simulation too
     s = atlas.default_settings(c=1.0)["strong"]
     runs = [simulate.errors(dataclasses.replace(s, f=f), [0.01, 0.1], n=40, trials=2, seed=3)
-            for f in (sweeps.Normalised("tanh"), atlas.Reflected("tanh"))]
+            for f in (normalised("tanh"), reflected("tanh"))]
     np.testing.assert_allclose(runs[0].attention.values, runs[1].attention.values, rtol=1e-9)
 
 
@@ -175,8 +176,8 @@ def test_groups_summary_and_explained(small):
     (lambda: atlas.catalogue(names=("tanh",), reflect=(1,)), TypeError, "reflect must be"),
     (lambda: atlas.catalogue(sweep_ratios=(1.5,)), ValueError, "sweep_ratios"),
     (lambda: atlas.mixture_for_ratio(-0.1), ValueError, "ratio"),
-    (lambda: atlas.Reflected("tanh", nu=0.0), ValueError, "nu"),
-    (lambda: atlas.Reflected(3), TypeError, "base"),
+    (lambda: reflected("tanh", nu=0.0), ValueError, "nu"),
+    (lambda: reflected(3), TypeError, "base"),
     (lambda: atlas.Entry("x", "tanh", "other"), ValueError, "kind"),
     (lambda: atlas.Entry("", "tanh", "named"), TypeError, "label"),
     (lambda: atlas.default_settings(c=0.0), ValueError, "c must be"),

@@ -5,7 +5,8 @@ import pytest
 from scipy import special
 
 import attn_lib as al
-from attn_lib.model.hermite import REGISTRY, coefficients
+from attn_lib.model.hermite import coefficients
+from attn_lib.model.nonlinearity import REGISTRY
 
 SQ2, SQPI, SQ2PI = np.sqrt(2), np.sqrt(np.pi), np.sqrt(2 * np.pi)
 

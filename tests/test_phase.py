@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from attn_lib import Setting
+from attn_lib.model.nonlinearity import mixture
 from attn_lib.studies import phase, sweeps
 from attn_lib.theory import ConvergenceError, attention_error, ridge_error
 
@@ -149,7 +150,7 @@ def test_random_inputs_small_c_exception():
 
 
 def test_a1_zero_attention_ignores_snr_and_angle():
-    m = phase.phase_map(plane1(f=sweeps.Mixture(np.pi / 2, "cos")), [0.0, 2.0, 6.0],
+    m = phase.phase_map(plane1(f=mixture(np.pi / 2, "cos")), [0.0, 2.0, 6.0],
                         [0.0, 45.0, 90.0], 0.1)
     assert np.ptp(m.attention) < 1e-10
     assert np.ptp(m.ridge[0]) > 0.1  # while ridge profits from the signal

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from attn_lib import Setting, hermite, simulate
+from attn_lib.model.nonlinearity import REGISTRY, mixture, normalised
 from attn_lib.book import cache
 from attn_lib.studies import sweeps
 from attn_lib.theory import ridge_error
@@ -25,18 +26,18 @@ def cache_env(tmp_path, monkeypatch):
 @pytest.mark.parametrize("base", ["tanh", "cos", "relu", "sign", "sin"])
 @pytest.mark.parametrize("nu", [1.0, 0.25])
 def test_normalised_has_target_variance_and_same_shape(base, nu):
-    f = sweeps.Normalised(base, nu)
+    f = normalised(base, nu)
     h, h0 = hermite.coefficients(f), hermite.coefficients(base)
     assert h.nu == pytest.approx(nu, rel=1e-9)
     # rescaling the output keeps a1^2 / nu
     assert h.a1 ** 2 / h.nu == pytest.approx(h0.a1 ** 2 / h0.nu, rel=1e-9, abs=1e-14)
     t = np.linspace(-3, 3, 7)
-    np.testing.assert_allclose(f(t), f.scale * hermite.REGISTRY[base][0](t))
+    np.testing.assert_allclose(f(t), f.gain * REGISTRY[base](t))
 
 
 @pytest.mark.parametrize("theta", [0.0, 0.3, np.pi / 4, 1.2, np.pi / 2])
 def test_mixture_moves_a1_at_fixed_nu(theta):
-    h = hermite.coefficients(sweeps.Mixture(theta))
+    h = hermite.coefficients(mixture(theta))
     assert h.a0 == pytest.approx(0.0, abs=1e-10)
     assert h.a1 == pytest.approx(np.cos(theta), abs=1e-10)
     assert h.nu == pytest.approx(1.0, rel=1e-9)
@@ -44,19 +45,19 @@ def test_mixture_moves_a1_at_fixed_nu(theta):
 
 
 def test_mixture_with_a_function_that_has_a_linear_part():
-    # tanh has a1 != 0: Mixture removes it from h, so a1 is still cos(theta)
-    h = hermite.coefficients(sweeps.Mixture(np.pi / 2, h="tanh"))
+    # tanh has a1 != 0: mixture removes it from h, so a1 is still cos(theta)
+    h = hermite.coefficients(mixture(np.pi / 2, h="tanh"))
     assert h.a1 == pytest.approx(0.0, abs=1e-10)
     assert h.nu == pytest.approx(1.0, rel=1e-9)
 
 
 def test_families_are_hashable_cache_keys_and_picklable():
-    s = Setting(c=0.5, snr=1.0, f=sweeps.Mixture(0.5))
-    assert hash(s.f) == hash(sweeps.Mixture(0.5))
+    s = Setting(c=0.5, snr=1.0, f=mixture(0.5))
+    assert hash(s.f) == hash(mixture(0.5))
     assert cache.key(simulate.errors, {"setting": s}) != cache.key(
-        simulate.errors, {"setting": Setting(c=0.5, snr=1.0, f=sweeps.Mixture(0.6))})
+        simulate.errors, {"setting": Setting(c=0.5, snr=1.0, f=mixture(0.6))})
     assert pickle.loads(pickle.dumps(s)) == s
-    assert pickle.loads(pickle.dumps(sweeps.Normalised("tanh"))) == sweeps.Normalised("tanh")
+    assert pickle.loads(pickle.dumps(normalised("tanh"))) == normalised("tanh")
 
 
 @pytest.mark.parametrize("kwargs, exc", [
@@ -67,7 +68,7 @@ def test_families_are_hashable_cache_keys_and_picklable():
 ])
 def test_normalised_validation(kwargs, exc):
     with pytest.raises(exc):
-        sweeps.Normalised(**kwargs)
+        normalised(**kwargs)
 
 
 @pytest.mark.parametrize("kwargs, exc", [
@@ -79,7 +80,7 @@ def test_normalised_validation(kwargs, exc):
 ])
 def test_mixture_validation(kwargs, exc):
     with pytest.raises(exc):
-        sweeps.Mixture(**kwargs)
+        mixture(**kwargs)
 
 
 # ------------------------------------------------------------------ theory over settings

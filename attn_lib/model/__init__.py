@@ -1,7 +1,11 @@
 """The model: settings, nonlinearities and their Hermite data, tokens and weights, the kernel.
 
+``nonlinearity``
+    :class:`~attn_lib.model.nonlinearity.Nonlinearity`, the one type of ``f`` (registered names,
+    user callables, the book's families) with its break points.
 ``setting``
-    :class:`~attn_lib.model.setting.Setting`, the model's scalars and their validation.
+    :class:`~attn_lib.model.setting.Setting` (the model's scalars), the base of every setting type
+    and the attention kinds.
 ``hermite``
     Hermite coefficients ``a0, a1, a2, nu`` of the nonlinearity.
 ``data``
@@ -10,7 +14,8 @@
     The attention kernel ``K = f(X^T W X / sqrt(p)) / sqrt(p)``.
 """
 
-from . import data, hermite, kernel, setting
+from . import data, hermite, kernel, nonlinearity, setting
+from .nonlinearity import Nonlinearity
 from .setting import Setting
 
-__all__ = ["Setting", "data", "hermite", "kernel", "setting"]
+__all__ = ["Nonlinearity", "Setting", "data", "hermite", "kernel", "nonlinearity", "setting"]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import check_int
+from .._validation import check_tokens
 from .setting import Setting
 
 _RANK_TOL = 1e-12
@@ -72,7 +72,11 @@ def geometry(setting: Setting, p: int) -> np.ndarray:
 
 
 def labels(n: int, rng: np.random.Generator) -> np.ndarray:
-    """Balanced labels: ``ceil(n/2)`` entries ``+1`` and the rest ``-1``, randomly permuted."""
+    """Balanced labels: ``ceil(n/2)`` entries ``+1`` and the rest ``-1``, randomly permuted.
+
+    ``n >= 2`` (:func:`attn_lib._validation.check_tokens`): one token per class at least.
+    """
+    n = check_tokens(n)
     y = np.ones(n)
     y[(n + 1) // 2:] = -1.0
     return rng.permutation(y)
@@ -86,11 +90,11 @@ def draw(setting: Setting, n: int, rng: np.random.Generator) -> Sample:
     setting : Setting
         Model scalars.
     n : int
-        Number of tokens, ``>= 1``; ``p = max(1, round(c n))``.
+        Number of tokens, ``>= 2`` (one per class); ``p = max(1, round(c n))``.
     rng : numpy.random.Generator
         Source of randomness: labels are drawn first, then ``Z``.
     """
-    n = check_int(n, "n")
+    n = check_tokens(n)
     p = setting.p(n)
     mu, w_K, w_Q = geometry(setting, p)
     y = labels(n, rng)

@@ -12,8 +12,8 @@ independent Wigner matrix in the linearised kernel.
 
 The expectations are computed by adaptive Gauss–Kronrod quadrature (:func:`scipy.integrate.quad`)
 of ``g(x) phi(x)`` on the pieces between the kinks and jumps of ``f``; registered names declare
-their break points, so kinks (ReLU) and jumps (sign) are integrated to full precision
-(better than 1e-12). An arbitrary callable is integrated on ``(-inf, -8], [-8, 8], [8, inf)``
+their break points (:attr:`attn_lib.model.nonlinearity.Nonlinearity.breaks`), so kinks (ReLU)
+and jumps (sign) are integrated to full precision (better than 1e-12). An arbitrary callable is integrated on ``(-inf, -8], [-8, 8], [8, inf)``
 with a fine adaptive subdivision, and a :class:`ValueError` is raised when the estimated error
 exceeds ``1e-8``.
 """
@@ -23,33 +23,15 @@ from __future__ import annotations
 import functools
 import warnings
 from dataclasses import dataclass
-from typing import Callable, Union
+from typing import Callable
 
 import numpy as np
-from scipy import integrate, special
+from scipy import integrate
 
-Nonlinearity = Union[str, Callable[[np.ndarray], np.ndarray]]
-
-#: Registered nonlinearities: name -> (function, points where it is not smooth).
-REGISTRY: dict[str, tuple[Callable[[np.ndarray], np.ndarray], tuple[float, ...]]] = {
-    "linear": (lambda t: np.asarray(t, dtype=float) * 1.0, ()),
-    "tanh": (np.tanh, ()),
-    "relu": (lambda t: np.maximum(t, 0.0), (0.0,)),
-    "sign": (np.sign, (0.0,)),
-    "cos": (np.cos, ()),
-    "sin": (np.sin, ()),
-    "trunc_relu": (lambda t: np.clip(t, 0.0, 2.0), (0.0, 2.0)),
-    "trunc_exp": (lambda t: np.exp(np.minimum(t, 2.0)), (2.0,)),
-    "erf": (special.erf, ()),
-    # polynomials (Hermite data in closed form: t^2 = He2 + 1, t^3 = He3 + 3 He1)
-    "quadratic": (np.square, ()),
-    "cubic": (lambda t: np.asarray(t, dtype=float) ** 3, ()),
-    "he3": (lambda t: np.asarray(t, dtype=float) ** 3 - 3.0 * np.asarray(t, dtype=float), ()),
-    "poly": (lambda t: np.asarray(t, dtype=float) + 0.5 * np.asarray(t, dtype=float) ** 2, ()),
-}
+from .._validation import check_real
+from .nonlinearity import NonlinearityLike, check_nonlinearity
 
 _TOL = 1e-8  # largest accepted quadrature error estimate for arbitrary callables
-_PROBE = np.linspace(-4.0, 4.0, 9)
 
 
 @dataclass(frozen=True)
@@ -73,60 +55,6 @@ class Hermite:
         return max(self.nu - self.a1 ** 2, 0.0)
 
 
-def check_registered(name: object, what: str) -> str:
-    """``name`` if it is a key of :data:`REGISTRY`; ``what`` names the parameter in the error."""
-    if not isinstance(name, str):
-        raise TypeError(f"{what} must be the name of a registered nonlinearity "
-                        f"{sorted(REGISTRY)}, got {type(name).__name__}")
-    if name not in REGISTRY:
-        raise ValueError(f"{what} must be one of {sorted(REGISTRY)}, got {name!r}")
-    return name
-
-
-def check_nonlinearity(f: object, name: str = "f") -> tuple[Callable[[np.ndarray], np.ndarray], tuple[float, ...]]:
-    """Resolve ``f`` to a vectorised callable and its break points, validating it.
-
-    Parameters
-    ----------
-    f : str or callable
-        A name in :data:`REGISTRY` or a vectorised function ``R -> R``.
-
-    Returns
-    -------
-    func : callable
-        ``func(t)`` for an array ``t`` returns an array of the same shape.
-    breaks : tuple of float
-        Known kinks or jumps (a callable may declare them in a ``breaks`` attribute).
-
-    Raises
-    ------
-    ValueError
-        Unknown name, or a callable that returns the wrong shape or non-finite values on a probe
-        grid of ``[-4, 4]``.
-    TypeError
-        ``f`` is neither a string nor callable.
-    """
-    if isinstance(f, str):
-        if f not in REGISTRY:
-            raise ValueError(f"{name} must be one of {sorted(REGISTRY)} or a callable, got {f!r}")
-        return REGISTRY[f]
-    if not callable(f):
-        raise TypeError(f"{name} must be a registered name {sorted(REGISTRY)} or a callable, "
-                        f"got {type(f).__name__}")
-    try:
-        with np.errstate(all="ignore"):
-            out = np.asarray(f(_PROBE.copy()), dtype=float)
-    except Exception as exc:  # any failure of user code is reported as bad input
-        raise ValueError(f"{name} must accept a float array and return one of the same shape; "
-                         f"calling it on a probe array raised {exc!r}") from exc
-    if out.shape != _PROBE.shape:
-        raise ValueError(f"{name} must be vectorised: on an array of shape {_PROBE.shape} it "
-                         f"returned shape {out.shape}")
-    if not np.all(np.isfinite(out)):
-        raise ValueError(f"{name} returned non-finite values on [-4, 4]")
-    return f, tuple(getattr(f, "breaks", ()))
-
-
 def _gauss_expect(g: Callable[[float], float], breaks: tuple[float, ...], strict: bool) -> float:
     """``E[g(xi)]``, ``xi ~ N(0,1)``, integrating ``g * phi`` piecewise between ``breaks``."""
     pts = sorted(set(breaks) | ({-8.0, 8.0} if not breaks else set()))
@@ -146,13 +74,13 @@ def _gauss_expect(g: Callable[[float], float], breaks: tuple[float, ...], strict
     return total / norm
 
 
-def coefficients(f: Nonlinearity, scale: float = 1.0) -> Hermite:
+def coefficients(f: NonlinearityLike, scale: float = 1.0) -> Hermite:
     """Hermite coefficients of ``t -> f(scale * t)`` under ``N(0, 1)``.
 
     Parameters
     ----------
-    f : str or callable
-        Registered name (see :data:`REGISTRY`) or a vectorised callable ``R -> R``.
+    f : str, callable or Nonlinearity
+        See :func:`attn_lib.model.nonlinearity.check_nonlinearity`.
     scale : float, default 1.0
         Positive factor applied to the argument; used for a full weight part ``alpha I``
         (``f(alpha t)``).
@@ -168,8 +96,6 @@ def coefficients(f: Nonlinearity, scale: float = 1.0) -> Hermite:
     >>> round(h.a1, 12), round(h.nu, 12)
     (0.5, 0.340845056908)
     """
-    from .._validation import check_real
-
     scale = check_real(scale, "scale", low=0.0, low_open=True)
     check_nonlinearity(f)
     try:
@@ -179,14 +105,14 @@ def coefficients(f: Nonlinearity, scale: float = 1.0) -> Hermite:
 
 
 @functools.lru_cache(maxsize=256)
-def _coefficients(f: Nonlinearity, scale: float) -> Hermite:
-    func, breaks = check_nonlinearity(f)
+def _coefficients(f: NonlinearityLike, scale: float) -> Hermite:
+    func = check_nonlinearity(f)
     strict = not isinstance(f, str)
 
     def fs(x: float) -> float:
         return float(np.asarray(func(np.array([scale * x])), dtype=float)[0])
 
-    br = tuple(b / scale for b in breaks)
+    br = tuple(b / scale for b in func.breaks)
     a0 = _gauss_expect(fs, br, strict)
     a1 = _gauss_expect(lambda x: x * fs(x), br, strict)
     a2 = _gauss_expect(lambda x: (x * x - 1.0) * fs(x), br, strict) / np.sqrt(2.0)
@@ -194,9 +120,9 @@ def _coefficients(f: Nonlinearity, scale: float) -> Hermite:
     return Hermite(a0=float(a0), a1=float(a1), a2=float(a2), nu=float(nu))
 
 
-def centered(f: Nonlinearity, scale: float = 1.0) -> Callable[[np.ndarray], np.ndarray]:
+def centered(f: NonlinearityLike, scale: float = 1.0) -> Callable[[np.ndarray], np.ndarray]:
     """The centred, rescaled nonlinearity ``t -> f(scale t) - a0`` as a vectorised callable."""
-    func, _ = check_nonlinearity(f)
+    func = check_nonlinearity(f)
     a0 = coefficients(f, scale).a0
     if scale == 1.0:
         return lambda t: np.asarray(func(t), dtype=float) - a0

@@ -19,6 +19,8 @@ from typing import Callable
 import numpy as np
 from scipy.linalg import blas
 
+from .nonlinearity import Nonlinearity
+
 
 def logits(X: np.ndarray, w_K: np.ndarray, w_Q: np.ndarray, alpha: float = 1.0,
            gram: np.ndarray | None = None) -> np.ndarray:
@@ -53,8 +55,9 @@ def apply(f: Callable[[np.ndarray], np.ndarray], T: np.ndarray, p: int,
     Parameters
     ----------
     f : callable
-        Vectorised nonlinearity; ``f - a0`` must be centred (see
-        :func:`attn_lib.model.hermite.centered`, or pass the raw ``f`` with its ``a0``).
+        Vectorised nonlinearity, e.g. a :class:`~attn_lib.model.nonlinearity.Nonlinearity`;
+        ``f - a0`` must be centred (see :func:`attn_lib.model.hermite.centered`, or pass the
+        raw ``f`` with its ``a0``).
     T : ndarray of shape (n, n)
         Kernel arguments (:func:`logits`).
     p : int
@@ -64,11 +67,12 @@ def apply(f: Callable[[np.ndarray], np.ndarray], T: np.ndarray, p: int,
     a0 : float, default 0.0
         Constant subtracted from ``f``.
     overwrite : bool, default False
-        Allow ``T`` to be overwritten (a NumPy ufunc then writes into it: one ``n x n``
-        allocation less).
+        Allow ``T`` to be overwritten (a NumPy ufunc, or a nonlinearity that is one, then writes
+        into it: one ``n x n`` allocation less).
     """
-    if overwrite and isinstance(f, np.ufunc) and f.nin == 1:
-        K = f(T, out=T)
+    u = f.ufunc if isinstance(f, Nonlinearity) else f
+    if overwrite and isinstance(u, np.ufunc) and u.nin == 1:
+        K = u(T, out=T)
     else:
         K = np.array(f(T), dtype=float)  # a copy: never an alias of T
     if a0:

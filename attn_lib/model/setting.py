@@ -1,29 +1,128 @@
-"""One point of the model in its high-dimensional scalars.
+"""Settings: one point of the model in its high-dimensional scalars.
 
-The data are ``X = mu y^T + Z`` in ``R^{p x n}`` and the attention weights are
-``W_K^T W_Q = alpha I_p + w_K w_Q^T``. In the proportional limit only the following scalars enter
-the theory: ``c = p/n``, ``snr = ||mu||^2``, the Hermite data of ``f``, the norms
-``||w_K||, ||w_Q||``, the cosines between ``mu, w_K, w_Q`` and the full part ``alpha``.
-A :class:`Setting` holds exactly these and validates them.
+The data are ``X = mu y^T + Z`` in ``R^{p x n}``; the logits are ``T = X^T W X / sqrt(p)`` for
+the key-query matrix ``W = W_K^T W_Q`` and the attention kind turns them into the kernel ``K``.
+In the proportional limit only a few scalars enter the theory; a setting holds exactly these and
+validates them.
+
+Layout, made for more kinds of attention and of weights:
+
+* **Attention kinds** are small frozen dataclasses deriving from :class:`Attention`. Today there is
+  one, :class:`Entrywise` (``K_ij = f(T_ij) / sqrt(p)`` with the centred ``f`` and a zero
+  diagonal: the paper's model). A softmax kind ``Softmax(beta)`` with an inverse temperature
+  ``beta > 0`` (``K = softmax(beta T)`` column by column) is one more subclass with its field and
+  its checks in ``__post_init__``; a setting carries its kind in the keyword-only field
+  ``attention``.
+* **Setting types** derive from :class:`BaseSetting`, which owns what every type shares: the
+  aspect ratio ``c``, the nonlinearity ``f``, the attention kind and the common validation path
+  (:meth:`BaseSetting.__post_init__` checks those, then calls the type's :meth:`~BaseSetting._validate`),
+  plus ``p(n)`` and the Hermite data of ``f`` at the scale of the logits (:attr:`~BaseSetting.logit_scale`).
+  :class:`Setting` is the rank-one family ``W = alpha I_p + w_K w_Q^T``. Rank-``r`` and general
+  key-query matrices, ``MatrixSetting(c=..., M=..., mu=..., f=...)``, are one more subclass that
+  declares its fields, implements ``_validate`` and ``logit_scale`` (``||M||_F / sqrt(p)``).
+* **Which function supports what** is stated where it is checked:
+  :func:`attn_lib._validation.check_setting` accepts :class:`Setting` with :class:`Entrywise`
+  attention by default, and a function that supports a later type or kind passes
+  ``types=`` / ``attention=``. Everything else keeps refusing them with a clear error.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from .._validation import check_int, check_real
-from .hermite import Hermite, Nonlinearity, check_nonlinearity, coefficients
+from .hermite import Hermite, coefficients
+from .nonlinearity import NonlinearityLike, check_nonlinearity, scaled
+
+__all__ = ["Attention", "Entrywise", "ENTRYWISE", "BaseSetting", "Setting"]
 
 _GRAM_TOL = 1e-10
 
 
+# ----------------------------------------------------------------------------- attention kinds
 @dataclass(frozen=True)
-class Setting:
-    """Scalars of the signal-plus-noise attention model.
+class Attention:
+    """Base of the attention kinds: how the logits ``T`` become the kernel ``K``.
+
+    A kind is a frozen dataclass (hashable, described by its fields for the disk cache) that
+    validates its parameters in ``__post_init__``.
+    """
+
+
+@dataclass(frozen=True)
+class Entrywise(Attention):
+    """Entry-wise attention ``K_ij = f(T_ij) / sqrt(p)`` (centred ``f``, zero diagonal).
+
+    The kernel of :mod:`attn_lib.model.kernel` and the model of every deterministic
+    equivalent in :mod:`attn_lib.theory`. It has no parameters.
+    """
+
+
+#: The default attention kind.
+ENTRYWISE = Entrywise()
+
+
+# ----------------------------------------------------------------------------- setting types
+@dataclass(frozen=True)
+class BaseSetting:
+    """What every setting type shares, and its one validation path.
+
+    Subclasses declare ``f`` (a :data:`~attn_lib.model.nonlinearity.NonlinearityLike`) among
+    their fields and, last, the keyword-only ``attention: Attention = field(default=ENTRYWISE,
+    kw_only=True)`` (declared there so that it is printed last); they implement
+    :meth:`_validate` and :attr:`logit_scale`.
+
+    Parameters
+    ----------
+    c : float
+        Aspect ratio ``p/n > 0``.
+    """
+
+    c: float
+
+    def __post_init__(self) -> None:
+        self._set("c", check_real(self.c, "c", low=0.0, low_open=True))
+        check_nonlinearity(self.f)
+        if not isinstance(self.attention, Attention):
+            raise TypeError("attention must be an attention kind (attn_lib.model.setting."
+                            f"Attention), got {type(self.attention).__name__}")
+        self._validate()
+
+    def _set(self, name: str, value: object) -> None:
+        """Store a validated (converted) field of the frozen instance."""
+        object.__setattr__(self, name, value)
+
+    def _validate(self) -> None:
+        """Check and convert the fields of the subclass (called by ``__post_init__``)."""
+        raise NotImplementedError
+
+    @property
+    def logit_scale(self) -> float:
+        """Standard deviation of the off-diagonal logits on pure noise, where ``f`` is read."""
+        raise NotImplementedError
+
+    @functools.cached_property
+    def hermite(self) -> Hermite:
+        """Hermite data of the effective nonlinearity ``t -> f(logit_scale t)``."""
+        return coefficients(self.f, self.logit_scale)
+
+    def p(self, n: int) -> int:
+        """Token dimension ``p = max(1, round(c n))`` for ``n`` tokens."""
+        n = check_int(n, "n")
+        return max(1, int(round(self.c * n)))
+
+
+@dataclass(frozen=True)
+class Setting(BaseSetting):
+    """Scalars of the signal-plus-noise attention model with ``W = alpha I + w_K w_Q^T``.
+
+    In the proportional limit only these enter the theory: ``c = p/n``, ``snr = ||mu||^2``,
+    the Hermite data of ``f``, the norms ``||w_K||, ||w_Q||``, the cosines between
+    ``mu, w_K, w_Q`` and the full part ``alpha``.
 
     Parameters
     ----------
@@ -31,9 +130,10 @@ class Setting:
         Aspect ratio ``p/n > 0``.
     snr : float, default 0.0
         Signal strength ``||mu||^2 >= 0``.
-    f : str or callable, default "tanh"
-        Entry-wise nonlinearity (a name of :data:`attn_lib.model.hermite.REGISTRY` or a vectorised
-        callable); the library always uses the centred ``f - E f(xi)``.
+    f : str, callable or Nonlinearity, default "tanh"
+        Entry-wise nonlinearity (a name of :data:`attn_lib.model.nonlinearity.REGISTRY`, a
+        vectorised callable or a :class:`~attn_lib.model.nonlinearity.Nonlinearity`), kept as
+        given; the library always uses the centred ``f - E f(xi)``.
     wk_norm, wq_norm : float, default 0.0
         ``||w_K||, ||w_Q|| >= 0`` of the low-rank part of ``W_K^T W_Q = alpha I + w_K w_Q^T``.
     cos_mu_wk, cos_mu_wq, cos_wk_wq : float, default 1.0
@@ -43,6 +143,8 @@ class Setting:
         Scale ``> 0`` of the full part. ``alpha I + w_K w_Q^T = alpha (I + (w_K/alpha) w_Q^T)``,
         so the model equals the paper's (``alpha = 1``) with ``f(alpha t)`` and ``w_K / alpha``;
         see :meth:`canonical`.
+    attention : Attention, keyword-only, default ``Entrywise()``
+        The attention kind (see the module docstring).
 
     Notes
     -----
@@ -51,26 +153,23 @@ class Setting:
     proportional-limit theory assumes it is small.
     """
 
-    c: float
     snr: float = 0.0
-    f: Nonlinearity = "tanh"
+    f: NonlinearityLike = "tanh"
     wk_norm: float = 0.0
     wq_norm: float = 0.0
     cos_mu_wk: float = 1.0
     cos_mu_wq: float = 1.0
     cos_wk_wq: float = 1.0
     alpha: float = 1.0
+    attention: Attention = field(default=ENTRYWISE, kw_only=True)
 
-    def __post_init__(self) -> None:
-        set_ = functools.partial(object.__setattr__, self)
-        set_("c", check_real(self.c, "c", low=0.0, low_open=True))
-        set_("snr", check_real(self.snr, "snr", low=0.0))
-        set_("wk_norm", check_real(self.wk_norm, "wk_norm", low=0.0))
-        set_("wq_norm", check_real(self.wq_norm, "wq_norm", low=0.0))
+    def _validate(self) -> None:
+        self._set("snr", check_real(self.snr, "snr", low=0.0))
+        self._set("wk_norm", check_real(self.wk_norm, "wk_norm", low=0.0))
+        self._set("wq_norm", check_real(self.wq_norm, "wq_norm", low=0.0))
         for name in ("cos_mu_wk", "cos_mu_wq", "cos_wk_wq"):
-            set_(name, check_real(getattr(self, name), name, low=-1.0, high=1.0))
-        set_("alpha", check_real(self.alpha, "alpha", low=0.0, low_open=True))
-        check_nonlinearity(self.f)
+            self._set(name, check_real(getattr(self, name), name, low=-1.0, high=1.0))
+        self._set("alpha", check_real(self.alpha, "alpha", low=0.0, low_open=True))
         eig = np.linalg.eigvalsh(self.cosine_gram)
         if eig[0] < -_GRAM_TOL:
             raise ValueError(
@@ -102,10 +201,10 @@ class Setting:
         """``mu^T w_Q``."""
         return float(np.sqrt(self.snr) * self.wq_norm * self.cos_mu_wq)
 
-    @functools.cached_property
-    def hermite(self) -> Hermite:
-        """Hermite data of the effective nonlinearity ``t -> f(alpha t)``."""
-        return coefficients(self.f, self.alpha)
+    @property
+    def logit_scale(self) -> float:
+        """``alpha``: the off-diagonal logits on pure noise are ``N(0, alpha^2)`` up to ``O(1/p)``."""
+        return self.alpha
 
     def canonical(self) -> "Setting":
         """The equivalent setting with ``alpha = 1``: ``f(alpha t)`` and ``w_K / alpha``.
@@ -115,15 +214,8 @@ class Setting:
         """
         if self.alpha == 1.0:
             return self
-        func, breaks = check_nonlinearity(self.f)
         a = self.alpha
-        scaled = _Scaled(func, a, tuple(b / a for b in breaks))
-        return dataclasses.replace(self, f=scaled, wk_norm=self.wk_norm / a, alpha=1.0)
-
-    def p(self, n: int) -> int:
-        """Token dimension ``p = max(1, round(c n))`` for ``n`` tokens."""
-        n = check_int(n, "n")
-        return max(1, int(round(self.c * n)))
+        return dataclasses.replace(self, f=scaled(self.f, a), wk_norm=self.wk_norm / a, alpha=1.0)
 
     def signed_delta(self, n: int) -> float:
         """Signed coherent shift ``mu^T (alpha I + w_K w_Q^T) mu / sqrt(p)`` at ``n`` tokens."""
@@ -133,24 +225,3 @@ class Setting:
         """Coherent shift ``|mu^T (alpha I + w_K w_Q^T) mu| / sqrt(p)`` at ``n`` tokens."""
         return abs(self.signed_delta(n))
 
-
-def check_setting(setting: object) -> Setting:
-    """``setting`` if it is a :class:`Setting`, else a ``TypeError`` naming its type."""
-    if not isinstance(setting, Setting):
-        raise TypeError(f"setting must be an attn_lib.Setting, got {type(setting).__name__}")
-    return setting
-
-
-@dataclass(frozen=True)
-class _Scaled:
-    """``t -> func(scale t)`` as a hashable callable (so Hermite data can be cached).
-
-    ``breaks`` lists its kinks and jumps, which :func:`attn_lib.model.hermite.coefficients` uses.
-    """
-
-    func: object
-    scale: float
-    breaks: tuple[float, ...] = ()
-
-    def __call__(self, t: np.ndarray) -> np.ndarray:
-        return self.func(self.scale * np.asarray(t, dtype=float))

@@ -20,9 +20,10 @@ from scipy.linalg import blas, lapack
 from threadpoolctl import ThreadpoolController
 from tqdm import tqdm
 
-from ..model import data, hermite, kernel
-from .._validation import check_gammas, check_int, check_seed
-from ..model.setting import Setting, check_setting
+from ..model import data, kernel
+from .._validation import check_gammas, check_int, check_seed, check_setting
+from ..model.nonlinearity import check_nonlinearity
+from ..model.setting import Setting
 
 _BLAS = ThreadpoolController()
 
@@ -147,7 +148,7 @@ def draw_errors(setting: Setting, gammas: np.ndarray, n: int, rng: np.random.Gen
     p = s.X.shape[0]
     if not attention:
         return None, interpolation_error(s.X, s.y, gammas)
-    f, _ = hermite.check_nonlinearity(setting.f)
+    f = check_nonlinearity(setting.f)
     a0 = setting.hermite.a0  # E f(alpha xi): the off-diagonal logits are ~ N(0, alpha^2)
     if p >= n:
         G = s.X.T @ s.X

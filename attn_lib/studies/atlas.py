@@ -12,11 +12,12 @@ Whether ``a1^2 / nu`` really *drives* the error is a question about finite-size 
 which see the whole function: its ``a2`` (even part), its higher odd Hermite coefficients,
 its tails. This module builds the comparison:
 
-* :class:`Reflected` -- ``t -> f(-t)`` scaled to ``nu``, which flips the sign of ``a1`` (and
-  of every odd coefficient) and keeps the even part;
-* :func:`catalogue` -- registered functions at ``nu = 1`` (:class:`~attn_lib.studies.sweeps.Normalised`),
-  "partners" with exactly the same ``a1^2 / nu`` but a different non-linear part
-  (:class:`~attn_lib.studies.sweeps.Mixture`), reflections, and a sweep of ``a1`` at fixed ``nu``;
+* :func:`catalogue` -- registered functions at ``nu = 1``
+  (:func:`~attn_lib.model.nonlinearity.normalised`), "partners" with exactly the same
+  ``a1^2 / nu`` but a different non-linear part (:func:`~attn_lib.model.nonlinearity.mixture`),
+  reflections ``t -> f(-t)`` at ``nu = 1`` (:func:`~attn_lib.model.nonlinearity.reflected`, which
+  flips the sign of ``a1`` and of every odd coefficient and keeps the even part), and a sweep of
+  ``a1`` at fixed ``nu``;
 * :func:`compute` -- their Hermite data, the deterministic equivalents (attention, and ridge
   for reference) and cached Monte Carlo (:func:`attn_lib.studies.sweeps.simulations`, common random
   numbers: every ``f`` sees the same tokens in each draw) at a few fixed settings
@@ -36,11 +37,13 @@ import numpy as np
 from ..model import hermite
 from ..simulation import simulate
 from . import sweeps
-from .._validation import check_int, check_real, check_seed
-from ..model.hermite import Hermite, Nonlinearity
-from ..model.setting import Setting, check_setting
+from .._validation import check_array, check_choice, check_int, check_real, check_seed, check_setting
+from ..model.hermite import Hermite
+from ..model.nonlinearity import (Nonlinearity, NonlinearityLike, check_nonlinearity,
+                                  check_registered, mixture, normalised, reflected)
+from ..model.setting import Setting
 
-__all__ = ["NAMES", "GAMMA", "Reflected", "Entry", "catalogue", "default_settings",
+__all__ = ["NAMES", "GAMMA", "Entry", "catalogue", "default_settings",
            "mixture_for_ratio", "mixture_theory", "compute", "Atlas"]
 
 #: Registered nonlinearities of the atlas (each scaled to ``nu = 1``).
@@ -54,32 +57,6 @@ _KINDS = ("named", "partner", "reflected", "sweep")
 
 
 @dataclass(frozen=True)
-class Reflected(sweeps.Normalised):
-    """A registered nonlinearity reflected and scaled to variance ``nu``: ``t -> s f(-t)``.
-
-    ``s = sqrt(nu / nu_f)`` as in :class:`~attn_lib.studies.sweeps.Normalised`. Reflection flips the
-    sign of every odd Hermite coefficient (``a1 -> -a1``) and keeps the even ones (``a0, a2``)
-    and ``nu``, so ``a1^2 / nu`` is unchanged. For an odd ``f`` it is ``-f``, which gives exactly
-    the same features ``Phi^T Phi``; for ReLU it is ``relu(t) - t``.
-
-    Parameters
-    ----------
-    base : str
-        Name in :data:`attn_lib.model.hermite.REGISTRY`.
-    nu : float, default 1.0
-        Target variance ``> 0``.
-    """
-
-    @property
-    def breaks(self) -> tuple[float, ...]:
-        """Kinks and jumps of ``f(-t)``: those of the base function, negated."""
-        return tuple(sorted(-b for b in super().breaks))
-
-    def __call__(self, t: np.ndarray) -> np.ndarray:
-        return super().__call__(-np.asarray(t, dtype=float))
-
-
-@dataclass(frozen=True)
 class Entry:
     """One nonlinearity of the atlas.
 
@@ -87,33 +64,34 @@ class Entry:
     ----------
     label : str
         Display name (unique within a catalogue).
-    f : Normalised, Mixture or Reflected
+    f : str, callable or Nonlinearity
         The hashable nonlinearity, scaled to ``nu = 1``.
     kind : {"named", "partner", "reflected", "sweep"}
-        A registered function, a :class:`~attn_lib.studies.sweeps.Mixture` with the same ``a1^2 / nu``
-        as a registered one, a :class:`Reflected` function, or a point of the ``a1`` sweep.
+        A registered function (:func:`~attn_lib.model.nonlinearity.normalised`), a
+        :func:`~attn_lib.model.nonlinearity.mixture` with the same ``a1^2 / nu`` as a registered
+        one, a :func:`~attn_lib.model.nonlinearity.reflected` function, or a point of the ``a1``
+        sweep.
     """
 
     label: str
-    f: Nonlinearity
+    f: NonlinearityLike
     kind: str
 
     def __post_init__(self) -> None:
         if not isinstance(self.label, str) or not self.label:
             raise TypeError("label must be a non-empty str")
-        if self.kind not in _KINDS:
-            raise ValueError(f"kind must be one of {_KINDS}, got {self.kind!r}")
-        hermite.check_nonlinearity(self.f)
+        check_choice(self.kind, "kind", _KINDS)
+        check_nonlinearity(self.f)
 
 
-def _ratio(f: Nonlinearity) -> float:
+def _ratio(f: NonlinearityLike) -> float:
     """``a1^2 / nu`` of ``f``, snapped to 0 below :data:`_RATIO_TOL` and clipped to ``[0, 1]``."""
     h = hermite.coefficients(f)
     r = h.a1 ** 2 / h.nu
     return 0.0 if r < _RATIO_TOL else float(min(r, 1.0))
 
 
-def mixture_for_ratio(ratio: float, h: str = "cos") -> sweeps.Mixture:
+def mixture_for_ratio(ratio: float, h: str = "cos") -> Nonlinearity:
     """The mixture ``t cos(theta) + h(t) sin(theta)`` with ``a1^2 / nu = cos(theta)^2 = ratio``.
 
     Parameters
@@ -124,7 +102,7 @@ def mixture_for_ratio(ratio: float, h: str = "cos") -> sweeps.Mixture:
         Registered function whose normalised non-linear part is mixed in.
     """
     ratio = check_real(ratio, "ratio", low=0.0, high=1.0)
-    return sweeps.Mixture(float(np.arccos(np.sqrt(ratio))), h)
+    return mixture(float(np.arccos(np.sqrt(ratio))), h)
 
 
 def catalogue(names: Sequence[str] = NAMES, partners: Sequence[str] = ("cos",),
@@ -135,15 +113,17 @@ def catalogue(names: Sequence[str] = NAMES, partners: Sequence[str] = ("cos",),
     Parameters
     ----------
     names : sequence of str
-        Registered functions, each as :class:`~attn_lib.studies.sweeps.Normalised` (``kind="named"``).
+        Registered functions, each as :func:`~attn_lib.model.nonlinearity.normalised`
+        (``kind="named"``).
     partners : sequence of str
-        For every named ``f`` and every ``h`` here, the :class:`~attn_lib.studies.sweeps.Mixture` with
+        For every named ``f`` and every ``h`` here, the :func:`~attn_lib.model.nonlinearity.mixture` with
         the same ``a1^2 / nu`` and the non-linear part of ``h`` (``kind="partner"``). Left out
         when ``a1^2 / nu = 1`` (the mixture is the identity) and when ``h`` itself has that
         ratio: then the mixture is ``h`` scaled to ``nu = 1`` (e.g. ``h = f``, or the cosine
         for ``f = t^2``), not a new function.
     reflect : sequence of str
-        Registered functions also included as :class:`Reflected` (``kind="reflected"``).
+        Registered functions also included as :func:`~attn_lib.model.nonlinearity.reflected`
+        (``kind="reflected"``).
     sweep_ratios : sequence of float
         Points ``a1^2 / nu`` in ``[0, 1]`` of the mixture sweep, one entry per ``h`` in
         ``partners`` (``kind="sweep"``).
@@ -162,27 +142,27 @@ def catalogue(names: Sequence[str] = NAMES, partners: Sequence[str] = ("cos",),
         raise ValueError("names must not be empty")
     for what, group in (("names", names), ("partners", partners), ("reflect", reflect)):
         for name in group:
-            hermite.check_registered(name, what)
+            check_registered(name, what)
     entries: list[Entry] = []
     seen: set = set()
 
     def add(label: str, f: Nonlinearity, kind: str) -> None:
         # mixtures are equal when their angles agree to rounding (e.g. a sweep point at t^3's 0.6)
-        key = (f.h, round(f.theta, 9)) if isinstance(f, sweeps.Mixture) else f
+        key = (f.base, round(f.theta, 9)) if f.theta is not None else f
         if key not in seen:
             seen.add(key)
             entries.append(Entry(label, f, kind))
 
-    named = [(name, sweeps.Normalised(name)) for name in names]
+    named = [(name, normalised(name)) for name in names]
     for name, f in named:
         add(name, f, "named")
     for name, f in named:
         r = _ratio(f)
         for h in partners:
-            if r < 1.0 - _RATIO_TOL and abs(_ratio(sweeps.Normalised(h)) - r) > _RATIO_TOL:
+            if r < 1.0 - _RATIO_TOL and abs(_ratio(normalised(h)) - r) > _RATIO_TOL:
                 add(f"mix[{h}] ~ {name}", mixture_for_ratio(r, h), "partner")
     for name in reflect:
-        add(f"{name}(-t)", Reflected(name), "reflected")
+        add(f"{name}(-t)", reflected(name), "reflected")
     for r in sweep_ratios:
         r = check_real(r, "sweep_ratios", low=0.0, high=1.0)
         for h in partners:
@@ -227,9 +207,7 @@ def mixture_theory(setting: Setting, ratios: object, gammas: object = GAMMA,
     ndarray of shape ``(R,)`` for a scalar ``gammas``, else ``(R, G)``.
     """
     check_setting(setting)
-    r = np.atleast_1d(np.asarray(ratios, dtype=float))
-    if r.ndim != 1 or r.size == 0:
-        raise ValueError("ratios must be a non-empty 1-D array")
+    r = check_array(np.atleast_1d(ratios), "ratios")
     settings = [dataclasses.replace(setting, f=mixture_for_ratio(float(x), h)) for x in r]
     return sweeps.equivalents(settings, gammas)
 

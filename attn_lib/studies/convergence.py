@@ -37,7 +37,8 @@ from typing import Sequence
 import numpy as np
 
 from . import sweeps
-from .._validation import check_gammas, check_int, check_real, check_seed
+from .._validation import (check_array, check_bool, check_choice, check_gammas, check_index,
+                           check_int, check_real, check_seed, check_settings, check_sizes)
 from ..model.setting import Setting
 
 __all__ = ["RESOLUTION", "PowerLawFit", "fit_power_law", "Series", "series", "Study", "run"]
@@ -93,13 +94,6 @@ class PowerLawFit:
         return float(np.exp((np.log(v) - self.log_amplitude) / self.slope))
 
 
-def _vector(value: object, name: str) -> np.ndarray:
-    arr = np.asarray(value, dtype=float)
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be a 1-D array, got shape {arr.shape}")
-    return arr
-
-
 def fit_power_law(x: object, v: object, se: object, use: object = None) -> PowerLawFit:
     r"""Fit ``v ~ A x^slope`` by weighted least squares of ``log v`` on ``log x``.
 
@@ -128,7 +122,8 @@ def fit_power_law(x: object, v: object, se: object, use: object = None) -> Power
     >>> round(fit.slope, 12), fit.points
     (-0.5, 3)
     """
-    x, v, se = _vector(x, "x"), _vector(v, "v"), _vector(se, "se")
+    x, v, se = (check_array(a, name, min_size=0, finite=False)
+                for a, name in ((x, "x"), (v, "v"), (se, "se")))
     if not x.size == v.size == se.size:
         raise ValueError(f"x, v and se must have the same length, got {x.size}, {v.size}, {se.size}")
     mask = np.ones(x.size, bool) if use is None else np.asarray(use)
@@ -243,33 +238,18 @@ def series(values: Sequence[object], n: object, theory: float) -> Series:
     -------
     Series
     """
-    ns = _check_ladder(n)
+    ns = check_sizes(n, "n")
     if len(values) != ns.size:
         raise ValueError(f"values must have one entry per n ({ns.size}), got {len(values)}")
     th = float(theory)
     if not np.isfinite(th):
         raise ValueError("theory must be finite")
-    arrays = [np.asarray(v, dtype=float) for v in values]
-    for i, a in enumerate(arrays):
-        if a.ndim != 1 or a.size < 2:
-            raise ValueError(f"values[{i}] must be a 1-D array of at least 2 draws, got shape {a.shape}")
-        if not np.all(np.isfinite(a)):
-            raise ValueError(f"values[{i}] must be finite")
+    arrays = [check_array(v, f"values[{i}]", min_size=2, what="draws") for i, v in enumerate(values)]
     t = np.array([a.size for a in arrays])
     mean = np.array([a.mean() for a in arrays])
     std = np.array([a.std(ddof=1) for a in arrays])
     return Series(n=ns, trials=t, theory=th, mean=mean, bias=mean - th, bias_se=std / np.sqrt(t),
                   fluctuation=std, fluctuation_se=std / np.sqrt(2 * (t - 1)))
-
-
-def _check_ladder(n: object) -> np.ndarray:
-    values = list(n) if isinstance(n, (list, tuple, np.ndarray)) else None
-    if values is None:
-        raise TypeError(f"n must be a sequence of integers, got {type(n).__name__}")
-    ns = np.array([check_int(k, "n") for k in values], dtype=int)
-    if ns.size < 2 or np.any(np.diff(ns) <= 0):
-        raise ValueError(f"n must hold at least two strictly increasing sizes, got {ns.tolist()}")
-    return ns
 
 
 @dataclass(frozen=True)
@@ -297,11 +277,9 @@ class Study:
     def series(self, model: str, setting: int, gamma: int) -> Series:
         """:class:`Series` of ``model`` ("attention" or "ridge") for ``settings[setting]`` at
         ``gammas[gamma]`` (both indices)."""
-        model = sweeps.check_model(model)
+        model = check_choice(model, "model", sweeps.MODELS)
         b = self._index(setting)
-        k = check_int(gamma, "gamma", low=0)
-        if k >= self.gammas.size:
-            raise ValueError(f"gamma must be an index < {self.gammas.size}, got {k}")
+        k = check_index(gamma, "gamma", self.gammas.size)
         return series([r.values(model)[b, :, k] for r in self.runs], self.n,
                          self.theory[model][b, k])
 
@@ -311,10 +289,7 @@ class Study:
         return np.array([s.delta(int(k)) for k in self.n])
 
     def _index(self, setting: object) -> int:
-        b = check_int(setting, "setting", low=0)
-        if b >= len(self.settings):
-            raise ValueError(f"setting must be an index < {len(self.settings)}, got {b}")
-        return b
+        return check_index(setting, "setting", len(self.settings))
 
 
 def run(settings: Sequence[Setting], n: Sequence[int], trials: int | Sequence[int],
@@ -339,8 +314,8 @@ def run(settings: Sequence[Setting], n: Sequence[int], trials: int | Sequence[in
     -------
     Study
     """
-    settings = tuple(sweeps.check_settings(settings))
-    ns = _check_ladder(n)
+    settings = tuple(check_settings(settings))
+    ns = check_sizes(n, "n")
     if isinstance(trials, (list, tuple, np.ndarray)):
         ts = [check_int(t, "trials", low=2) for t in trials]
         if len(ts) != ns.size:
@@ -350,8 +325,7 @@ def run(settings: Sequence[Setting], n: Sequence[int], trials: int | Sequence[in
         ts = [check_int(trials, "trials", low=2)] * ns.size
     g = np.atleast_1d(check_gammas(gammas))
     seed = check_seed(seed)
-    if not isinstance(use_cache, bool):
-        raise TypeError("use_cache must be bool")
+    use_cache = check_bool(use_cache, "use_cache")
     runs = tuple(sweeps.simulations(settings, g, n=int(k), trials=t, seed=seed,
                                     use_cache=use_cache) for k, t in zip(ns, ts))
     theory = {m: sweeps.equivalents(settings, g, model=m) for m in sweeps.MODELS}

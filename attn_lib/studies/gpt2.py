@@ -51,17 +51,17 @@ The *norm ratio* of the identity part is ``|alpha| sqrt(p) / ||A||_F = sqrt(shar
 
 from __future__ import annotations
 
-import numbers
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Mapping
 
 import numpy as np
 
 from ..model import data, hermite, kernel
 from ..simulation import simulate
-from .._validation import check_gammas, check_int, check_real, check_seed
+from .._validation import check_gammas, check_int, check_real, check_seed, check_square
+from ..model.nonlinearity import NonlinearityLike, check_nonlinearity, scaled
 from ..model.setting import Setting
 
 __all__ = [
@@ -139,15 +139,6 @@ def find_source() -> Path:
     raise FileNotFoundError(
         f"GPT-2 weights not found: the environment variable {ENV_VAR} is not set and {path} "
         f"does not exist. " + _download_hint())
-
-
-def _check_layer(layer: object) -> int:
-    if isinstance(layer, bool) or not isinstance(layer, (numbers.Integral, np.integer)):
-        raise TypeError(f"layer must be an integer in 0..{N_LAYERS - 1}, "
-                        f"got {type(layer).__name__} {layer!r}")
-    if not 0 <= int(layer) < N_LAYERS:
-        raise ValueError(f"layer must be an integer in 0..{N_LAYERS - 1}, got {int(layer)}")
-    return int(layer)
 
 
 def _kind(path: Path) -> str:
@@ -230,7 +221,7 @@ def _read_safetensors(path: Path, layer: int, full: bool) -> dict[str, np.ndarra
 
 
 def _read(layer: object, full: bool) -> dict[str, np.ndarray]:
-    layer = _check_layer(layer)
+    layer = check_int(layer, "layer", low=0, high=N_LAYERS - 1)
     path = find_source()
     reader = _read_npz if _kind(path) == "npz" else _read_safetensors
     arrays = reader(path, layer, full)
@@ -273,15 +264,6 @@ def load_layer(layer: int) -> Layer:
 
 
 # ----------------------------------------------------------------------------- the matrix
-def _check_square(A: object, name: str = "A") -> np.ndarray:
-    A = np.asarray(A, dtype=float)
-    if A.ndim != 2 or A.shape[0] != A.shape[1] or A.shape[0] == 0:
-        raise ValueError(f"{name} must be a non-empty square matrix, got shape {A.shape}")
-    if not np.all(np.isfinite(A)):
-        raise ValueError(f"{name} must be finite")
-    return A
-
-
 def paper_matrix(W_Q: np.ndarray, W_K: np.ndarray) -> np.ndarray:
     """The paper's ``W_K^T W_Q`` from ``[in, out]`` arrays: ``A = W_K @ W_Q.T``.
 
@@ -307,7 +289,7 @@ def head_matrix(W_Q: np.ndarray, W_K: np.ndarray, head: int, head_dim: int = HEA
 def asymmetry(A: np.ndarray) -> float:
     """``||A - A^T||_F / ||A||_F``: 0 for symmetric, 2 for antisymmetric matrices, and about
     ``sqrt(2)`` for a matrix with independent centred entries."""
-    A = _check_square(A)
+    A = check_square(A)
     return float(np.linalg.norm(A - A.T) / np.linalg.norm(A))
 
 
@@ -321,7 +303,7 @@ class Spectrum:
 
 def spectrum(A: np.ndarray) -> Spectrum:
     """Singular values of ``A`` and eigenvalues of its symmetric part, both descending."""
-    A = _check_square(A)
+    A = check_square(A)
     s = np.linalg.svd(A, compute_uv=False)
     ev = np.linalg.eigvalsh((A + A.T) / 2.0)[::-1]
     return Spectrum(singular_values=s, sym_eigenvalues=ev.copy())
@@ -342,7 +324,7 @@ def normalise(A: np.ndarray) -> tuple[np.ndarray, float]:
     independent ``x, x' ~ N(0, I_p)``: the kernel arguments are on the paper's ``O(1)`` scale
     whatever GPT-2's raw scale (15 to 74) and its per-head ``1/8``.
     """
-    A = _check_square(A)
+    A = check_square(A)
     scale = float(np.linalg.norm(A) / np.sqrt(A.shape[0]))
     if scale == 0.0:
         raise ValueError("A must not be zero")
@@ -424,7 +406,7 @@ def fit(A: np.ndarray, k_max: int = 64) -> Fit:
     k_max : int, default 64
         Number of singular vectors kept (all singular values are always kept).
     """
-    A = _check_square(A)
+    A = check_square(A)
     p = A.shape[0]
     k_max = min(check_int(k_max, "k_max"), p)
     alpha = float(np.trace(A) / p)
@@ -494,7 +476,7 @@ def layer_summary(A: np.ndarray, k_max: int = 64, seed: int | list[int] = 0) -> 
     ``numpy.random.default_rng(SeedSequence(seed))`` (``seed``: an int or a list of ints, e.g.
     ``[seed, layer]`` for one stream per layer).
     """
-    A = _check_square(A)
+    A = check_square(A)
     An, scale = normalise(A)
     S = shuffled(An, np.random.default_rng(np.random.SeedSequence(seed)))
     ft = fit(An, k_max)
@@ -533,18 +515,7 @@ def random_direction(p: int, snr: float, seed: int) -> np.ndarray:
     return np.sqrt(snr) * g / np.linalg.norm(g)
 
 
-@dataclass(frozen=True)
-class _Reflected:
-    """``t -> func(-t)`` as a hashable callable (kinks mirrored), for a negative ``alpha``."""
-
-    func: Callable[[np.ndarray], np.ndarray]
-    breaks: tuple[float, ...] = ()
-
-    def __call__(self, t: np.ndarray) -> np.ndarray:
-        return np.asarray(self.func(-np.asarray(t, dtype=float)), dtype=float)
-
-
-def fit_setting(f: Fit, mu: np.ndarray, c: float, nonlinearity: hermite.Nonlinearity) -> Setting:
+def fit_setting(f: Fit, mu: np.ndarray, c: float, nonlinearity: NonlinearityLike) -> Setting:
     """The :class:`~attn_lib.model.setting.Setting` of the fitted ``alpha I + s_1 u_1 v_1^T``.
 
     ``w_K = sqrt(s_1) u_1`` (key side: ``K_ij`` depends on ``x_i^T w_K`` for key ``i``) and
@@ -553,7 +524,8 @@ def fit_setting(f: Fit, mu: np.ndarray, c: float, nonlinearity: hermite.Nonlinea
 
     A negative ``alpha`` is mapped to the equivalent positive one:
     ``f(alpha t + (x^T w_K)(w_Q^T x')) = g(|alpha| t + (x^T (-w_K))(w_Q^T x'))`` with
-    ``g(t) = f(-t)``, so ``f`` becomes ``g`` and ``cos(mu, w_K), cos(w_K, w_Q)`` change sign.
+    ``g(t) = f(-t)`` (:func:`attn_lib.model.nonlinearity.scaled` by ``-1``), so ``f`` becomes
+    ``g`` and ``cos(mu, w_K), cos(w_K, w_Q)`` change sign.
 
     Raises
     ------
@@ -570,10 +542,9 @@ def fit_setting(f: Fit, mu: np.ndarray, c: float, nonlinearity: hermite.Nonlinea
     alpha = f.alpha
     if abs(alpha) <= 1e-12 * np.sqrt(f.frob2 / f.p):
         raise ValueError(f"alpha must be non-zero for a Setting, got {alpha!r}")
-    func: hermite.Nonlinearity = nonlinearity
+    func: NonlinearityLike = nonlinearity
     if alpha < 0:
-        g, breaks = hermite.check_nonlinearity(nonlinearity)
-        func = _Reflected(g, tuple(-b for b in breaks))
+        func = scaled(nonlinearity, -1.0)
         alpha, ck, ckq = -alpha, -ck, -ckq
     clip = lambda x: float(np.clip(x, -1.0, 1.0))  # noqa: E731
     w = float(np.sqrt(f.s[0]))
@@ -605,7 +576,7 @@ class MonteCarlo:
 
 
 def simulate_matrices(matrices: Mapping[str, np.ndarray], mus: Mapping[str, np.ndarray],
-                f: hermite.Nonlinearity, gammas: object, n: int, trials: int = 1,
+                f: NonlinearityLike, gammas: object, n: int, trials: int = 1,
                 seed: int = 0, keep_diagonal: bool = False) -> MonteCarlo:
     """Interpolation errors of attention with fixed matrices ``A`` on ``X = mu y^T + Z``.
 
@@ -640,7 +611,7 @@ def simulate_matrices(matrices: Mapping[str, np.ndarray], mus: Mapping[str, np.n
     n = check_int(n, "n")
     trials = check_int(trials, "trials")
     seed = check_seed(seed)
-    mats = {k: _check_square(v, f"matrices[{k!r}]") for k, v in matrices.items()}
+    mats = {k: check_square(v, f"matrices[{k!r}]") for k, v in matrices.items()}
     if not mats or not mus:
         raise ValueError("matrices and mus must not be empty")
     p = next(iter(mats.values())).shape[0]
@@ -653,7 +624,7 @@ def simulate_matrices(matrices: Mapping[str, np.ndarray], mus: Mapping[str, np.n
         if v.shape != (p,):
             raise ValueError(f"mus[{k!r}] has shape {v.shape}, expected ({p},)")
         mu_arr[k] = v
-    func, _ = hermite.check_nonlinearity(f)
+    func = check_nonlinearity(f)
     # centring constant E f(sigma xi): the logits of N(0, I_p) tokens have std ||A||_F / sqrt(p)
     a0 = {m: hermite.coefficients(f, float(np.linalg.norm(A) / np.sqrt(p))).a0 for m, A in mats.items()}
     sq = np.sqrt(p)

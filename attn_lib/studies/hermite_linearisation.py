@@ -23,9 +23,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.sparse.linalg import svds
 
-from ..model import data, hermite, kernel
-from .._validation import check_gammas, check_int
-from ..model.setting import Setting, check_setting
+from ..model import data, kernel
+from .._validation import check_gammas, check_int, check_setting
+from ..model.nonlinearity import check_nonlinearity
+from ..model.setting import Setting
 from ..simulation.simulate import interpolation_error
 
 __all__ = ["KernelPair", "goe", "linearised_kernel", "kernel_pair", "operator_norm", "error_gap"]
@@ -89,7 +90,7 @@ def kernel_pair(setting: Setting, n: int, rng: np.random.Generator) -> KernelPai
     check_setting(setting)
     n = check_int(n, "n", low=2)
     s = data.draw(setting, n, rng)
-    func, _ = hermite.check_nonlinearity(setting.f)
+    func = check_nonlinearity(setting.f)
     a0 = setting.hermite.a0
     XtX = s.X.T @ s.X                 # shared by the true kernel and both linearisations
     K = kernel.attention_kernel(s.X, func, s.w_K, s.w_Q, setting.alpha, a0=a0, gram=XtX)

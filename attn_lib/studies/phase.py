@@ -32,8 +32,9 @@ import numpy as np
 
 from ..simulation import simulate
 from . import sweeps
-from .._validation import check_gammas, check_int, check_real, check_seed
-from ..model.hermite import Nonlinearity
+from .._validation import (check_array, check_callable, check_choice, check_gamma, check_index,
+                           check_int, check_real, check_seed)
+from ..model.nonlinearity import NonlinearityLike
 from ..model.setting import Setting
 
 __all__ = ["symmetric_weights", "PhaseMap", "phase_map", "SpotChecks", "spot_checks"]
@@ -42,7 +43,7 @@ MakeSetting = Callable[[float, float], Setting]
 
 
 def symmetric_weights(c: float, snr: float, norm: float, theta: float,
-                      f: Nonlinearity = "tanh") -> Setting:
+                      f: NonlinearityLike = "tanh") -> Setting:
     """The setting with ``w_K = w_Q = w``, ``||w|| = norm``, at angle ``theta`` to ``mu``.
 
     ``W_K^T W_Q = I + w w^T`` and ``(mu^T w_K)(mu^T w_Q) = snr norm^2 cos^2(theta)``.
@@ -69,26 +70,6 @@ def symmetric_weights(c: float, snr: float, norm: float, theta: float,
                    cos_wk_wq=1.0)
 
 
-def _check_axis(values: object, name: str) -> np.ndarray:
-    try:
-        a = np.asarray(values, dtype=float)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"{name} must be a 1-D array of real numbers") from exc
-    if a.ndim != 1 or a.size < 2:
-        raise ValueError(f"{name} must be a 1-D array of at least 2 values, got shape {a.shape}")
-    if not np.all(np.isfinite(a)):
-        raise ValueError(f"{name} must be finite")
-    if np.any(np.diff(a) <= 0):
-        raise ValueError(f"{name} must be strictly increasing")
-    return a
-
-
-def _check_make(make: object) -> MakeSetting:
-    if not callable(make):
-        raise TypeError(f"make must be a callable (x, y) -> Setting, got {type(make).__name__}")
-    return make  # type: ignore[return-value]
-
-
 def _build(make: MakeSetting, xs: Sequence[float], ys: Sequence[float]) -> list[Setting]:
     out = []
     for x, y in zip(xs, ys):
@@ -98,13 +79,6 @@ def _build(make: MakeSetting, xs: Sequence[float], ys: Sequence[float]) -> list[
                             f"at x={x!r}, y={y!r}")
         out.append(s)
     return out
-
-
-def _check_gamma(gamma: object) -> float:
-    g = check_gammas(gamma, "gamma")
-    if g.ndim != 0:
-        raise ValueError(f"gamma must be a single positive number, got shape {g.shape}")
-    return float(g)
 
 
 @dataclass(frozen=True)
@@ -161,14 +135,9 @@ class PhaseMap:
             Increasing positions on that axis where the gap is zero, by linear interpolation
             between neighbouring cells of opposite sign (empty when the sign never changes).
         """
-        if axis not in ("x", "y"):
-            raise ValueError(f"axis must be 'x' or 'y', got {axis!r}")
-        if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
-            raise TypeError(f"index must be an integer, got {type(index).__name__}")
+        check_choice(axis, "axis", ("x", "y"))
         line, pos = (self.gap, self.x) if axis == "x" else (self.gap.T, self.y)
-        if not -line.shape[0] <= index < line.shape[0]:
-            raise ValueError(f"index must be in [-{line.shape[0]}, {line.shape[0] - 1}], "
-                             f"got {index}")
+        index = check_index(index, "index", line.shape[0], negative=True)
         g = line[index]
         k = np.flatnonzero(np.sign(g[:-1]) * np.sign(g[1:]) < 0)
         zeros = pos[g == 0]
@@ -213,9 +182,10 @@ def phase_map(make: MakeSetting, x: object, y: object, gamma: object) -> PhaseMa
     The ridge error depends on ``c`` and ``snr`` only, so it is computed once per distinct
     pair (a 100 x 100 map over SNR and angle needs 100 ridge evaluations).
     """
-    make = _check_make(make)
-    xa, ya = _check_axis(x, "x"), _check_axis(y, "y")
-    g = _check_gamma(gamma)
+    make = check_callable(make, "make", "(x, y) -> Setting")
+    xa = check_array(x, "x", min_size=2, increasing=True)
+    ya = check_array(y, "y", min_size=2, increasing=True)
+    g = check_gamma(gamma)
     t0 = time.perf_counter()
     xx, yy = np.meshgrid(xa, ya)
     settings = _build(make, xx.ravel(), yy.ravel())
@@ -316,7 +286,7 @@ def spot_checks(make: MakeSetting, points: object, gamma: object, n: int, trials
     -------
     SpotChecks
     """
-    make = _check_make(make)
+    make = check_callable(make, "make", "(x, y) -> Setting")
     try:
         pts = np.asarray(points, dtype=float)
     except (TypeError, ValueError) as exc:
@@ -325,7 +295,7 @@ def spot_checks(make: MakeSetting, points: object, gamma: object, n: int, trials
         raise ValueError(f"points must have shape (S, 2) with S >= 1, got {pts.shape}")
     if not np.all(np.isfinite(pts)):
         raise ValueError("points must be finite")
-    g = _check_gamma(gamma)
+    g = check_gamma(gamma)
     n = check_int(n, "n")
     trials = check_int(trials, "trials")
     seed = check_seed(seed)

@@ -52,11 +52,11 @@ from typing import Sequence
 import numpy as np
 
 from ..book import cache
-from ..model import data, hermite, kernel
+from ..model import data, kernel
 from ..simulation import simulate
-from .._validation import check_gammas, check_int, check_seed
-from ..model.hermite import Nonlinearity
-from ..model.setting import Setting, check_setting
+from .._validation import check_gammas, check_int, check_seed, check_setting
+from ..model.nonlinearity import NonlinearityLike, check_nonlinearity
+from ..model.setting import Setting
 from ..theory import attention_error
 from ..theory.shift import shift_functions
 
@@ -69,7 +69,8 @@ _RANK_TOL = 1e-10
 
 
 def _check_setting(setting: object) -> Setting:
-    check_setting(setting)
+    """A :class:`Setting` with ``alpha = 1``, the model of the latent split."""
+    setting = check_setting(setting)
     if setting.alpha != 1.0:
         raise ValueError(f"setting.alpha must be 1 (M = I + w_K w_Q^T) for the latent split, "
                          f"got {setting.alpha!r}")
@@ -152,7 +153,7 @@ def latent_split(sample: data.Sample) -> LatentSplit:
     return LatentSplit(basis=B, xi=B.T @ sample.X, m_r=M_r, p=sample.X.shape[0])
 
 
-def surrogate_kernel(T: np.ndarray, H: np.ndarray, f: Nonlinearity, p: int,
+def surrogate_kernel(T: np.ndarray, H: np.ndarray, f: NonlinearityLike, p: int,
                      W: np.ndarray) -> np.ndarray:
     """Conditional Gaussian equivalent ``K`` (shape ``(n, n)``, zero diagonal) of ``f(T)/sqrt(p)``.
 
@@ -256,7 +257,7 @@ def surrogate_errors(setting: Setting, gammas: object, n: int, trials: int = 2,
     seed = check_seed(seed)
     p = s.p(n)
     data.geometry(s, p)  # fail fast when p is too small for the geometry
-    func, _ = hermite.check_nonlinearity(s.f)
+    func = check_nonlinearity(s.f)
     a0 = s.hermite.a0
     delta = signed_shift(s, n)
     out = {k: np.empty((trials, g.size)) for k in ("attention", *SURROGATES, "ridge")}

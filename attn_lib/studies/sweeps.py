@@ -1,21 +1,17 @@
-"""Parameter sweeps: families of nonlinearities, theory and Monte Carlo over many settings.
+"""Parameter sweeps: theory and Monte Carlo over many settings.
 
 The book's chapters compare the deterministic equivalents with simulation along one-parameter
 families of :class:`~attn_lib.model.setting.Setting` (an SNR sweep, an alignment sweep, ...). This
 module holds the pieces those sweeps share:
 
-* :class:`Normalised` -- a registered nonlinearity rescaled to a prescribed variance ``nu``, so
-  that different ``f`` are compared at the same output scale;
-* :class:`Mixture` -- ``f_theta(t) = cos(theta) t + sin(theta) h(t)``, which moves the linear
-  Hermite coefficient ``a1 = cos(theta)`` to 0 at fixed ``nu = 1``;
 * :func:`equivalents` -- the attention or ridge deterministic equivalent of many settings, ``(B, G)``;
 * :func:`simulations` -- :func:`attn_lib.simulation.simulate.errors` for many settings through the disk
   cache (:mod:`attn_lib.book.cache`), collected in a :class:`SweepResult` that also gives the paired
   difference attention minus ridge of each draw.
 
-Both nonlinearity families are frozen dataclasses: they are hashable (the Hermite coefficients
-of a setting are cached) and have a stable description, so settings that use them can be keys
-of the disk cache.
+The families of nonlinearities swept over (:func:`~attn_lib.model.nonlinearity.normalised`,
+:func:`~attn_lib.model.nonlinearity.mixture`) live in :mod:`attn_lib.model.nonlinearity`; they are
+hashable and have a stable description, so settings that use them are keys of the disk cache.
 """
 
 from __future__ import annotations
@@ -26,136 +22,14 @@ from typing import Sequence
 import numpy as np
 
 from ..book import cache
-from ..model import hermite
 from ..simulation import simulate
-from .._validation import check_gammas, check_int, check_real, check_seed
+from .._validation import check_choice, check_gammas, check_int, check_seed, check_settings
 from ..model.setting import Setting
 
-__all__ = ["Normalised", "Mixture", "equivalents", "simulations", "SweepResult", "MODELS",
-           "check_settings", "check_model"]
+__all__ = ["equivalents", "simulations", "SweepResult", "MODELS"]
 
 #: The models a sweep can compute.
 MODELS = ("attention", "ridge")
-
-
-@dataclass(frozen=True)
-class Normalised:
-    """A registered nonlinearity rescaled to variance ``nu``: ``t -> sqrt(nu / nu_f) f(t)``.
-
-    Parameters
-    ----------
-    base : str
-        Name in :data:`attn_lib.model.hermite.REGISTRY` (``"tanh"``, ``"cos"``, ...).
-    nu : float, default 1.0
-        Target variance ``Var f(xi) > 0`` for ``xi ~ N(0, 1)``.
-
-    Notes
-    -----
-    Rescaling the output multiplies every Hermite coefficient by the same factor, so the ratio
-    ``a1^2 / nu`` (the share of the variance carried by the linear part) is unchanged.
-
-    Examples
-    --------
-    >>> from attn_lib import hermite
-    >>> round(hermite.coefficients(Normalised("tanh")).nu, 10)
-    1.0
-    """
-
-    base: str
-    nu: float = 1.0
-
-    def __post_init__(self) -> None:
-        hermite.check_registered(self.base, "base")
-        object.__setattr__(self, "nu", check_real(self.nu, "nu", low=0.0, low_open=True))
-        if hermite.coefficients(self.base).nu <= 0.0:
-            raise ValueError(f"base {self.base!r} is constant under N(0, 1); it cannot be normalised")
-
-    @property
-    def scale(self) -> float:
-        """Output factor ``sqrt(nu / nu_f)``."""
-        return float(np.sqrt(self.nu / hermite.coefficients(self.base).nu))
-
-    @property
-    def breaks(self) -> tuple[float, ...]:
-        """Kinks and jumps of the base function (used by the Hermite quadrature)."""
-        return hermite.REGISTRY[self.base][1]
-
-    def __call__(self, t: np.ndarray) -> np.ndarray:
-        func = hermite.REGISTRY[self.base][0]
-        return self.scale * np.asarray(func(np.asarray(t, dtype=float)), dtype=float)
-
-
-@dataclass(frozen=True)
-class Mixture:
-    r"""``f_theta(t) = cos(theta) t + sin(theta) h(t)`` with ``a1 = cos(theta)`` and ``nu = 1``.
-
-    ``h`` is the non-linear part of a registered function ``g``, normalised:
-    ``h(t) = (g(t) - a0 - a1 t) / sqrt(nu - a1^2)`` with the Hermite data of ``g``. Then ``h`` is
-    centred, uncorrelated with ``t`` (no He1 component) and has unit variance, so for every
-    ``theta`` the mixture is centred with ``a1 = cos(theta)``, ``nu = 1`` and
-    ``b2 = nu - a1^2 = sin(theta)^2``. ``theta = 0`` is the linear function and
-    ``theta = pi/2`` is ``h`` alone (``a1 = 0``).
-
-    Parameters
-    ----------
-    theta : float
-        Mixing angle in ``[0, pi/2]``.
-    h : str, default "cos"
-        Registered function whose non-linear part is mixed in; for ``"cos"``, ``a1 = 0``
-        already and ``h`` is the centred cosine normalised to unit variance.
-
-    Examples
-    --------
-    >>> from attn_lib import hermite
-    >>> c = hermite.coefficients(Mixture(np.pi / 3))
-    >>> round(c.a1, 10), round(c.nu, 10)
-    (0.5, 1.0)
-    """
-
-    theta: float
-    h: str = "cos"
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "theta",
-                           check_real(self.theta, "theta", low=0.0, high=float(np.pi / 2)))
-        hermite.check_registered(self.h, "h")
-        if hermite.coefficients(self.h).b2 <= 1e-12:
-            raise ValueError(f"h={self.h!r} is linear under N(0, 1): it has no non-linear part")
-
-    @property
-    def a1(self) -> float:
-        """Linear Hermite coefficient ``cos(theta)``."""
-        return float(np.cos(self.theta))
-
-    @property
-    def breaks(self) -> tuple[float, ...]:
-        """Kinks and jumps of ``h`` (used by the Hermite quadrature)."""
-        return hermite.REGISTRY[self.h][1]
-
-    def __call__(self, t: np.ndarray) -> np.ndarray:
-        t = np.asarray(t, dtype=float)
-        g = hermite.coefficients(self.h)
-        func = hermite.REGISTRY[self.h][0]
-        h = (np.asarray(func(t), dtype=float) - g.a0 - g.a1 * t) / np.sqrt(g.b2)
-        return np.cos(self.theta) * t + np.sin(self.theta) * h
-
-
-def check_settings(settings: object) -> list[Setting]:
-    """``settings`` (one :class:`Setting` or a non-empty sequence of them) as a list."""
-    out = list(settings) if not isinstance(settings, Setting) else [settings]
-    if not out:
-        raise ValueError("settings must not be empty")
-    for s in out:
-        if not isinstance(s, Setting):
-            raise TypeError(f"settings must be attn_lib.Setting instances, got {type(s).__name__}")
-    return out
-
-
-def check_model(model: object) -> str:
-    """``model`` if it is one of :data:`MODELS`."""
-    if model not in MODELS:
-        raise ValueError(f"model must be one of {MODELS}, got {model!r}")
-    return str(model)
 
 
 def equivalents(settings: Sequence[Setting], gammas: object, model: str = "attention") -> np.ndarray:
@@ -175,7 +49,7 @@ def equivalents(settings: Sequence[Setting], gammas: object, model: str = "atten
     ndarray of shape ``(B, G)`` (``(B,)`` for a scalar ``gammas``).
     """
     settings = check_settings(settings)
-    model = check_model(model)
+    model = check_choice(model, "model", MODELS)
     g = check_gammas(gammas)
     g1 = np.atleast_1d(g)
     if model == "ridge":

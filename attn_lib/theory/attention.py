@@ -22,8 +22,8 @@ from typing import Sequence
 
 import numpy as np
 
-from .._validation import check_gammas, check_int, check_real
-from ..model.setting import Setting, check_setting
+from .._validation import check_gammas, check_int, check_real, check_setting
+from ..model.setting import Setting
 from .bulk import BulkSolution, ConvergenceError, solve_bulk
 from .finite_size import finite_size_resolvent_form
 from .spiked import label_quadratic_form

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model.setting import Setting, check_setting
+from .._validation import check_setting
+from ..model.setting import Setting
 from . import marchenko_pastur as mp
 
 

@@ -33,8 +33,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import check_gammas
-from ..model.setting import Setting, check_setting
+from .._validation import check_gammas, check_setting
+from ..model.setting import Setting
 from . import marchenko_pastur as mp
 
 

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.interpolate import CubicSpline
 
-from ..model.hermite import Nonlinearity, centered, check_nonlinearity
+from ..model.hermite import centered
+from ..model.nonlinearity import NonlinearityLike, check_nonlinearity
 
 __all__ = ["ShiftFunctions", "shift_functions"]
 
@@ -65,14 +66,15 @@ def _panels(lo: float, hi: float, breaks: tuple[float, ...]) -> tuple[np.ndarray
     return (mid + half * t).ravel(), (half * w).ravel()
 
 
-def shift_functions(f: Nonlinearity, scale: float = 1.0, h_max: float = 8.0) -> ShiftFunctions:
+def shift_functions(f: NonlinearityLike, scale: float = 1.0, h_max: float = 8.0) -> ShiftFunctions:
     """Tables of ``F0, F1, S2`` for the centred ``t -> f(scale t) - a0`` (see the module docstring).
 
     Parameters
     ----------
-    f : str or callable
-        A name in :data:`attn_lib.model.hermite.REGISTRY` or a hashable vectorised callable (its
-        ``breaks`` attribute, if any, lists kinks and jumps).
+    f : str, callable or Nonlinearity
+        A name in :data:`attn_lib.model.nonlinearity.REGISTRY`, a hashable vectorised callable
+        (its ``breaks`` attribute, if any, lists kinks and jumps) or a
+        :class:`~attn_lib.model.nonlinearity.Nonlinearity`.
     scale : float, default 1.0
     h_max : float, default 8.0
         Largest shift needed; rounded up to a multiple of 4 so that tables are shared.
@@ -89,8 +91,8 @@ def shift_functions(f: Nonlinearity, scale: float = 1.0, h_max: float = 8.0) -> 
 
 
 @functools.lru_cache(maxsize=64)
-def _table(f: Nonlinearity, scale: float, h_max: float) -> ShiftFunctions:
-    _, breaks = check_nonlinearity(f)
+def _table(f: NonlinearityLike, scale: float, h_max: float) -> ShiftFunctions:
+    breaks = check_nonlinearity(f).breaks
     g = centered(f, scale)
     x, w = _panels(-h_max - _TAIL, h_max + _TAIL, tuple(b / scale for b in breaks))
     fx = g(x)
