@@ -1,4 +1,4 @@
-"""The disk cache: hits, misses on parameter and code changes, keys that follow the code, atomic writes."""
+"""The disk cache: hits, misses on parameter and code changes, keys that follow the code."""
 
 from __future__ import annotations
 
@@ -289,7 +289,7 @@ def test_simulation_result_round_trip(cache_env):
     assert len([p for p in entries(cache_env) if p.suffix == ".pkl"]) == 1
 
 
-# ------------------------------------------------------------------ keys against edited copies of the library
+# ------------------------------------------------------------------ keys of edited library copies
 KW_SIM = dict(setting=Setting(c=0.5, snr=1.0), gammas=np.array([1e-2, 1.0]), n=64, trials=2, seed=0)
 KW_THEORY = dict(setting=Setting(c=0.5, snr=1.0, wk_norm=1.0, wq_norm=1.0),
                  gammas=np.array([1e-2, 1.0]), n=512)  # chapter 9's finite-size theory
@@ -331,7 +331,8 @@ def edit_prose(path, qualname=None):
     hi = starts[doc.end_lineno - 1] + doc.end_col_offset
     new = data[:lo] + b'"""Reworded prose: no code here."""  # and a comment' + data[hi:]
     path.write_bytes(new + b"\n# a comment at the end\n")
-    assert ast.get_docstring(_definition(ast.parse(new), qualname)) == "Reworded prose: no code here."
+    reworded = ast.get_docstring(_definition(ast.parse(new), qualname))
+    assert reworded == "Reworded prose: no code here."
 
 
 def edit_code(path, qualname=None, statement="_edited = 1.0"):

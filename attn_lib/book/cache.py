@@ -61,7 +61,6 @@ True
 from __future__ import annotations
 
 import ast
-import builtins
 import dataclasses
 import functools
 import hashlib
@@ -181,7 +180,6 @@ def _stored_names(stmt: ast.stmt) -> set[str]:
 class _Module:
     """A parsed module: its definitions and the names its imports bind."""
 
-    name: str
     definitions: dict[str, str]          # name -> hash of its normalised statements
     uses: dict[str, tuple[tuple[str, ...], ...]]  # name -> chains its statements use
     local_imports: dict[str, dict[str, list[_Target]]]  # name -> bindings of imports inside it
@@ -189,13 +187,9 @@ class _Module:
     stars: tuple[str, ...]               # modules of ``from x import *``
 
 
-def _library(root: Path) -> str:
-    return root.name
-
-
 def _is_library(name: str, root: Path) -> bool:
-    lib = _library(root)
-    return name == lib or name.startswith(lib + ".")
+    """Whether the module ``name`` belongs to the library at ``root`` (named ``root.name``)."""
+    return name == root.name or name.startswith(root.name + ".")
 
 
 def _module_file(root: Path, name: str) -> Path | None:
@@ -276,7 +270,7 @@ def _parse(root: Path, name: str) -> _Module | None:
                     for k, v in _import_targets(node, name, is_package, root)[0].items():
                         inner.setdefault(k, []).extend(v)
         local_imports[n] = inner
-    return _Module(name=name, definitions=definitions, uses=uses, local_imports=local_imports,
+    return _Module(definitions=definitions, uses=uses, local_imports=local_imports,
                    imports=imports, stars=tuple(stars))
 
 
@@ -318,7 +312,8 @@ def _follow(root: Path, targets: list[_Target], attrs: tuple[str, ...]) -> list[
         rest = attrs
         current = [target]
         while rest and current and all(t[0] == "module" for t in current):
-            current = [r for t in current for r in _resolve_attribute(root, ("attribute", t[1], rest[0]))]
+            current = [r for t in current
+                       for r in _resolve_attribute(root, ("attribute", t[1], rest[0]))]
             rest = rest[1:]
         out.extend(current)
     return out
@@ -470,12 +465,11 @@ def dependencies(*objs: Any, package_dir: str | os.PathLike[str] | None = None) 
     out: dict[str, str] = {}
     for obj in objs:
         try:
-            items = _closure(obj, root)
-        except TypeError as exc:
-            if "unhashable" not in str(exc):
-                raise
-            items = _closure.__wrapped__(obj, root)
-        out.update(items)
+            hash(obj)
+        except TypeError:  # not memoised
+            out.update(_closure.__wrapped__(obj, root))
+        else:
+            out.update(_closure(obj, root))
     return dict(sorted(out.items()))
 
 
