@@ -1,14 +1,19 @@
-"""The Monte Carlo disk cache: hits, misses on parameter and code changes, atomic writes."""
+"""The disk cache: hits, misses on parameter and code changes, keys that follow the code."""
 
 from __future__ import annotations
 
+import ast
+import importlib.util
 import pickle
+import shutil
+import sys
 
 import numpy as np
 import pytest
 
-from attn_lib import Setting, simulate
+from attn_lib import Setting, simulate, theory
 from attn_lib.book import cache
+from attn_lib.studies import sweeps
 
 CALLS: list[dict] = []
 
@@ -89,34 +94,136 @@ def test_unkeyable_arguments_are_refused():
         cache.key(compute, {"a": object()})
 
 
-def test_miss_on_code_hash_change(tmp_path, monkeypatch):
-    pkg = tmp_path / "pkg"
-    (pkg / "theory").mkdir(parents=True)
-    (pkg / "core.py").write_text("X = 1\n")
-    (pkg / "theory" / "more.py").write_text("Y = 2\n")
-    (pkg / "book").mkdir()
-    (pkg / "book" / "style.py").write_text("COLOR = 'red'\n")
-    monkeypatch.setattr(cache, "PACKAGE_DIR", pkg)
-    h0 = cache.code_hash()
+# ------------------------------------------------------------------ keys follow the code
+FAKE = {
+    "__init__.py": "from . import core, sim, theory\n",
+    "core.py": '"""Shared arithmetic."""\n\nSCALE = 2.0\n\n\ndef helper(x):\n'
+               '    """Scale x."""\n    return SCALE * x  # the one formula\n',
+    "sim.py": "from . import core\nfrom .book import style\n\n\ndef simulate(x):\n"
+              '    """A simulation."""\n    return core.helper(x) + 1.0\n',
+    "theory.py": "from .core import helper\n\n\ndef predict(x):\n"
+                 '    """A theory."""\n    return helper(x) - 1.0\n',
+    "book/__init__.py": "",
+    "book/style.py": "COLOR = 'red'\n\n\ndef plot():\n    return COLOR\n",
+    "book/figures.py": "from .. import sim, theory\nfrom . import style\n\n\ndef figure():\n"
+                       "    return style.plot(), sim.simulate(1.0), theory.predict(1.0)\n",
+}
 
+
+def write_package(folder, files):
+    for rel, text in files.items():
+        path = folder / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return folder
+
+
+def logged(capsys):
+    """``[(event, function name), ...]`` of the log lines printed since the last call."""
+    out = capsys.readouterr()
+    assert out.err == ""
+    return [tuple(line.split()[2:4]) for line in out.out.splitlines()]
+
+
+def test_miss_on_code_change_in_a_dependency(tmp_path, monkeypatch, capsys):
+    """A fake library: each edit is a copy of it, read in place of the imported one."""
+    monkeypatch.setenv("ATTN_BOOK_CACHE_LOG", "1")
+    root = write_package(tmp_path / "v0" / "fakepkg", FAKE)
+    monkeypatch.syspath_prepend(str(root.parent))
+    import fakepkg
+    for name in [m for m in sys.modules if m.split(".")[0] == "fakepkg"]:
+        monkeypatch.delitem(sys.modules, name)  # forget it after the test (restored: absent)
+    sim, theory = fakepkg.sim.simulate, fakepkg.theory.predict
+    assert set(cache.dependencies(sim, package_dir=root)) == {  # style is imported, not used
+        "fakepkg.core.SCALE", "fakepkg.core.helper", "fakepkg.sim.simulate", "python"}
+
+    def run(version, **edits):
+        folder = write_package(tmp_path / version / "fakepkg", {**FAKE, **edits})
+        monkeypatch.setattr(cache, "PACKAGE_DIR", folder)
+        assert cache.cached(sim, x=1.0) == 3.0 and cache.cached(theory, x=1.0) == 1.0
+        return logged(capsys)
+
+    sim_id, theory_id = "fakepkg.sim.simulate", "fakepkg.theory.predict"
+    assert run("v1") == [("miss", sim_id), ("miss", theory_id)]
+    assert run("v1") == [("hit", sim_id), ("hit", theory_id)]
+    prose = {  # docstrings, comments, layout, plotting: every result stays valid
+        "core.py": '"""Shared arithmetic, reworded."""\n\nSCALE = 2.0  # a comment\n\n\n'
+                   'def helper(x):\n    """Scale ``x`` (edited prose)."""\n\n'
+                   '    # a new comment\n    return SCALE*x\n',
+        "book/style.py": "COLOR = 'blue'\n\n\ndef plot():\n    return COLOR * 2\n",
+        "book/figures.py": FAKE["book/figures.py"] + "\n\ndef another():\n    return 0\n",
+    }
+    assert run("v2", **prose) == [("hit", sim_id), ("hit", theory_id)]
+    assert run("v3", **{"theory.py": FAKE["theory.py"].replace("- 1.0", "- 2.0 + 1.0")}) == [
+        ("hit", sim_id), ("miss", theory_id)]
+    assert run("v4", **{"core.py": FAKE["core.py"].replace("SCALE = 2.0", "SCALE = 2.0 * 1.0")}
+               ) == [("miss", sim_id), ("miss", theory_id)]
+
+
+def test_log_to_a_file(tmp_path, monkeypatch, capsys):
+    log = tmp_path / "cache.log"
+    monkeypatch.setenv("ATTN_BOOK_CACHE_LOG", str(log))
     cache.cached(compute, a=1.0)
     cache.cached(compute, a=1.0)
-    assert len(CALLS) == 1
+    name = f"{compute.__module__}.compute"
+    assert [line.split()[2:4] for line in log.read_text().splitlines()] == [
+        ["miss", name], ["hit", name]]
+    assert capsys.readouterr() == ("", "")
 
-    (pkg / "book" / "style.py").write_text("COLOR = 'blue'\n")  # presentation only: same key
-    assert cache.code_hash() == h0
+
+def test_no_log_by_default(capsys):
     cache.cached(compute, a=1.0)
-    assert len(CALLS) == 1
-
-    (pkg / "theory" / "more.py").write_text("Y = 3\n")  # library code: new key
-    assert cache.code_hash() != h0
-    cache.cached(compute, a=1.0)
-    assert len(CALLS) == 2
+    assert capsys.readouterr() == ("", "")
 
 
-def test_code_hash_covers_the_real_package():
-    h = cache.code_hash()
-    assert len(h) == 64 and h == cache.code_hash()
+def test_key_of_a_foreign_function_follows_its_library_names():
+    deps = cache.dependencies(compute_with_library)
+    own = f"{compute_with_library.__module__}.compute_with_library"
+    assert own in deps and "attn_lib.simulation.simulate.errors" in deps
+    assert "attn_lib.model.kernel.attention_kernel" in deps
+    assert deps["numpy"] == np.__version__
+
+
+def compute_with_library(setting):
+    """Defined outside the library: its own source and what it names both enter its key."""
+    return simulate.errors(setting=setting, gammas=[1.0], n=8, trials=1)
+
+
+@pytest.mark.parametrize("body, same", [
+    ('def f(x):\n    """Edited prose."""\n    # a comment\n    return  2 * x\n', True),
+    ("def f(x):\n    return 3 * x\n", False),
+])
+def test_foreign_source_is_normalised(tmp_path, body, same):
+    def load(folder, text):
+        path = folder / "foreign_mod.py"
+        folder.mkdir()
+        path.write_text(text)
+        spec = importlib.util.spec_from_file_location("foreign_mod", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod.f
+
+    f0 = load(tmp_path / "a", 'def f(x):\n    """Double x."""\n    return 2 * x\n')
+    f1 = load(tmp_path / "b", body)
+    assert (cache.code_hash(f0) == cache.code_hash(f1)) is same
+
+
+def test_unreadable_source_is_refused():
+    namespace: dict = {"__name__": "scratch"}
+    exec("def f(x):\n    return x\n", namespace)  # no file: no source to hash
+    with pytest.raises(TypeError, match="source"):
+        cache.key(namespace["f"], {"x": 1})
+
+
+def test_key_is_memoised(monkeypatch):
+    kwargs = {"setting": Setting(c=0.5, snr=1.0, f=sweeps.Normalised("cos")), "n": 8}
+    k = cache.key(simulate.errors, kwargs)
+
+    def no_parse(*args, **kw):
+        raise AssertionError("the dependencies are found once per process")
+
+    monkeypatch.setattr(cache.ast, "parse", no_parse)
+    assert cache.key(simulate.errors, kwargs) == k
 
 
 def test_interrupted_write_leaves_no_partial_entry(cache_env, monkeypatch):
@@ -180,3 +287,130 @@ def test_simulation_result_round_trip(cache_env):
     direct = simulate.errors(**kwargs)
     np.testing.assert_array_equal(stored.ridge.values, direct.ridge.values)
     assert len([p for p in entries(cache_env) if p.suffix == ".pkl"]) == 1
+
+
+# ------------------------------------------------------------------ keys of edited library copies
+KW_SIM = dict(setting=Setting(c=0.5, snr=1.0), gammas=np.array([1e-2, 1.0]), n=64, trials=2, seed=0)
+KW_THEORY = dict(setting=Setting(c=0.5, snr=1.0, wk_norm=1.0, wq_norm=1.0),
+                 gammas=np.array([1e-2, 1.0]), n=512)  # chapter 9's finite-size theory
+
+
+def copy_library(folder):
+    return shutil.copytree(cache.PACKAGE_DIR, folder / "attn_lib",
+                           ignore=shutil.ignore_patterns("__pycache__"))
+
+
+def keys(root=None):
+    return {"simulate.errors": cache.key(simulate.errors, KW_SIM, package_dir=root),
+            "attention_error": cache.key(theory.attention_error, KW_THEORY, package_dir=root),
+            "sweeps.simulations": cache.code_hash(sweeps.simulations, package_dir=root)}
+
+
+def _definition(tree, qualname):
+    node = tree
+    for part in qualname.split(".") if qualname else ():
+        node = next(n for n in node.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))
+                    and n.name == part)
+    return node
+
+
+def _docstring(node):
+    first = node.body[0]
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(
+            first.value.value, str):
+        return first
+    return None
+
+
+def edit_prose(path, qualname=None):
+    """Reword the docstring of ``qualname`` (the module's if None) and add comments."""
+    data = path.read_bytes()
+    doc = _docstring(_definition(ast.parse(data), qualname))
+    starts = [0] + [i + 1 for i, b in enumerate(data) if b == ord("\n")]
+    lo = starts[doc.lineno - 1] + doc.col_offset  # ast offsets count UTF-8 bytes
+    hi = starts[doc.end_lineno - 1] + doc.end_col_offset
+    new = data[:lo] + b'"""Reworded prose: no code here."""  # and a comment' + data[hi:]
+    path.write_bytes(new + b"\n# a comment at the end\n")
+    reworded = ast.get_docstring(_definition(ast.parse(new), qualname))
+    assert reworded == "Reworded prose: no code here."
+
+
+def edit_code(path, qualname=None, statement="_edited = 1.0"):
+    """Insert ``statement`` at the start of the body of ``qualname`` (after its docstring)."""
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    node = _definition(ast.parse("".join(lines)), qualname)
+    doc = _docstring(node)
+    if doc is not None:
+        at, indent = doc.end_lineno, doc.col_offset
+    else:
+        at, indent = node.body[0].lineno - 1, node.body[0].col_offset
+    lines.insert(at, " " * indent + statement + "\n")
+    path.write_text("".join(lines), encoding="utf-8")
+
+
+def first_function(path):
+    return next(n.name for n in ast.parse(path.read_text(encoding="utf-8")).body
+                if isinstance(n, ast.FunctionDef))
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory):
+    return keys(copy_library(tmp_path_factory.mktemp("pristine")))
+
+
+def test_a_copy_of_the_library_gives_the_same_keys(pristine):
+    assert pristine == keys()
+
+
+BOTH = {"simulate.errors", "sweeps.simulations"}
+
+
+@pytest.mark.parametrize("edit, path, qualname, changed", [
+    # prose: docstrings and comments, in the theory and in the simulator
+    (edit_prose, "theory/attention.py", None, set()),
+    (edit_prose, "theory/attention.py", "attention_error", set()),
+    (edit_prose, "simulation/simulate.py", "errors", set()),
+    (edit_prose, "model/setting.py", "Setting.canonical", set()),
+    # plotting
+    (edit_code, "book/style.py", first_function, set()),
+    # the theory: cached theory results only
+    (edit_code, "theory/attention.py", "attention_error", {"attention_error"}),
+    (edit_code, "theory/bulk.py", "solve_bulk", {"attention_error"}),
+    # the simulator's arithmetic: the simulations (the theory does not use them)
+    (edit_code, "model/kernel.py", "apply", BOTH),
+    (edit_code, "simulation/simulate.py", "draw_errors", BOTH),
+    (edit_code, "model/data.py", "draw", BOTH),
+    # the Hermite data of every Setting argument: both
+    (edit_code, "model/hermite.py", "_gauss_expect", BOTH | {"attention_error"}),
+])
+def test_keys_after_an_edit(tmp_path, pristine, edit, path, qualname, changed):
+    root = copy_library(tmp_path)
+    target = root / path
+    edit(target, qualname(target) if callable(qualname) else qualname)
+    after = keys(root)
+    assert {name for name in after if after[name] != pristine[name]} == changed
+
+
+def test_a_new_figure_module_changes_no_key(tmp_path, pristine):
+    root = copy_library(tmp_path)
+    (root / "book" / "figures" / "new_chapter.py").write_text(
+        "from ...simulation import simulate\n\n\ndef figure(ax):\n    return simulate.errors\n")
+    assert keys(root) == pristine
+
+
+def test_a_nonlinearity_wrapper_argument_enters_the_key(tmp_path):
+    wrapped = dict(KW_SIM, setting=Setting(c=0.5, snr=1.0, f=sweeps.Normalised("tanh")))
+    old, new = copy_library(tmp_path / "old"), copy_library(tmp_path / "new")
+    edit_code(new / "studies" / "sweeps.py", "Normalised.__call__")
+    assert cache.key(simulate.errors, wrapped, old) != cache.key(simulate.errors, wrapped, new)
+    assert cache.key(simulate.errors, KW_SIM, old) == cache.key(simulate.errors, KW_SIM, new)
+
+
+def test_simulations_do_not_reach_the_theory_or_the_book():
+    for func in (simulate.errors, sweeps.simulations):
+        deps = cache.dependencies(func)
+        assert "attn_lib.model.kernel.attention_kernel" in deps
+        assert [k for k in deps if k.startswith(("attn_lib.theory.", "attn_lib.book."))] == []
+        assert deps["numpy"] == np.__version__
+        assert deps["python"] == "{}.{}".format(*sys.version_info[:2])
+    assert "attn_lib.theory.bulk.solve_bulk" in cache.dependencies(theory.attention_error)

@@ -1,54 +1,98 @@
-"""Disk cache for Monte Carlo results that take more than a few seconds.
+"""Disk cache of computed results, keyed by the call and by the code that produced it.
 
-A result is stored under a key made of
+A call ``func(**kwargs)`` is stored under a key made of
 
 * the qualified name of the function (``module.qualname``),
 * its keyword arguments in a canonical JSON form (floats exactly, by their hexadecimal form;
   arrays by dtype, shape and a hash of their bytes; dataclasses such as
   :class:`~attn_lib.model.setting.Setting` field by field; dictionaries with sorted keys),
-* a hash of the ``attn_lib`` source files (:func:`code_hash`) and of the function's own source,
+* :func:`code_hash` of the function and of the code-bearing arguments (callables, and the class
+  of each dataclass instance, e.g. a ``Setting`` or a ``Setting(f=sweeps.Normalised(...))``):
+  the source of every ``attn_lib`` definition they depend on, and the versions of the other
+  packages that code uses (:func:`dependencies` lists them).
 
-so re-running a chapter after a prose edit reads the stored result, while any change of a
-parameter or of the library recomputes it. Entries are pickles (anything picklable works, e.g. a
-:class:`~attn_lib.simulation.simulate.SimulationResult`) written atomically: the bytes go to a temporary file
-in the same folder, which is then renamed over the final name with :func:`os.replace`, so an
-interrupted run never leaves a partial entry under a valid name.
+**Dependencies.** A *definition* is a top-level ``def``, ``class`` or assignment of a module of
+``attn_lib``; its code is its statement, normalised through :mod:`ast` (comments, layout and
+docstrings -- every statement that is only a string -- dropped). A definition depends on the
+global names and ``module.attribute`` chains its code uses, resolved statically through the
+imports of its module (also imports inside a function) into ``attn_lib``, transitively: a
+function on the functions, classes and constants it names, a class on its bases, decorators and
+the names its methods use, an assignment such as a registry on what its value names. A module
+used bare (not as ``module.attribute``) counts as all its definitions. Top-level statements that
+bind no name but name a global (``REGISTRY.update(...)``) belong to that global's definition.
+Names outside ``attn_lib`` enter by the *version* of their top-level package (``numpy``,
+``scipy``, ...; the standard library by Python's ``major.minor``), since a new NumPy or SciPy
+may change the numbers bit for bit; the versions are pinned (``constraints.txt``), so they change
+only on purpose. The definitions of this module are not followed (they store results, they do
+not compute them). A function defined outside the library (a test, a notebook cell) enters by
+its own normalised source, and the names it uses are followed through its globals at run time;
+the *values* of its global variables do not enter (pass them as arguments).
 
-The cache folder is ``$ATTN_BOOK_CACHE`` if set, else ``<repository>/.cache/attn-book``; delete it
-(or call :func:`clear`) to start afresh. Setting ``ATTN_BOOK_CACHE=off`` disables the cache.
+Hence editing prose, a docstring, a comment or the plotting (``book/style.py``, the figures)
+leaves every stored result valid; editing the theory invalidates the cached theory but not the
+simulations, whose code does not reach ``attn_lib.theory``; editing the simulator's arithmetic
+(``simulation/simulate.py``, ``model/kernel.py``, ``model/hermite.py``, ...) invalidates the
+simulations. The analysis is per process and memoised: each module is parsed once and each
+object's dependencies are found once, so the key describes the sources as first read (as the
+imported code is; restart the kernel after editing the library).
+
+**Storage.** Entries are pickles (anything picklable works, e.g. a
+:class:`~attn_lib.simulation.simulate.SimulationResult`) written atomically: the bytes go to a
+temporary file in the same folder, which is then renamed over the final name with
+:func:`os.replace`, so an interrupted run never leaves a partial entry under a valid name. An
+unreadable entry is a miss. The cache folder is ``$ATTN_BOOK_CACHE`` if set, else
+``<repository>/.cache/attn-book``; delete it (or call :func:`clear`) to start afresh. Setting
+``ATTN_BOOK_CACHE=off`` disables the cache.
+
+**Log.** With ``ATTN_BOOK_CACHE_LOG=1`` every :func:`cached` call prints one line on stdout,
+``attn-book cache: hit|miss <module.qualname> <key prefix>``; any other value (not ``0``/``off``)
+is a file the lines are appended to, e.g. one log for a whole book build.
 
 Examples
 --------
->>> from attn_lib import Setting, cache, simulate
+>>> from attn_lib import Setting, simulate
+>>> from attn_lib.book import cache
 >>> res = cache.cached(simulate.errors, setting=Setting(c=0.5, snr=1.0), gammas=[1e-2, 1.0],
 ...                    n=64, trials=2, seed=0)                      # doctest: +SKIP
+>>> "attn_lib.model.kernel.attention_kernel" in cache.dependencies(simulate.errors)
+True
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import functools
 import hashlib
+import importlib.metadata
 import inspect
 import json
 import math
 import os
 import pickle
+import sys
 import tempfile
+import textwrap
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Iterator, TypeVar
 
 import numpy as np
 
-__all__ = ["cache_dir", "code_hash", "key", "cached", "memoize", "clear"]
+__all__ = ["cache_dir", "dependencies", "code_hash", "key", "cached", "memoize", "clear"]
 
 T = TypeVar("T")
 
-#: Package folder whose sources enter :func:`code_hash`.
+#: Folder of the library whose definitions are followed (its name is the package's import name).
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
-#: Source files left out of :func:`code_hash`: presentation only, they cannot change a result.
-EXCLUDED = frozenset({"book/style.py"})
-_FORMAT = 1  # bump when the on-disk layout changes
+_FORMAT = 2  # bump when the on-disk layout or the key's recipe changes
+_PYTHON = "{}.{}".format(*sys.version_info[:2])
+_LOG_OFF = {"", "0", "off", "no", "false"}
+_LOG_STDOUT = {"1", "on", "yes", "true", "stdout"}
+
+# A target of a name: ("def", module, name) a definition of the library, ("module", module) a
+# module of the library (standing for all its definitions), ("external", package) a package
+# outside it, ("foreign", object) a function or class defined outside any package.
+_Target = tuple
 
 
 def cache_dir() -> Path:
@@ -63,26 +107,383 @@ def _enabled() -> bool:
     return os.environ.get("ATTN_BOOK_CACHE", "").strip().lower() not in {"off", "0", "none"}
 
 
-def code_hash(package_dir: str | os.PathLike[str] | None = None) -> str:
-    """SHA-256 (hex) of the package's ``*.py`` files: relative paths and contents, sorted.
+# ------------------------------------------------------------------ normalised source
+def _normalised(tree: ast.AST) -> str:
+    """``ast.dump`` of ``tree`` without its string statements (docstrings); positions dropped."""
+    tree = _StripStrings().visit(tree)
+    return ast.dump(tree, annotate_fields=False, include_attributes=False)
 
-    ``style.py`` is left out (see :data:`EXCLUDED`), as are ``__pycache__`` folders.
-    """
-    root = Path(package_dir) if package_dir is not None else PACKAGE_DIR
-    h = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
-        rel = path.relative_to(root).as_posix()
-        if "__pycache__" in path.parts or rel in EXCLUDED:
+
+class _StripStrings(ast.NodeTransformer):
+    """Drop every statement that is only a string constant (docstrings, attribute docs)."""
+
+    def generic_visit(self, node: ast.AST) -> ast.AST:
+        super().generic_visit(node)
+        for field in ("body", "orelse", "finalbody"):
+            stmts = getattr(node, field, None)
+            if isinstance(stmts, list) and stmts and isinstance(stmts[0], ast.stmt):
+                kept = [s for s in stmts if not (isinstance(s, ast.Expr)
+                                                 and isinstance(s.value, ast.Constant)
+                                                 and isinstance(s.value.value, str))]
+                setattr(node, field, kept or [ast.Pass()])
+        return node
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _chains(tree: ast.AST) -> Iterator[tuple[str, ...]]:
+    """Names and ``name.attr.attr`` chains used in ``tree`` (the longest chain of each use)."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Attribute):
+            attrs, base = [], node
+            while isinstance(base, ast.Attribute):
+                attrs.append(base.attr)
+                base = base.value
+            if isinstance(base, ast.Name):
+                yield (base.id, *reversed(attrs))
+                continue
+        elif isinstance(node, ast.Name):
+            yield (node.id,)
             continue
-        h.update(rel.encode())
-        h.update(b"\0")
-        h.update(path.read_bytes())
-        h.update(b"\0")
-    return h.hexdigest()
+        stack.extend(ast.iter_child_nodes(node))
 
 
-def _canonical(obj: Any) -> Any:
+def _stored_names(stmt: ast.stmt) -> set[str]:
+    """Global names a top-level statement binds (``def``, ``class``, assignment targets, ...).
+
+    ``x[k] = v`` and ``x.a = v`` bind nothing (their ``x`` is loaded); compound statements
+    (``if``, ``try``, ``with``, ``for``) bind everything bound inside them.
+    """
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {stmt.name}
+    if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+        scope = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+    else:
+        scope = [stmt]
+    names: set[str] = set()
+    for node in (n for part in scope for n in ast.walk(part)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names if a.name != "*")
+    return names
+
+
+# ------------------------------------------------------------------ modules of the library
+@dataclasses.dataclass(frozen=True)
+class _Module:
+    """A parsed module: its definitions and the names its imports bind."""
+
+    definitions: dict[str, str]          # name -> hash of its normalised statements
+    uses: dict[str, tuple[tuple[str, ...], ...]]  # name -> chains its statements use
+    local_imports: dict[str, dict[str, list[_Target]]]  # name -> bindings of imports inside it
+    imports: dict[str, list[_Target]]    # names bound by top-level imports
+    stars: tuple[str, ...]               # modules of ``from x import *``
+
+
+def _is_library(name: str, root: Path) -> bool:
+    """Whether the module ``name`` belongs to the library at ``root`` (named ``root.name``)."""
+    return name == root.name or name.startswith(root.name + ".")
+
+
+def _module_file(root: Path, name: str) -> Path | None:
+    parts = name.split(".")[1:]
+    base = root.joinpath(*parts)
+    for path in (base.with_suffix(".py") if parts else None, base / "__init__.py"):
+        if path is not None and path.is_file():
+            return path
+    return None
+
+
+def _import_targets(node: ast.Import | ast.ImportFrom, module: str, is_package: bool,
+                    root: Path) -> tuple[dict[str, list[_Target]], list[str]]:
+    """Names bound by one import statement in ``module``, and its ``*`` sources."""
+    bound: dict[str, list[_Target]] = {}
+    stars: list[str] = []
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            target = alias.name if alias.asname else alias.name.split(".")[0]
+            bound[alias.asname or target] = [_module_target(target, root)]
+        return bound, stars
+    if node.level:
+        package = module.split(".") if is_package else module.split(".")[:-1]
+        package = package[:len(package) - node.level + 1]
+        base = ".".join(package + ([node.module] if node.module else []))
+    else:
+        base = node.module or ""
+    for alias in node.names:
+        if alias.name == "*":
+            stars.append(base)
+        elif _is_library(base, root):
+            bound[alias.asname or alias.name] = [("attribute", base, alias.name)]
+        else:
+            bound[alias.asname or alias.name] = [("external", base.split(".")[0])]
+    return bound, stars
+
+
+def _module_target(name: str, root: Path) -> _Target:
+    return ("module", name) if _is_library(name, root) else ("external", name.split(".")[0])
+
+
+@functools.lru_cache(maxsize=None)
+def _parse(root: Path, name: str) -> _Module | None:
+    """The module ``name`` of the library at ``root``, parsed once per process."""
+    path = _module_file(root, name)
+    if path is None:
+        return None
+    is_package = path.name == "__init__.py"
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    statements: dict[str, list[ast.stmt]] = {}
+    imports: dict[str, list[_Target]] = {}
+    stars: list[str] = []
+    unbound: list[ast.stmt] = []
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            bound, star = _import_targets(stmt, name, is_package, root)
+            for k, v in bound.items():
+                imports.setdefault(k, []).extend(v)
+            stars.extend(star)
+            continue
+        names = _stored_names(stmt)
+        for n in names:
+            statements.setdefault(n, []).append(stmt)
+        if not names:
+            unbound.append(stmt)
+    for stmt in unbound:  # e.g. REGISTRY.update(...): part of the globals it names
+        for chain in _chains(stmt):
+            if chain[0] in statements and stmt not in statements[chain[0]]:
+                statements[chain[0]].append(stmt)
+    definitions, uses, local_imports = {}, {}, {}
+    for n, stmts in statements.items():
+        definitions[n] = _sha("\n".join(_normalised(s) for s in stmts))
+        uses[n] = tuple(sorted({c for s in stmts for c in _chains(s)}))
+        inner: dict[str, list[_Target]] = {}
+        for s in stmts:
+            for node in ast.walk(s):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    for k, v in _import_targets(node, name, is_package, root)[0].items():
+                        inner.setdefault(k, []).extend(v)
+        local_imports[n] = inner
+    return _Module(definitions=definitions, uses=uses, local_imports=local_imports,
+                   imports=imports, stars=tuple(stars))
+
+
+def _lookup(root: Path, module: str, name: str, seen: frozenset = frozenset()) -> list[_Target]:
+    """Targets of the global ``name`` of the library module ``module`` (``[]`` if not global)."""
+    mod = _parse(root, module)
+    if mod is None or (module, name) in seen:
+        return []
+    seen = seen | {(module, name)}
+    if name in mod.definitions:
+        return [("def", module, name)]
+    out: list[_Target] = []
+    for target in mod.imports.get(name, []):
+        out.extend(_resolve_attribute(root, target, seen))
+    for star in mod.stars:
+        out.extend(_lookup(root, star, name, seen) if _is_library(star, root)
+                   else [("external", star.split(".")[0])])
+    return out
+
+
+def _resolve_attribute(root: Path, target: _Target, seen: frozenset = frozenset()) -> list[_Target]:
+    """Resolve ``("attribute", module, name)`` (``from module import name``) to targets."""
+    if target[0] != "attribute":
+        return [target]
+    _, module, name = target
+    found = _lookup(root, module, name, seen)
+    if found:
+        return found
+    sub = f"{module}.{name}"
+    if _module_file(root, sub) is not None:
+        return [("module", sub)]
+    return [("module", module)]  # unknown attribute: the whole module, to be safe
+
+
+def _follow(root: Path, targets: list[_Target], attrs: tuple[str, ...]) -> list[_Target]:
+    """Targets of ``x.attrs[0].attrs[1]...`` for each target of ``x``."""
+    out = []
+    for target in targets:
+        rest = attrs
+        current = [target]
+        while rest and current and all(t[0] == "module" for t in current):
+            current = [r for t in current
+                       for r in _resolve_attribute(root, ("attribute", t[1], rest[0]))]
+            rest = rest[1:]
+        out.extend(current)
+    return out
+
+
+def _edges(root: Path, target: _Target) -> list[_Target]:
+    """What a library definition or module uses directly."""
+    if target[0] == "module":
+        mod = _parse(root, target[1])
+        if mod is None:
+            return []
+        return [t for n in (*mod.definitions, *mod.imports)
+                for t in _lookup(root, target[1], n)]
+    _, module, name = target
+    mod = _parse(root, module)
+    out: list[_Target] = []
+    for chain in mod.uses[name]:
+        base = mod.local_imports[name].get(chain[0])
+        base = ([t for b in base for t in _resolve_attribute(root, b)] if base
+                else _lookup(root, module, chain[0]))
+        out.extend(_follow(root, base, chain[1:]))
+    return out
+
+
+# ------------------------------------------------------------------ objects at run time
+def _stdlib(package: str) -> bool:
+    return package in sys.stdlib_module_names or package in sys.builtin_module_names
+
+
+@functools.lru_cache(maxsize=None)
+def _version(package: str) -> str | None:
+    """Version of the distribution that installs the top-level module ``package``, or ``None``."""
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    for dist in _distributions().get(package, []):
+        return importlib.metadata.version(dist)
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def _distributions() -> dict[str, list[str]]:
+    return dict(importlib.metadata.packages_distributions())
+
+
+def _installed(package: str) -> bool:
+    """Whether ``package`` is in the standard library or in an installed distribution."""
+    return _stdlib(package) or _version(package) is not None
+
+
+def _runtime_targets(obj: Any, root: Path) -> list[_Target]:
+    """Targets of an object met at run time (an argument, or a global of a foreign function)."""
+    if inspect.ismodule(obj):
+        return [_module_target(obj.__name__, root)] if (
+            _is_library(obj.__name__, root) or _installed(obj.__name__.split(".")[0])) else []
+    if not callable(obj):
+        return []
+    if not isinstance(obj, type) and not inspect.isroutine(obj):
+        obj = type(obj)  # a callable instance: its class
+    obj = inspect.unwrap(obj)
+    module = getattr(obj, "__module__", None)
+    if isinstance(module, str) and _is_library(module, root):
+        top = (getattr(obj, "__qualname__", "") or "").split(".")[0]
+        return _lookup(root, module, top) or [("module", module)]
+    if isinstance(module, str) and _installed(module.split(".")[0]):
+        return [("external", module.split(".")[0])]
+    return [("foreign", obj)]
+
+
+def _foreign(obj: Any, root: Path) -> tuple[str, list[_Target]]:
+    """Hash of the normalised source of a function or class defined outside any package, and
+    the targets of the names it uses, looked up in its globals at run time."""
+    try:
+        source = textwrap.dedent(inspect.getsource(obj))
+    except (OSError, TypeError) as exc:
+        raise TypeError(f"cannot build a cache key for {obj!r}: its source is not available "
+                        f"({exc})") from exc
+    tree = ast.parse(source)
+    namespace = getattr(obj, "__globals__", None)
+    if namespace is None:  # a class: the globals of its module
+        module = sys.modules.get(obj.__module__)
+        namespace = vars(module) if module is not None else {}
+    out: list[_Target] = []
+    for chain in sorted(set(_chains(tree))):
+        if chain[0] in namespace:  # else a local, a parameter or a builtin
+            out.extend(_runtime_chain(namespace[chain[0]], chain[1:], root))
+    return _sha(_normalised(tree)), out
+
+
+def _runtime_chain(value: Any, attrs: tuple[str, ...], root: Path) -> list[_Target]:
+    """Targets of ``value.attrs[0].attrs[1]...``: walked at run time through modules defined
+    outside any package, then statically through the library (:func:`_follow`)."""
+    while (attrs and inspect.ismodule(value) and hasattr(value, attrs[0])
+           and not _runtime_targets(value, root)):
+        value, attrs = getattr(value, attrs[0]), attrs[1:]
+    return _follow(root, _runtime_targets(value, root), attrs)
+
+
+@functools.lru_cache(maxsize=None)
+def _closure(obj: Any, root: Path) -> tuple[tuple[str, str], ...]:
+    """``(name, hash or version)`` of everything ``obj`` depends on, sorted (memoised)."""
+    found: dict[str, str] = {"python": _PYTHON}
+    stack = _runtime_targets(obj, root)
+    seen: set = set()
+    while stack:
+        target = stack.pop()
+        if target in seen:
+            continue
+        seen.add(target)
+        kind = target[0]
+        if kind == "external":  # the standard library is "python" (always in the key)
+            if not _stdlib(target[1]):
+                found[target[1]] = str(_version(target[1]))
+        elif kind == "foreign":
+            fobj = target[1]
+            digest, more = _foreign(fobj, root)
+            found[f"{getattr(fobj, '__module__', None)}.{fobj.__qualname__}"] = digest
+            stack.extend(more)
+        elif kind == "module":
+            if target[1] != __name__:
+                stack.extend(_edges(root, target))
+        elif target[1] != __name__:  # a definition (those of this module are not followed)
+            found[f"{target[1]}.{target[2]}"] = _parse(root, target[1]).definitions[target[2]]
+            stack.extend(_edges(root, target))
+    return tuple(sorted(found.items()))
+
+
+def dependencies(*objs: Any, package_dir: str | os.PathLike[str] | None = None) -> dict[str, str]:
+    """Everything the code of ``objs`` depends on (see the module docstring).
+
+    Parameters
+    ----------
+    *objs : function, class or module
+        Usually the cached function and the code-bearing arguments of a call.
+    package_dir : path, optional
+        Folder of the library whose sources are read (default :data:`PACKAGE_DIR`); its name is
+        the library's import name. Objects of the library are found there by module and name,
+        so the keys of edited copies of the sources can be compared.
+
+    Returns
+    -------
+    dict
+        ``"module.name"`` of each library definition (and of each foreign function or class) ->
+        SHA-256 of its normalised source; each outside package -> its version; ``"python"`` ->
+        ``"major.minor"``. Sorted by name.
+    """
+    root = Path(package_dir).resolve() if package_dir is not None else PACKAGE_DIR
+    out: dict[str, str] = {}
+    for obj in objs:
+        try:
+            hash(obj)
+        except TypeError:  # not memoised
+            out.update(_closure.__wrapped__(obj, root))
+        else:
+            out.update(_closure(obj, root))
+    return dict(sorted(out.items()))
+
+
+def code_hash(*objs: Any, package_dir: str | os.PathLike[str] | None = None) -> str:
+    """SHA-256 (hex) of :func:`dependencies` of ``objs``."""
+    deps = dependencies(*objs, package_dir=package_dir)
+    return _sha(json.dumps(deps, sort_keys=True, separators=(",", ":")))
+
+
+# ------------------------------------------------------------------ keys
+def _canonical(obj: Any, code: list[Any]) -> Any:
     """A JSON-serialisable, order-independent description of ``obj``.
+
+    Callables met on the way, and the classes of dataclass instances, are appended to ``code``.
 
     Raises
     ------
@@ -99,22 +500,23 @@ def _canonical(obj: Any) -> Any:
     if isinstance(obj, np.ndarray):
         arr = np.ascontiguousarray(obj)
         if arr.dtype == object:
-            return {"object_array": [_canonical(v) for v in arr.ravel().tolist()],
+            return {"object_array": [_canonical(v, code) for v in arr.ravel().tolist()],
                     "shape": list(arr.shape)}
         return {"ndarray": arr.dtype.str, "shape": list(arr.shape),
                 "sha256": hashlib.sha256(arr.tobytes()).hexdigest()}
     if isinstance(obj, (list, tuple)):
-        return {type(obj).__name__: [_canonical(v) for v in obj]}
+        return {type(obj).__name__: [_canonical(v, code) for v in obj]}
     if isinstance(obj, dict):
         items = {}
         for k in obj:
             if not isinstance(k, str):
                 raise TypeError(f"cache keys need str dictionary keys, got {k!r}")
-            items[k] = _canonical(obj[k])
+            items[k] = _canonical(obj[k], code)
         return {"dict": dict(sorted(items.items()))}
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         cls = type(obj)
-        fields = {f.name: _canonical(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        code.append(cls)
+        fields = {f.name: _canonical(getattr(obj, f.name), code) for f in dataclasses.fields(obj)}
         return {"dataclass": f"{cls.__module__}.{cls.__qualname__}", "fields": fields}
     if callable(obj):
         name = getattr(obj, "__qualname__", "")
@@ -122,6 +524,7 @@ def _canonical(obj: Any) -> Any:
         if not name or "<lambda>" in name or "<locals>" in name or module is None:
             raise TypeError(f"cannot build a cache key for the callable {obj!r}: pass a registered "
                             "name or a module-level function")
+        code.append(obj)
         return {"callable": f"{module}.{name}"}
     raise TypeError(f"cannot build a cache key for an object of type {type(obj).__name__}")
 
@@ -132,28 +535,24 @@ def _func_id(func: Callable[..., Any]) -> str:
     return f"{module}.{getattr(func, '__qualname__', repr(func))}"
 
 
-def _func_source_hash(func: Callable[..., Any]) -> str:
-    """Hash of ``func``'s own source (covers functions defined outside ``attn_lib``)."""
-    try:
-        src = inspect.getsource(inspect.unwrap(func))
-    except (OSError, TypeError):
-        src = ""
-    return hashlib.sha256(src.encode()).hexdigest()
+def key(func: Callable[..., Any], kwargs: dict[str, Any],
+        package_dir: str | os.PathLike[str] | None = None) -> str:
+    """Hex key of a call ``func(**kwargs)`` (see the module docstring for what enters it).
 
-
-def key(func: Callable[..., Any], kwargs: dict[str, Any], code: str | None = None) -> str:
-    """Hex key of a call ``func(**kwargs)`` (see the module docstring for what enters it)."""
+    ``package_dir`` is passed to :func:`code_hash` (default: the installed library).
+    """
+    code: list[Any] = [func]
     payload = {
         "format": _FORMAT,
         "func": _func_id(func),
-        "func_source": _func_source_hash(func),
-        "kwargs": _canonical(dict(kwargs)),
-        "code": code_hash() if code is None else code,
+        "kwargs": _canonical(dict(kwargs), code),
     }
+    payload["code"] = code_hash(*code, package_dir=package_dir)
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+# ------------------------------------------------------------------ storage
 def _path(func: Callable[..., Any], k: str) -> Path:
     folder = _func_id(func).replace("<", "_").replace(">", "_")
     return cache_dir() / folder / f"{k}.pkl"
@@ -188,6 +587,19 @@ def _store(path: Path, value: Any) -> None:
         raise
 
 
+def _log(event: str, func: Callable[..., Any], k: str) -> None:
+    """Report a hit or a miss as ``$ATTN_BOOK_CACHE_LOG`` asks (stdout or a file; never stderr)."""
+    dest = os.environ.get("ATTN_BOOK_CACHE_LOG", "").strip()
+    if dest.lower() in _LOG_OFF:
+        return
+    line = f"attn-book cache: {event} {_func_id(func)} {k[:12]}"
+    if dest.lower() in _LOG_STDOUT:
+        print(line, file=sys.stdout, flush=True)
+    else:
+        with open(Path(dest).expanduser(), "a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+
+
 def cached(func: Callable[..., T], /, **kwargs: Any) -> T:
     """Return ``func(**kwargs)``, read from the disk cache when the same call was stored.
 
@@ -197,8 +609,8 @@ def cached(func: Callable[..., T], /, **kwargs: Any) -> T:
         A module-level function (its ``module.qualname`` names the cache folder).
     **kwargs
         Keyword arguments only, so that the key does not depend on how they were passed.
-        Values must be JSON-like (numbers, strings, lists, dicts), NumPy arrays or dataclasses
-        of those (such as :class:`~attn_lib.model.setting.Setting`).
+        Values must be JSON-like (numbers, strings, lists, dicts), NumPy arrays, module-level
+        callables or dataclasses of those (such as :class:`~attn_lib.model.setting.Setting`).
 
     Returns
     -------
@@ -211,8 +623,10 @@ def cached(func: Callable[..., T], /, **kwargs: Any) -> T:
     """
     if not _enabled():
         return func(**kwargs)
-    path = _path(func, key(func, kwargs))
+    k = key(func, kwargs)
+    path = _path(func, k)
     hit, value = _load(path)
+    _log("hit" if hit else "miss", func, k)
     if hit:
         return value
     value = func(**kwargs)
