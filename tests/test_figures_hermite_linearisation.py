@@ -47,8 +47,8 @@ def test_spectra():
     assert fig.numbers["n_spectrum"] == 32 and 0 <= fig.numbers["ks_cos"] <= 1
 
 
-def test_linearisation_gap():
-    fig = figs.linearisation_gap(n_ladder=[16, 24], trials=2, seed=0)
+def test_kernel_gap():
+    fig = figs.kernel_gap(n_ladder=[16, 24], trials=2, seed=0)
     check(fig, ["gap_n_small", "gap_n_large", "gap_small", "gap_large", "res_large", "trials"], 2)
     assert (fig.numbers["gap_n_small"], fig.numbers["gap_n_large"]) == (16, 24)
 
@@ -63,4 +63,4 @@ def test_bad_input_names_the_parameter():
     with pytest.raises(ValueError, match="n_gamma"):
         figs.interpolation_error(n=24, trials=2, seed=0, n_gamma=0)
     with pytest.raises(TypeError, match="n_ladder"):
-        figs.linearisation_gap(n_ladder=[16.0], trials=1, seed=0)
+        figs.kernel_gap(n_ladder=[16.0], trials=1, seed=0)

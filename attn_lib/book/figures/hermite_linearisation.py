@@ -23,7 +23,7 @@ from ...theory.kernel_spectrum import kernel_density
 from .. import cache, style
 from ..page import Figure
 
-__all__ = ["coefficient_table", "nonlinearities", "spectra", "linearisation_gap",
+__all__ = ["coefficient_table", "nonlinearities", "spectra", "kernel_gap",
            "interpolation_error"]
 
 #: Nonlinearities whose ``a1``, ``nu`` and ``b2`` the prose quotes.
@@ -116,7 +116,7 @@ def spectra(*, n: int, seed: int) -> Figure:
     return Figure(fig, numbers)
 
 
-def linearisation_gap(*, n_ladder: Sequence[int], trials: int, seed: int) -> Figure:
+def kernel_gap(*, n_ladder: Sequence[int], trials: int, seed: int) -> Figure:
     r"""Error gap ``|E_{K_lin} - E_K|`` and residual norm against ``n``.
 
     At ``c = 1/2``, SNR 1, ``tanh``, aligned weights of norm 1; trial ``t`` at each ``n`` is
