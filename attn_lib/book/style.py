@@ -174,3 +174,25 @@ def gap_map(ax: Any, x: Any, y: Any, z: Any, *, vmin: float | None = None,
     if colorbar is not None:
         ax.figure.colorbar(mesh, ax=ax, label=colorbar)
     return mesh
+
+
+def plain_ticks(axis: Any, ticks: Any, fmt: str = "%g") -> None:
+    """Major ticks of a (log) ``axis`` at ``ticks``, labelled as plain numbers, no minor labels.
+
+    Parameters
+    ----------
+    axis : matplotlib.axis.Axis
+        ``ax.xaxis`` or ``ax.yaxis``.
+    ticks : sequence of float
+        Tick positions.
+    fmt : str, default "%g"
+        :class:`matplotlib.ticker.FormatStrFormatter` format of the labels.
+    """
+    from matplotlib.ticker import FixedLocator, FormatStrFormatter, NullFormatter
+
+    axis.set_major_locator(FixedLocator(ticks))
+    axis.set_major_formatter(FormatStrFormatter(fmt))
+    axis.set_minor_formatter(NullFormatter())
+
+
+__all__ += ["plain_ticks"]

@@ -1,0 +1,469 @@
+r"""Figures and the worked example of the chapter *Random versus structured inputs*.
+
+``book/03_structured_inputs``: the interpolation error of attention (``f = tanh`` unless stated,
+``w_K = w_Q = w``) and of ridge regression on random inputs (``mu = 0``), against the SNR and
+the alignment ``cos(mu, w)``, against ``c = p/n``, and where the proportional-limit
+deterministic equivalent (DE) fails: the coherent shift ``delta`` of the kernel argument
+(:meth:`attn_lib.model.setting.Setting.delta`). Lines are the DE
+(:func:`attn_lib.studies.sweeps.equivalents`), markers Monte Carlo
+(:func:`attn_lib.studies.sweeps.simulations`, cached; mean ± one standard deviation over trials).
+
+:func:`theory_and_simulation` (a DE line and Monte Carlo markers along a sweep of settings) is
+also used by :mod:`attn_lib.book.figures.a1_zero`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+from IPython.display import Markdown
+from scipy.special import erf
+
+from ... import Setting, hermite
+from ..._validation import check_int
+from ...studies import sweeps
+from .. import style
+from ..page import Figure
+
+__all__ = ["F", "VARIANTS", "EXAMPLE", "theory_and_simulation", "random_inputs", "snr",
+           "gap_maps", "aspect_ratio", "worked_example", "coherent_shift"]
+
+#: The nonlinearity of the chapter.
+F = "tanh"
+#: Attention variants: weights ``w_K = w_Q = w`` with ``|w|`` and ``cos(mu, w)`` (default 1).
+VARIANTS: dict[str, dict[str, float]] = {
+    "attention, $w \\perp \\mu$": dict(wk_norm=2.0, wq_norm=2.0, cos_mu_wk=0.0, cos_mu_wq=0.0),
+    "attention, aligned, $\\|w\\| = 1$": dict(wk_norm=1.0, wq_norm=1.0),
+    "attention, aligned, $\\|w\\| = 2$": dict(wk_norm=2.0, wq_norm=2.0),
+}
+_VARIANT_COLORS = dict(zip(VARIANTS, [style.color("linear"), style.color("attention"),
+                                      style.color("sign")]))
+#: Geometry of the worked example (SNR :data:`EXAMPLE_SNR`) and of the coherent-shift sweep.
+EXAMPLE: dict[str, Any] = dict(c=0.3, f="sign", wk_norm=2.0, wq_norm=3.5)
+EXAMPLE_SNR = 6.0
+#: Ridge parameters of the worked example; the coherent-shift figure is drawn at the first.
+EXAMPLE_GAMMAS = np.array([1e-3, 1e-1, 1.0])
+#: Section of the structured-inputs sweeps: aspect ratio and ridge parameter.
+C, GAMMA = 0.5, 1.0
+
+
+def theory_and_simulation(ax: Any, x_th: Sequence[float], settings_th: Sequence[Setting],
+                          x_mc: Sequence[float], settings_mc: Sequence[Setting],
+                          gammas: Sequence[float], *, n: int, trials: int, seed: int,
+                          label: str, color: str, k: int = 0, model: str = "attention",
+                          marker: str = "o") -> tuple[np.ndarray, sweeps.SweepResult]:
+    """DE line along ``settings_th`` and Monte Carlo markers along ``settings_mc`` at ``gammas[k]``.
+
+    The simulation runs on the whole grid ``gammas`` (one draw gives every gamma), so panels
+    that differ only in gamma share their cached draws; for ``model="ridge"`` only ridge
+    regression is simulated. Drawn with :func:`attn_lib.book.style.plot_theory_vs_sim`
+    (markers: mean ± one standard deviation over ``trials``).
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+    x_th, settings_th : sequences of length L
+        Abscissae and settings of the theory line.
+    x_mc, settings_mc : sequences of length B
+        Abscissae and settings of the simulation.
+    gammas : sequence of float, length G
+        Ridge parameters of the simulation.
+    n, trials, seed
+        Tokens, draws and root seed of :func:`attn_lib.studies.sweeps.simulations`.
+    label, color : str
+        Legend name (``"<label> (theory)"``, ``"<label> (simulation)"``) and colour.
+    k : int, default 0
+        Index of the gamma drawn.
+    model : {"attention", "ridge"}, default "attention"
+    marker : str, default "o"
+
+    Returns
+    -------
+    theory : ndarray of shape (L,)
+        The DE at ``gammas[k]``.
+    simulation : SweepResult
+        All ``B x trials x G`` simulated errors.
+    """
+    th = sweeps.equivalents(settings_th, gammas[k], model=model)
+    mc = sweeps.simulations(settings_mc, gammas, n=n, trials=trials, seed=seed,
+                            attention=(model == "attention"))
+    style.plot_theory_vs_sim(ax, x_th, th, mc.mean(model)[:, k], mc.std(model)[:, k],
+                             label=label, color=color, x_sim=x_mc, fmt=marker)
+    return th, mc
+
+
+def _equivalent(setting: Setting, gamma: float, model: str = "attention") -> float:
+    """DE of one setting at one gamma."""
+    return float(sweeps.equivalents([setting], gamma, model=model)[0])
+
+
+def _rel(a: Any, b: Any) -> Any:
+    """Relative gap in percent, ``100 (a / b - 1)``."""
+    return 100 * (a / b - 1)
+
+
+def random_inputs(*, n: int, n_c2: int, trials: int, seed: int) -> Figure:
+    r"""Attention and ridge on random inputs (``mu = 0``) against ``gamma``, at ``c = 1/2`` and 2.
+
+    Two axes (``c = 1/2`` with ``n`` tokens, ``c = 2`` with ``n_c2``); simulated on
+    ``logspace(-3, 1, 9)``.
+
+    Parameters
+    ----------
+    n : int
+        Tokens of the ``c = 1/2`` panel.
+    n_c2 : int
+        Tokens of the ``c = 2`` panel.
+    trials : int
+        Draws per point.
+    seed : int
+        Root seed, the same at every point (common random numbers along a sweep).
+
+    Returns
+    -------
+    Figure
+        Numbers (DE at ``gamma = 0.1`` unless stated): ``mu0_att_half``, ``mu0_ridge_half``
+        (``c = 1/2``); ``mu0_att_two``, ``mu0_ridge_two`` (``c = 2``); ``mu0_att_two_small``
+        (attention, ``c = 2``, ``gamma = 1e-3``); ``mu0_dev_half``, ``mu0_dev_two``, the largest
+        relative deviation (percent) of the simulated attention mean from its DE;
+        ``tanh_b2`` (``nu - a1^2`` of tanh); ``mu0_w_diff``, the relative change of the DE with
+        weights of norm 3; ``trials``.
+    """
+    g_mc = np.logspace(-3, 1, 9)
+    g_th = np.logspace(-3, 1, 61)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    mu0 = {}
+    for ax, c, nn in zip(axes, (0.5, 2.0), (n, n_c2)):
+        s = Setting(c=c, f=F)
+        th_att = sweeps.equivalents([s], g_th)[0]
+        th_ridge = sweeps.equivalents([s], g_th, model="ridge")[0]
+        mc = sweeps.simulations([s], g_mc, n=nn, trials=trials, seed=seed)
+        style.plot_theory_vs_sim(ax, g_th, th_att, mc.mean("attention")[0],
+                                 mc.std("attention")[0], label="attention", x_sim=g_mc)
+        style.plot_theory_vs_sim(ax, g_th, th_ridge, mc.mean("ridge")[0], mc.std("ridge")[0],
+                                 label="ridge", x_sim=g_mc)
+        style.label_axes(ax, r"ridge parameter $\gamma$", r"interpolation error $E(\gamma)$",
+                         title=f"$\\mu = 0$, $c = {c:g}$ ($p = {mc.p[0]}$, $n = {nn}$)",
+                         logx=True, logy=(c == 2.0), legend=(c == 2.0))
+        mu0[c] = (s, mc)
+    s_half, s_two = mu0[0.5][0], mu0[2.0][0]
+    dev = {c: float(np.max(np.abs(mc.mean("attention")[0] / sweeps.equivalents([s], g_mc)[0] - 1)))
+           for c, (s, mc) in mu0.items()}
+    w_drop = _equivalent(Setting(c=0.5, f=F, wk_norm=3.0, wq_norm=3.0), 0.1)
+    return Figure(fig, {
+        "mu0_att_half": _equivalent(s_half, 0.1),
+        "mu0_ridge_half": _equivalent(s_half, 0.1, "ridge"),
+        "mu0_att_two": _equivalent(s_two, 0.1),
+        "mu0_ridge_two": _equivalent(s_two, 0.1, "ridge"),
+        "mu0_att_two_small": _equivalent(s_two, 1e-3),
+        "mu0_dev_half": 100 * dev[0.5], "mu0_dev_two": 100 * dev[2.0],
+        "tanh_b2": hermite.coefficients(F).b2,
+        "mu0_w_diff": abs(w_drop / _equivalent(s_half, 0.1) - 1), "trials": trials})
+
+
+def snr(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
+    r"""Error against the SNR at ``c = 1/2``, ``gamma = 1``: ridge and the :data:`VARIANTS`.
+
+    One axes; simulated at ``linspace(0, 4, n_points)``, theory on 81 points.
+
+    Parameters
+    ----------
+    n : int
+        Tokens of every simulated point.
+    trials : int
+        Draws per point.
+    seed : int
+        Root seed, the same at every point (common random numbers along a sweep).
+    n_points : int
+        Simulated points of the sweep.
+
+    Returns
+    -------
+    Figure
+        Numbers (DE, relative gaps to ridge in percent): ``snr0_gap`` (orthogonal weights,
+        SNR 0), ``snr4_gap_orth``, ``snr4_gap_al1`` (SNR 4, orthogonal and aligned
+        ``|w| = 1``); ``rev_lo``, ``rev_hi``, the SNR range in ``[0, 8]`` where attention with
+        aligned ``|w| = 2`` is below ridge (nan if none), and ``rev_max``, its largest advantage;
+        ``mc_al2_gap``, ``mc_al2_gap_std``, the simulated paired gap (mean and std over trials,
+        percent) for ``|w| = 2`` at SNR 4; ``delta_al2``, the coherent shift there.
+    """
+    snr_mc = np.linspace(0.0, 4.0, check_int(n_points, "n_points"))
+    snr_th = np.linspace(0.0, 4.0, 81)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    common = dict(n=n, trials=trials, seed=seed)
+    th_r, _ = theory_and_simulation(ax, snr_th, [Setting(c=C, snr=float(s)) for s in snr_th],
+                                    snr_mc, [Setting(c=C, snr=float(s), f=F) for s in snr_mc],
+                                    [GAMMA], label="ridge", color=style.color("ridge"),
+                                    model="ridge", marker="D", **common)
+    res = {}
+    for label, kw in VARIANTS.items():
+        res[label] = theory_and_simulation(
+            ax, snr_th, [Setting(c=C, snr=float(s), f=F, **kw) for s in snr_th],
+            snr_mc, [Setting(c=C, snr=float(s), f=F, **kw) for s in snr_mc], [GAMMA],
+            label=label, color=_VARIANT_COLORS[label], **common)
+    (th_orth, _), (th_al1, _), (_, mc_al2) = res.values()
+    style.label_axes(ax, r"$\mathrm{SNR} = \|\mu\|^2$", r"interpolation error $E(\gamma)$",
+                     title=f"$c = 1/2$ ($p = {mc_al2.p[0]}$, $n = {n}$), $\\gamma = 1$",
+                     legend=False)
+    ax.legend(ncol=2, fontsize=7.5)
+    snr_fine = np.linspace(0.0, 8.0, 161)
+    al2 = list(VARIANTS.values())[2]
+    fine = [Setting(c=C, snr=float(s), f=F, **al2) for s in snr_fine]
+    att_fine = sweeps.equivalents(fine, GAMMA)
+    ridge_fine = sweeps.equivalents(fine, GAMMA, model="ridge")
+    neg = snr_fine[att_fine < ridge_fine]
+    return Figure(fig, {
+        "snr0_gap": _rel(th_orth[0], th_r[0]), "snr4_gap_orth": _rel(th_orth[-1], th_r[-1]),
+        "snr4_gap_al1": _rel(th_al1[-1], th_r[-1]),
+        "rev_lo": float(neg.min()) if neg.size else float("nan"),
+        "rev_hi": float(neg.max()) if neg.size else float("nan"),
+        "rev_max": -float(np.min(_rel(att_fine, ridge_fine))),
+        "mc_al2_gap": 100 * float(mc_al2.mean("ratio")[-1, 0] - 1),
+        "mc_al2_gap_std": 100 * float(mc_al2.std("ratio")[-1, 0]),
+        "delta_al2": Setting(c=C, snr=4.0, f=F, **al2).delta(n)})
+
+
+def _gap_percent(settings: Sequence[Setting], gammas: Any) -> np.ndarray:
+    """DE relative gap ``100 (E_att / E_ridge - 1)`` of each setting (and gamma)."""
+    att = sweeps.equivalents(settings, gammas)
+    ridge = sweeps.equivalents(settings, gammas, model="ridge")
+    return 100 * (att / ridge - 1)
+
+
+def gap_maps() -> Figure:
+    r"""DE relative gap ``100 (E_att / E_ridge - 1)`` as two heat maps over the SNR (theory only).
+
+    At ``c = 1/2``, ``|w| = 2``: against the alignment ``cos(mu, w)`` at ``gamma = 1``, and
+    against ``gamma`` for aligned weights (:func:`attn_lib.book.style.gap_map`, colour scale
+    symmetric about zero). Four axes (two maps and their colour bars).
+
+    Returns
+    -------
+    Figure
+        Numbers: ``map_cos_best``, the largest advantage of attention on the alignment map;
+        ``map_cos0_min``, the smallest gap without alignment; ``map_gamma_best``, the largest
+        advantage on the gamma map; ``map_gamma_small``, the smallest gap for ``gamma <= 0.1``.
+    """
+    snr_ax = np.linspace(0.0, 6.0, 37)
+    cos_ax = np.linspace(0.0, 1.0, 26)
+    g_ax = np.logspace(-2, 1, 31)
+    map_cos = _gap_percent([Setting(c=C, snr=float(s), f=F, wk_norm=2.0, wq_norm=2.0,
+                                    cos_mu_wk=float(k), cos_mu_wq=float(k))
+                            for k in cos_ax for s in snr_ax], GAMMA).reshape(cos_ax.size,
+                                                                              snr_ax.size)
+    map_gamma = _gap_percent([Setting(c=C, snr=float(s), f=F, wk_norm=2.0, wq_norm=2.0)
+                              for s in snr_ax], g_ax).T
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for ax, z, y, ylabel, logy in ((axes[0], map_cos, cos_ax, r"alignment $\cos(\mu, w)$", False),
+                                   (axes[1], map_gamma, g_ax, r"ridge parameter $\gamma$", True)):
+        lim = max(abs(z.min()), abs(z.max()), 1e-3)
+        style.gap_map(ax, snr_ax, y, z, vmin=-lim, vmax=lim,
+                      colorbar=r"$100\,(E_{\mathrm{att}} / E_{\mathrm{ridge}} - 1)$")
+        style.label_axes(ax, r"$\mathrm{SNR} = \|\mu\|^2$", ylabel, logy=logy, legend=False)
+    axes[0].set_title(r"$\|w\| = 2$, $\gamma = 1$, $c = 1/2$ (theory)")
+    axes[1].set_title(r"aligned, $\|w\| = 2$, $c = 1/2$ (theory)")
+    return Figure(fig, {
+        "map_cos_best": -float(map_cos.min()), "map_cos0_min": float(map_cos[0].min()),
+        "map_gamma_best": -float(map_gamma.min()),
+        "map_gamma_small": float(map_gamma[g_ax <= 0.1].min())})
+
+
+def aspect_ratio(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
+    r"""Error against ``c = p/n`` at fixed ``n``, SNR 2, for ``gamma = 0.1`` and ``gamma = 1``.
+
+    Two axes (one per gamma): ridge, attention with orthogonal weights and with aligned
+    ``|w| = 1``; simulated at ``linspace(0.1, 0.9, n_points)``.
+
+    Parameters
+    ----------
+    n : int
+        Tokens of every simulated point.
+    trials : int
+        Draws per point.
+    seed : int
+        Root seed, the same at every point (common random numbers along a sweep).
+    n_points : int
+        Simulated points of the sweep.
+
+    Returns
+    -------
+    Figure
+        Numbers: ``c_spread_ridge``, ``c_spread_att`` (range of the DE over ``c`` in
+        ``[0.1, 0.9]`` at ``gamma = 1``, ridge and aligned attention), ``c_spread_ridge_01``,
+        ``c_spread_att_01`` (the same at ``gamma = 0.1``), ``c_spread_ridge_mc``,
+        ``c_spread_att_mc`` (range of the simulated means at ``gamma = 1``).
+    """
+    snr_ = 2.0
+    c_mc = np.linspace(0.1, 0.9, check_int(n_points, "n_points"))
+    c_th = np.linspace(0.08, 0.95, 60)
+    labels = list(VARIANTS)
+    shown = {"ridge": None, labels[0]: VARIANTS[labels[0]], labels[1]: VARIANTS[labels[1]]}
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), sharey=True)
+    vals = {}
+    c_gammas = [0.1, 1.0]
+    for k, (ax, gamma) in enumerate(zip(axes, c_gammas)):
+        for label, kw in shown.items():
+            ridge = kw is None
+            kw = kw or {}
+            vals[(gamma, label)] = theory_and_simulation(
+                ax, c_th, [Setting(c=float(x), snr=snr_, f=F, **kw) for x in c_th],
+                c_mc, [Setting(c=float(x), snr=snr_, f=F, **kw) for x in c_mc], c_gammas,
+                n=n, trials=trials, seed=seed, label=label, k=k,
+                color=style.color("ridge") if ridge else _VARIANT_COLORS[label],
+                model="ridge" if ridge else "attention", marker="D" if ridge else "o")
+        style.label_axes(ax, r"$c = p / n$", r"interpolation error $E(\gamma)$",
+                         title=f"SNR $= 2$, $n = {n}$, $\\gamma = {gamma:g}$",
+                         legend=(gamma == 1.0))
+    inside = (c_th >= 0.1) & (c_th <= 0.9)
+    spread = lambda v: float(np.ptp(np.asarray(v)[inside]))  # noqa: E731
+    return Figure(fig, {
+        "c_spread_ridge": spread(vals[(1.0, "ridge")][0]),
+        "c_spread_att": spread(vals[(1.0, labels[1])][0]),
+        "c_spread_ridge_01": spread(vals[(0.1, "ridge")][0]),
+        "c_spread_att_01": spread(vals[(0.1, labels[1])][0]),
+        "c_spread_att_mc": float(np.ptp(vals[(1.0, labels[1])][1].mean("attention")[:, 1])),
+        "c_spread_ridge_mc": float(np.ptp(vals[(1.0, "ridge")][1].mean("ridge")[:, 1]))})
+
+
+def worked_example(*, n: int, trials: int, seed: int) -> dict[str, Any]:
+    r"""The worked example of the coherent shift: ``f = sign``, ``c = 0.3``, SNR 6, aligned weights.
+
+    ``|w_K| = 2``, ``|w_Q| = 3.5`` (:data:`EXAMPLE`), at ``n`` tokens and the ridge parameters
+    :data:`EXAMPLE_GAMMAS`.
+
+    Parameters
+    ----------
+    n : int
+        Tokens of every simulated point.
+    trials : int
+        Draws per point.
+    seed : int
+        Root seed, the same at every point (common random numbers along a sweep).
+
+    Returns
+    -------
+    dict
+        ``ex_table``: Markdown table of simulated (mean ± std over trials) and DE errors of
+        attention and ridge at each gamma; ``ex_n``, ``ex_p`` (sizes); ``ex_delta`` (the
+        coherent shift at ``n``) and ``ex_delta_2048`` (at ``n = 2048``); at
+        ``gamma = 1e-3``: ``ex_mc`` (simulated attention), ``ex_de`` (its DE), ``ex_ridge``
+        (ridge DE), ``ex_factor = ex_de / ex_mc``; ``ex_erf = erf(delta / sqrt 2)`` against
+        ``ex_lin = a1 delta`` (sign's linearised mean).
+    """
+    ex = Setting(snr=EXAMPLE_SNR, **EXAMPLE)
+    g_ex = EXAMPLE_GAMMAS
+    mc_ex = sweeps.simulations([ex], g_ex, n=n, trials=trials, seed=seed)
+    th_ex = sweeps.equivalents([ex], g_ex)[0]
+    rth_ex = sweeps.equivalents([ex], g_ex, model="ridge")[0]
+    rows = ["| $\\gamma$ | attention, simulation | attention, DE | ridge, simulation | ridge, DE |",
+            "|---:|---:|---:|---:|---:|"]
+    att_m, att_s = mc_ex.mean("attention")[0], mc_ex.std("attention")[0]
+    ridge_m, ridge_s = mc_ex.mean("ridge")[0], mc_ex.std("ridge")[0]
+    for k, g in enumerate(g_ex):
+        rows.append(f"| {g:g} | {att_m[k]:.4f} ± {att_s[k]:.4f} | {th_ex[k]:.4f} "
+                    f"| {ridge_m[k]:.4f} ± {ridge_s[k]:.4f} | {rth_ex[k]:.4f} |")
+    return {
+        "ex_table": Markdown("\n".join(rows)), "ex_n": n, "ex_p": int(mc_ex.p[0]),
+        "ex_delta": ex.delta(n), "ex_mc": float(att_m[0]), "ex_de": float(th_ex[0]),
+        "ex_ridge": float(rth_ex[0]), "ex_factor": float(th_ex[0] / att_m[0]),
+        "ex_delta_2048": ex.delta(2048), "ex_erf": float(erf(ex.delta(n) / np.sqrt(2))),
+        "ex_lin": float(hermite.coefficients("sign").a1 * ex.delta(n))}
+
+
+def coherent_shift(*, n: int, n_ladder: Sequence[int], trials: int, seed: int,
+                   n_points: int) -> Figure:
+    r"""Simulation against the DE as the coherent shift ``delta`` grows, at ``gamma = 1e-3``.
+
+    The geometry of :func:`worked_example` with the SNR swept (``geomspace(0.25, 6, n_points)``)
+    at ``n`` tokens, and the worked example at the sizes ``n_ladder``. Two axes: the error
+    (ridge and attention, theory and simulation) against ``delta``, and the ratio
+    ``E_sim / E_DE`` (mean ± std over trials) for the SNR sweep, the ladder and ridge (control).
+
+    Parameters
+    ----------
+    n : int
+        Tokens of the SNR sweep (and of the worked example).
+    n_ladder : sequence of int
+        Token counts of the worked example's ladder.
+    trials : int
+        Draws per point.
+    seed : int
+        Root seed, the same at every point (common random numbers along a sweep).
+    n_points : int
+        Simulated points of the sweep.
+
+    Returns
+    -------
+    Figure
+        Numbers: ``d_first``, ``d_first_dev`` (smallest shift of the sweep and the attention
+        ratio's deviation from 1 there, percent); ``d_large``, ``d_large_delta`` (the same, signed,
+        at the largest shift); ``d_ridge_dev`` (largest deviation of ridge, percent);
+        ``ladder_n0``, ``ladder_n1``, ``ladder_r0``, ``ladder_r1``, ``ladder_d0``, ``ladder_d1``
+        (first and last size of the ladder, their ratio and shift); ``n_needed``, the tokens that
+        bring ``delta`` down to 0.3.
+    """
+    ex = Setting(snr=EXAMPLE_SNR, **EXAMPLE)
+    g_ex = EXAMPLE_GAMMAS
+    gamma = g_ex[0]
+    n_ladder = [check_int(k, "n_ladder") for k in n_ladder]
+    snr_d_mc = np.geomspace(0.25, 6.0, check_int(n_points, "n_points"))
+    snr_d_th = np.geomspace(0.2, 6.5, 80)
+    delta_of = lambda snrs, nn: np.array([Setting(snr=float(s), **EXAMPLE).delta(nn)  # noqa: E731
+                                          for s in snrs])
+    sweep_th = [Setting(snr=float(s), **EXAMPLE) for s in snr_d_th]
+    sweep_mc = [Setting(snr=float(s), **EXAMPLE) for s in snr_d_mc]
+    att_th = sweeps.equivalents(sweep_th, gamma)
+    ridge_th = sweeps.equivalents(sweep_th, gamma, model="ridge")
+    mc_d = sweeps.simulations(sweep_mc, g_ex, n=n, trials=trials, seed=seed)
+    mc_n = sweeps.simulations([ex] * len(n_ladder), g_ex, n=list(n_ladder), trials=trials,
+                              seed=seed)
+    att_th_mc = sweeps.equivalents(sweep_mc, gamma)
+    ridge_th_mc = sweeps.equivalents(sweep_mc, gamma, model="ridge")
+    th_ex = sweeps.equivalents([ex], g_ex)[0]
+    d_th, d_mc = delta_of(snr_d_th, n), delta_of(snr_d_mc, n)
+    d_n = np.array([ex.delta(k) for k in n_ladder])
+    ratio = lambda mc, model, th: mc.values(model)[:, :, 0] / th[:, None]  # noqa: E731
+    r_att = ratio(mc_d, "attention", att_th_mc)
+    r_ladder = ratio(mc_n, "attention", np.full(len(n_ladder), th_ex[0]))
+    r_ridge = ratio(mc_d, "ridge", ridge_th_mc)
+
+    fig, axes = plt.subplots(1, 2, figsize=(10.5, 4.2))
+    ax = axes[0]
+    style.plot_theory_vs_sim(ax, d_th, ridge_th, mc_d.mean("ridge")[:, 0],
+                             mc_d.std("ridge")[:, 0], label="ridge", x_sim=d_mc)
+    # the attention DE is almost on top of ridge's here: dashed, drawn above it
+    style.plot_theory(ax, d_th, att_th, label="attention (theory)",
+                      color=style.color("attention"), linestyle="--", zorder=2.5)
+    style.plot_sim(ax, d_mc, mc_d.mean("attention")[:, 0], mc_d.std("attention")[:, 0],
+                   color=style.color("attention"), label="attention (simulation)")
+    style.label_axes(ax, r"coherent shift $\delta$ (SNR swept)",
+                     r"interpolation error $E(\gamma)$",
+                     title=f"sign, $c = 0.3$, $n = {n}$, $\\gamma = 10^{{-3}}$",
+                     logx=True, logy=True)
+    ax = axes[1]
+    for y, x, label, color, fmt in (
+            (r_att, d_mc, f"attention, SNR swept ($n = {n}$)", style.color("attention"), "o"),
+            (r_ladder, d_n, "attention, SNR 6, $n$ = " + ", ".join(map(str, n_ladder)),
+             style.color("sign"), "s"),
+            (r_ridge, d_mc, "ridge (control)", style.color("ridge"), "D")):
+        style.plot_sim(ax, x, y.mean(axis=1), y.std(axis=1), color=color, fmt=fmt, label=label)
+    ax.axhline(1.0, color="0.3", linewidth=1)
+    style.label_axes(ax, r"coherent shift $\delta$", r"$E_{\mathrm{sim}} / E_{\mathrm{DE}}$",
+                     title=r"departure from the proportional limit", logx=True, logy=True)
+    for ax in axes:
+        style.plain_ticks(ax.xaxis, [0.05, 0.1, 0.2, 0.5, 1, 2, 5])
+
+    dev_d = r_att.mean(axis=1) - 1
+    dev_r = r_ridge.mean(axis=1) - 1
+    ladder = r_ladder.mean(axis=1)
+    return Figure(fig, {
+        "d_first": float(d_mc[0]), "d_first_dev": float(abs(dev_d[0])) * 100,
+        "d_ridge_dev": float(np.max(np.abs(dev_r))) * 100,
+        "d_large": float(dev_d[-1]) * 100, "d_large_delta": float(d_mc[-1]),
+        "ladder_n0": int(n_ladder[0]), "ladder_n1": int(n_ladder[-1]),
+        "ladder_r0": float(ladder[0]), "ladder_r1": float(ladder[-1]),
+        "ladder_d0": float(d_n[0]), "ladder_d1": float(d_n[-1]),
+        "n_needed": 1000 * round((ex.snr + ex.mu_wk * ex.mu_wq) ** 2 / 0.3 ** 2 / ex.c / 1000)})

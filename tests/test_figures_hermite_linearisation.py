@@ -1,0 +1,66 @@
+"""The figures of chapter 1 (Hermite linearisation) at tiny sizes: numbers and axes."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+from IPython.display import Markdown  # noqa: E402
+
+from attn_lib.model import nonlinearity  # noqa: E402
+from attn_lib.book.figures import hermite_linearisation as figs  # noqa: E402
+from attn_lib.book.page import Figure  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTN_BOOK_CACHE", str(tmp_path / "cache"))
+    yield
+    plt.close("all")
+
+
+def check(figure, names, n_axes):
+    assert isinstance(figure, Figure)
+    assert set(figure.numbers) == set(names)
+    assert len(figure.fig.axes) == n_axes
+
+
+def test_coefficient_table():
+    out = figs.coefficient_table()
+    assert set(out) == {"coef_table"} | {f"{k}_{f}" for k in ("a1", "nu", "b2")
+                                         for f in figs.QUOTED}
+    assert isinstance(out["coef_table"], Markdown)
+    assert len(out["coef_table"].data.splitlines()) == 2 + len(nonlinearity.REGISTRY)
+    assert out["b2_tanh"] == pytest.approx(out["nu_tanh"] - out["a1_tanh"] ** 2)
+
+
+def test_nonlinearities():
+    check(figs.nonlinearities(), [], 1)
+
+
+def test_spectra():
+    fig = figs.spectra(n=32, seed=0)
+    check(fig, ["n_spectrum", "ks_tanh", "ks_cos"], 2)
+    assert fig.numbers["n_spectrum"] == 32 and 0 <= fig.numbers["ks_cos"] <= 1
+
+
+def test_kernel_gap():
+    fig = figs.kernel_gap(n_ladder=[16, 24], trials=2, seed=0)
+    check(fig, ["gap_n_small", "gap_n_large", "gap_small", "gap_large", "res_large", "trials"], 2)
+    assert (fig.numbers["gap_n_small"], fig.numbers["gap_n_large"]) == (16, 24)
+
+
+def test_interpolation_error():
+    fig = figs.interpolation_error(n=24, trials=2, seed=0, n_gamma=3)
+    check(fig, ["gamma_min", "err_att_tanh", "err_att_cos", "err_ridge", "err_ridge_theory"], 1)
+    assert fig.numbers["gamma_min"] == pytest.approx(1e-4)
+
+
+def test_bad_input_names_the_parameter():
+    with pytest.raises(ValueError, match="n_gamma"):
+        figs.interpolation_error(n=24, trials=2, seed=0, n_gamma=0)
+    with pytest.raises(TypeError, match="n_ladder"):
+        figs.kernel_gap(n_ladder=[16.0], trials=1, seed=0)

@@ -1,0 +1,86 @@
+"""The figures of chapter 3 (random versus structured inputs) at tiny sizes: numbers and axes."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from IPython.display import Markdown  # noqa: E402
+
+from attn_lib import Setting  # noqa: E402
+from attn_lib.book.figures import structured_inputs as figs  # noqa: E402
+from attn_lib.book.page import Figure  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTN_BOOK_CACHE", str(tmp_path / "cache"))
+    yield
+    plt.close("all")
+
+
+def check(figure, names, n_axes):
+    assert isinstance(figure, Figure)
+    assert set(figure.numbers) == set(names)
+    assert len(figure.fig.axes) == n_axes
+
+
+def test_theory_and_simulation_draws_one_model():
+    fig, ax = plt.subplots()
+    settings = [Setting(c=0.5, snr=s) for s in (0.0, 1.0)]
+    th, mc = figs.theory_and_simulation(ax, [0.0, 1.0], settings, [0.0, 1.0], settings,
+                                        [0.1, 1.0], n=16, trials=2, seed=0, label="ridge",
+                                        color="k", k=1, model="ridge")
+    assert th.shape == (2,) and mc.attention is None and mc.ridge.shape == (2, 2, 2)
+    labels = [t.get_text() for t in ax.legend().get_texts()]
+    assert labels == ["ridge (theory)", "ridge (simulation)"]
+
+
+def test_random_inputs():
+    check(figs.random_inputs(n=16, n_c2=8, trials=2, seed=0),
+          ["mu0_att_half", "mu0_ridge_half", "mu0_att_two", "mu0_ridge_two", "mu0_att_two_small",
+           "mu0_dev_half", "mu0_dev_two", "tanh_b2", "mu0_w_diff", "trials"], 2)
+
+
+def test_snr():
+    check(figs.snr(n=16, trials=2, seed=0, n_points=2),
+          ["snr0_gap", "snr4_gap_orth", "snr4_gap_al1", "rev_lo", "rev_hi", "rev_max",
+           "mc_al2_gap", "mc_al2_gap_std", "delta_al2"], 1)
+
+
+def test_gap_maps():
+    fig = figs.gap_maps()
+    check(fig, ["map_cos_best", "map_cos0_min", "map_gamma_best", "map_gamma_small"], 4)
+
+
+def test_aspect_ratio():
+    check(figs.aspect_ratio(n=20, trials=2, seed=0, n_points=2),
+          ["c_spread_ridge", "c_spread_att", "c_spread_ridge_01", "c_spread_att_01",
+           "c_spread_att_mc", "c_spread_ridge_mc"], 2)
+
+
+def test_worked_example():
+    out = figs.worked_example(n=20, trials=2, seed=0)
+    assert set(out) == {"ex_table", "ex_n", "ex_p", "ex_delta", "ex_mc", "ex_de", "ex_ridge",
+                        "ex_factor", "ex_delta_2048", "ex_erf", "ex_lin"}
+    assert isinstance(out["ex_table"], Markdown)
+    assert len(out["ex_table"].data.splitlines()) == 2 + len(figs.EXAMPLE_GAMMAS)
+    assert out["ex_n"] == 20 and out["ex_p"] == 6
+
+
+def test_coherent_shift():
+    fig = figs.coherent_shift(n=20, n_ladder=[16, 20], trials=2, seed=0, n_points=2)
+    check(fig, ["d_first", "d_first_dev", "d_ridge_dev", "d_large", "d_large_delta",
+                "ladder_n0", "ladder_n1", "ladder_r0", "ladder_r1", "ladder_d0", "ladder_d1",
+                "n_needed"], 2)
+    assert (fig.numbers["ladder_n0"], fig.numbers["ladder_n1"]) == (16, 20)
+    assert np.isfinite(fig.numbers["ladder_r1"])
+
+
+def test_bad_n_points_names_the_parameter():
+    with pytest.raises(ValueError, match="n_points"):
+        figs.snr(n=16, trials=2, seed=0, n_points=0)
