@@ -9,7 +9,8 @@ model
     The model: :class:`Setting` (``setting``), the nonlinearities (``nonlinearity``) and their
     Hermite data (``hermite``), the tokens and weights (``data``) and the attention kernel (``kernel``).
 simulation
-    Monte Carlo: the interpolation error of one draw and seeded trials (``simulate``).
+    Monte Carlo: the interpolation error of one draw (``resolvent``), the seeded trial engine and
+    its result type (``trials``), attention and ridge errors of the model (``simulate``).
 theory
     Deterministic equivalents: Marchenko–Pastur tools, ridge, attention (proportional limit and
     finite size), the kernel spectrum.

@@ -6,6 +6,7 @@ import time
 
 import numpy as np
 
+from attn_lib.simulation.trials import standard_error
 from attn_lib import Setting, simulate
 
 
@@ -28,7 +29,7 @@ def trials_until(setting: Setting, gammas: np.ndarray, n: int, sem_target: float
         rid.append(res.ridge.values)
         A, R = np.concatenate(att), np.concatenate(rid)
         t = A.shape[0]
-        sem = max(simulate.standard_error(A, axis=0).max(), simulate.standard_error(R, axis=0).max())
+        sem = max(standard_error(A, axis=0).max(), standard_error(R, axis=0).max())
         if sem <= sem_target or t >= max_trials or time.time() > deadline:
             return A, R
         need = int(np.ceil(t * (sem / sem_target) ** 2))

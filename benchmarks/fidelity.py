@@ -33,13 +33,13 @@ import csv
 import json
 import sys
 import time
-from dataclasses import asdict
 
 import numpy as np
 
 from threadpoolctl import threadpool_limits
 
 from adaptive import trials_until
+from attn_lib.simulation.trials import standard_error
 from attn_lib import Setting, simulate
 from attn_lib.theory import attention_error, attention_error_batch, ridge_error
 
@@ -95,8 +95,8 @@ def run_fidelity(ns: list[int], quick: bool, sem_target: float, budget_s: float)
             deadline = time.time() + (deadline_n - time.time()) / left
             A, R = trials_until(s, GAMMAS, n, sem_target, MAX_TRIALS.get(n, 16), deadline, seed=17 + i)
             t = A.shape[0]
-            mA, sA = A.mean(axis=0), simulate.standard_error(A, axis=0)
-            mR, sR = R.mean(axis=0), simulate.standard_error(R, axis=0)
+            mA, sA = A.mean(axis=0), standard_error(A, axis=0)
+            mR, sR = R.mean(axis=0), standard_error(R, axis=0)
             for k, g in enumerate(GAMMAS):
                 rows.append(dict(setting=name, n=n, p=s.p(n), gamma=float(g), delta=float(s.delta(n)),
                                  trials=t, theory_attention=float(th_a[k]), mc_attention=float(mA[k]),

@@ -51,7 +51,8 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from adaptive import trials_until
-from attn_lib import Setting, data, simulate
+from attn_lib.simulation.trials import standard_error
+from attn_lib import Setting, data
 from attn_lib.theory import attention_error, ridge_error
 
 GAMMAS = np.array([1e-4, 1e-3, 1e-2, 1e-1, 1.0])
@@ -144,9 +145,9 @@ def run(n: int, quick: bool, sem_target: float, budget_s: float, out: Path) -> l
         row = dict(name=name, setting=dataclasses.asdict(s), n=n, p=s.p(n),
                    delta=float(s.delta(n)), latent_dim=latent_dim(s), gammas=GAMMAS.tolist(),
                    trials=t, mc_attention=A.mean(axis=0).tolist(),
-                   sem_attention=simulate.standard_error(A, axis=0).tolist(),
+                   sem_attention=standard_error(A, axis=0).tolist(),
                    mc_ridge=R.mean(axis=0).tolist(),
-                   sem_ridge=simulate.standard_error(R, axis=0).tolist(), **score(s, n))
+                   sem_ridge=standard_error(R, axis=0).tolist(), **score(s, n))
         rows.append(row)
         _save(out, rows)
         fs = row["theory_finite"]

@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attn_lib import Setting
 from attn_lib.model.nonlinearity import mixture
-from attn_lib.studies import phase, sweeps
+from attn_lib.studies import phase
 from attn_lib.theory import ConvergenceError, attention_error, ridge_error
 
 

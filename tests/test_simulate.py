@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 import attn_lib as al
-from attn_lib.simulation.simulate import interpolation_error
+from attn_lib.simulation import resolvent, trials
+from attn_lib.simulation.resolvent import interpolation_error
 
 GAMMAS = np.array([1e-4, 1e-2, 1.0, 10.0])
 
@@ -113,18 +114,18 @@ def test_krylov_tridiagonal_reproduces_quadratic_forms(m):
     rng = np.random.default_rng(m)
     B = rng.standard_normal((m, 2 * m))
     A, v = B @ B.T, rng.standard_normal(m)
-    d, e = al.simulate.krylov_tridiagonal(A, v)
+    d, e = resolvent.krylov_tridiagonal(A, v)
     T = np.diag(d) + np.diag(e, 1) + np.diag(e, -1)
     assert np.allclose(np.linalg.eigvalsh(T), np.linalg.eigvalsh(A), atol=1e-10 * np.abs(A).max())
     for gamma in (1e-3, 1.0):
         R = np.linalg.inv(A + gamma * np.eye(m))
-        r1, r2 = al.simulate.resolvent_moments(d, e, np.array([gamma]))
+        r1, r2 = resolvent.resolvent_moments(d, e, np.array([gamma]))
         assert r1[0] * (v @ v) == pytest.approx(v @ R @ v, rel=1e-9)
         assert r2[0] * (v @ v) == pytest.approx(v @ R @ R @ v, rel=1e-9)
 
 
 def test_standard_error():
     v = np.array([[1.0, 2.0], [3.0, 6.0], [5.0, 10.0]])
-    np.testing.assert_allclose(al.simulate.standard_error(v, axis=0), [2.0, 4.0] / np.sqrt(3))
-    np.testing.assert_allclose(al.simulate.standard_error(v.T, axis=1), [2.0, 4.0] / np.sqrt(3))
-    np.testing.assert_array_equal(al.simulate.standard_error(v[:1], axis=0), [0.0, 0.0])
+    np.testing.assert_allclose(trials.standard_error(v, axis=0), [2.0, 4.0] / np.sqrt(3))
+    np.testing.assert_allclose(trials.standard_error(v.T, axis=1), [2.0, 4.0] / np.sqrt(3))
+    np.testing.assert_array_equal(trials.standard_error(v[:1], axis=0), [0.0, 0.0])

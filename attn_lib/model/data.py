@@ -5,6 +5,10 @@ for the first ``ceil(n/2)`` tokens and ``-1`` for the rest, in random order) and
 ``p = max(1, round(c n))``. The vectors ``mu, w_K, w_Q`` have exactly the norms and cosines of
 the :class:`~attn_lib.model.setting.Setting`. Because ``Z`` is rotation invariant, they are placed in
 the span of the first ``r <= 3`` coordinate axes without loss of generality.
+
+The latent basis of ``span(mu, w_K, w_Q)`` (:func:`latent_coordinates` from the Gram matrix of a
+setting, :func:`latent_basis` from the vectors of a sample) has one factorisation and one rank
+cut-off. :func:`goe` draws the Wigner matrix of the Gaussian-equivalent kernels.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import check_tokens
+from .._validation import check_int, check_tokens
 from .setting import Setting
 
 _RANK_TOL = 1e-12
@@ -40,15 +44,58 @@ class Sample:
     w_Q: np.ndarray
 
 
+def _latent_factor(gram: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Eigenpairs ``(lam, vec)`` of the symmetric ``gram`` kept by the package's one rank cut-off.
+
+    An eigenvalue counts when ``lam > 1e-12 max(1, lam_max)``, i.e. a singular value of the
+    factor when ``s > 1e-6 max(1, s_max)``: ``eigh`` resolves eigenvalues only to about
+    ``1e-16 lam_max``, so smaller ones are rounding noise of a rank-deficient ``gram``.
+    """
+    lam, vec = np.linalg.eigh(gram)
+    keep = lam > _RANK_TOL * max(1.0, lam.max())
+    return lam[keep], vec[:, keep]
+
+
 def latent_coordinates(setting: Setting) -> np.ndarray:
     """Coordinates of ``mu, w_K, w_Q`` in an orthonormal basis of their span, shape ``(r, 3)``.
 
     ``gram = C^T C`` through the eigendecomposition of ``setting.gram``; ``r`` (0 to 3) is its
-    numerical rank.
+    numerical rank (the cut-off of :func:`latent_basis`).
     """
-    lam, vec = np.linalg.eigh(setting.gram)
-    keep = lam > _RANK_TOL * max(1.0, lam.max())
-    return np.sqrt(lam[keep])[:, None] * vec[:, keep].T
+    lam, vec = _latent_factor(setting.gram)
+    return np.sqrt(lam)[:, None] * vec.T
+
+
+def latent_basis(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Orthonormal basis ``B`` of the span of the columns of ``V`` and the coordinates ``B^T V``.
+
+    With the eigendecomposition ``V^T V = U diag(lam) U^T`` restricted to the numerical rank
+    ``r`` (the same factorisation and cut-off as :func:`latent_coordinates`),
+    ``B = V U diag(lam)^{-1/2}`` and ``C = B^T V = diag(lam)^{1/2} U^T``, so ``V = B C``.
+
+    Parameters
+    ----------
+    vectors : ndarray of shape (p, k)
+        Columns spanning the latent space, e.g. ``mu, w_K, w_Q`` (``k = 3``).
+
+    Returns
+    -------
+    B : ndarray of shape (p, r)
+        Orthonormal columns (``r = 0`` when all vectors vanish).
+    C : ndarray of shape (r, k)
+        Coordinates of the vectors in ``B``.
+
+    Notes
+    -----
+    Through ``V^T V``, ``B^T B = I`` holds up to rounding times the squared condition number of
+    ``V`` on its span, at most ``1e12`` by the cut-off; for ``mu, w_K, w_Q`` it is a small number.
+    """
+    V = np.asarray(vectors, dtype=float)
+    if V.ndim != 2:
+        raise ValueError(f"vectors must be a 2-D array (p, k), got shape {V.shape}")
+    lam, vec = _latent_factor(V.T @ V)
+    root = np.sqrt(lam)
+    return V @ (vec / root), root[:, None] * vec.T
 
 
 def geometry(setting: Setting, p: int) -> np.ndarray:
@@ -69,6 +116,25 @@ def geometry(setting: Setting, p: int) -> np.ndarray:
     out = np.zeros((3, p))
     out[:, :rank] = factor
     return out
+
+
+def goe(n: int, rng: np.random.Generator) -> np.ndarray:
+    """Symmetric ``n x n`` Gaussian (Wigner) matrix with zero diagonal.
+
+    Off the diagonal, ``W_ij = W_ji ~ N(0, 1)`` independently for ``i < j``; ``W_ii = 0``. The
+    zero diagonal is the law the Gaussian equivalents need: the attention kernel's diagonal is
+    zeroed (:func:`attn_lib.model.kernel.attention_kernel`), so the Wigner part of the
+    linearised kernel and of the strong-alignment surrogates has a zero diagonal too.
+
+    Drawn as ``(A + A^T) / sqrt(2)`` from an ``n x n`` matrix ``A`` of ``n^2`` standard normals
+    (``rng.standard_normal((n, n))``), with the diagonal then set to zero.
+    """
+    n = check_int(n, "n")
+    A = rng.standard_normal((n, n))
+    W = A + A.T
+    W /= np.sqrt(2.0)
+    np.fill_diagonal(W, 0.0)
+    return W
 
 
 def labels(n: int, rng: np.random.Generator) -> np.ndarray:

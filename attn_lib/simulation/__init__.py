@@ -1,5 +1,14 @@
-"""Monte Carlo simulation of the interpolation error (``simulate``)."""
+"""Monte Carlo simulation of the interpolation error.
 
-from . import simulate
+``resolvent``
+    The interpolation error of one draw, from one tridiagonal reduction of a Gram matrix.
+``trials``
+    The seeded trial engine and its result type (:class:`~attn_lib.simulation.trials.Trials`,
+    :class:`~attn_lib.simulation.trials.Stats`), used by every Monte Carlo loop of the package.
+``simulate``
+    Attention and ridge errors of the model: one draw and seeded trials.
+"""
 
-__all__ = ["simulate"]
+from . import resolvent, simulate, trials
+
+__all__ = ["resolvent", "simulate", "trials"]

@@ -35,7 +35,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ..model import hermite
-from ..simulation import simulate
+from ..simulation.trials import standard_error
 from . import sweeps
 from .._validation import check_array, check_choice, check_int, check_real, check_seed, check_setting
 from ..model.hermite import Hermite
@@ -262,8 +262,8 @@ class Atlas:
 
     @property
     def sem(self) -> np.ndarray:
-        """Standard error of the simulated mean (:func:`attn_lib.simulation.simulate.standard_error`), shape ``(F, S)``."""
-        return simulate.standard_error(self.attention, axis=2)
+        """Standard error of the simulated mean (:func:`attn_lib.simulation.trials.standard_error`), shape ``(F, S)``."""
+        return standard_error(self.attention, axis=2)
 
     def deltas(self) -> dict[str, float]:
         """Coherent shift ``delta`` of every setting at the simulated ``n``."""
@@ -326,7 +326,7 @@ class Atlas:
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v < F:
                 raise ValueError(f"{name} must be an entry index in [0, {F - 1}], got {v!r}")
         d = self.attention[i] - self.attention[j]
-        return d.mean(axis=1), simulate.standard_error(d, axis=1)
+        return d.mean(axis=1), standard_error(d, axis=1)
 
     def groups_summary(self):
         """Spread of the simulated errors within every group of equal ``a1^2 / nu``.

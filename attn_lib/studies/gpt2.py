@@ -59,7 +59,8 @@ from typing import Mapping
 import numpy as np
 
 from ..model import data, hermite, kernel
-from ..simulation import simulate
+from ..simulation.resolvent import interpolation_error
+from ..simulation.trials import Stats, Trials
 from .._validation import check_gammas, check_int, check_real, check_seed, check_square
 from ..model.nonlinearity import NonlinearityLike, check_nonlinearity, scaled
 from ..model.setting import Setting
@@ -553,26 +554,27 @@ def fit_setting(f: Fit, mu: np.ndarray, c: float, nonlinearity: NonlinearityLike
 
 
 # ----------------------------------------------------------------------------- Monte Carlo
-@dataclass(frozen=True)
-class MonteCarlo:
+class MonteCarlo(Trials):
     """Monte Carlo interpolation errors with fixed weight matrices.
 
-    Attributes
-    ----------
-    attention : dict
-        ``attention[matrix][direction]`` is a :class:`~attn_lib.simulation.simulate.Stats` over trials
-        (``values`` of shape ``(trials, G)``).
-    ridge : dict
-        ``ridge[direction]``: ridge regression (``Phi = X``) on the same draws.
-    gammas : ndarray of shape (G,)
-    n, p : int
+    A :class:`~attn_lib.simulation.trials.Trials` with the curves ``("attention", matrix,
+    direction)`` and ``("ridge", direction)``, each of shape ``(trials, G)``, viewed as nested
+    dictionaries of :class:`~attn_lib.simulation.trials.Stats`.
     """
 
-    attention: dict
-    ridge: dict
-    gammas: np.ndarray
-    n: int
-    p: int
+    @property
+    def attention(self) -> dict[str, dict[str, Stats]]:
+        """``attention[matrix][direction]``: the attention error over trials."""
+        out: dict[str, dict[str, Stats]] = {}
+        for key in self.values:
+            if key[0] == "attention":
+                out.setdefault(key[1], {})[key[2]] = self.stats(key)
+        return out
+
+    @property
+    def ridge(self) -> dict[str, Stats]:
+        """``ridge[direction]``: ridge regression (``Phi = X``) on the same draws."""
+        return {key[1]: self.stats(key) for key in self.values if key[0] == "ridge"}
 
 
 def simulate_matrices(matrices: Mapping[str, np.ndarray], mus: Mapping[str, np.ndarray],
@@ -585,7 +587,7 @@ def simulate_matrices(matrices: Mapping[str, np.ndarray], mus: Mapping[str, np.n
     numbers, so differences between them are not blurred by independent noise). For each
     direction ``mu`` and matrix ``A``: ``T = X^T A X / sqrt(p)``,
     ``K = f_c(T) / sqrt(p)`` with zero diagonal (:func:`attn_lib.model.kernel.apply`), ``Phi = X K``
-    and the error of :func:`attn_lib.simulation.simulate.interpolation_error`; ridge uses ``Phi = X``.
+    and the error of :func:`attn_lib.simulation.resolvent.interpolation_error`; ridge uses ``Phi = X``.
     ``f_c = f - E f(sigma xi)`` with ``sigma = ||A||_F / sqrt(p)``, the standard deviation of the
     off-diagonal logits on pure noise (``sigma = 1`` for a :func:`normalise`-d matrix; for
     ``alpha I + w_K w_Q^T`` it is ``alpha`` up to ``O(1/p)``, as in
@@ -603,7 +605,8 @@ def simulate_matrices(matrices: Mapping[str, np.ndarray], mus: Mapping[str, np.n
     n : int
         Number of tokens.
     trials : int, default 1
-        Trial ``t`` uses ``SeedSequence(seed).spawn(trials)[t]``.
+        Trial ``t`` uses ``SeedSequence(seed).spawn(trials)[t]``
+        (:meth:`attn_lib.simulation.trials.Trials.run`).
     seed : int, default 0
     keep_diagonal : bool, default False
     """
@@ -628,15 +631,12 @@ def simulate_matrices(matrices: Mapping[str, np.ndarray], mus: Mapping[str, np.n
     # centring constant E f(sigma xi): the logits of N(0, I_p) tokens have std ||A||_F / sqrt(p)
     a0 = {m: hermite.coefficients(f, float(np.linalg.norm(A) / np.sqrt(p))).a0 for m, A in mats.items()}
     sq = np.sqrt(p)
-    att = {m: {d: np.empty((trials, g.size)) for d in mu_arr} for m in mats}
-    rid = {d: np.empty((trials, g.size)) for d in mu_arr}
-    for t, child in enumerate(np.random.SeedSequence(seed).spawn(trials)):
-        rng = np.random.default_rng(child)
+
+    def trial(rng: np.random.Generator) -> dict[tuple[str, ...], np.ndarray]:
         y = data.labels(n, rng)
         Z = rng.standard_normal((p, n))
         X = {d: Z + np.outer(mu, y) for d, mu in mu_arr.items()}
-        for d in mu_arr:
-            rid[d][t] = simulate.interpolation_error(X[d], y, g)
+        out = {("ridge", d): interpolation_error(X[d], y, g) for d in mu_arr}
         for m, A in mats.items():
             # X^T A X = Z^T A Z + (Z^T A mu) y^T + y (mu^T A Z) + (mu^T A mu) y y^T: the two big
             # products are shared by all directions.
@@ -647,8 +647,7 @@ def simulate_matrices(matrices: Mapping[str, np.ndarray], mus: Mapping[str, np.n
                 T += np.outer(y, Z.T @ Atmu + (mu @ Amu) * y)
                 T *= 1.0 / sq
                 K = kernel.apply(func, T, p, keep_diagonal, a0[m], overwrite=True)
-                att[m][d][t] = simulate.interpolation_error(X[d] @ K, y, g)
-    return MonteCarlo(
-        attention={m: {d: simulate.Stats(v) for d, v in dd.items()} for m, dd in att.items()},
-        ridge={d: simulate.Stats(v) for d, v in rid.items()},
-        gammas=g, n=n, p=p)
+                out["attention", m, d] = interpolation_error(X[d] @ K, y, g)
+        return out
+
+    return MonteCarlo.run(trial, trials=trials, seed=seed, gammas=g, n=n, p=p)

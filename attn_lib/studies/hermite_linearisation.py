@@ -8,12 +8,13 @@ linearisation is (``i != j``; zero diagonal)
     K_lin = a1 (X^T M X / p - diag) + sqrt(nu - a1^2) G / sqrt(p)
             + a2 / sqrt(2) (eta 1^T + 1 eta^T) / p,      eta_i = sqrt(p) (x_i^T M x_i / p - 1),
 
-where ``G`` is an independent GOE matrix (unit off-diagonal variance). The theory keeps only the
-first two terms (the ``a2`` directions are asymptotically orthogonal to the labels); both
-variants are available so that the claim can be measured.
+where ``G`` is an independent GOE matrix with zero diagonal (:func:`attn_lib.model.data.goe`).
+The theory keeps only the first two terms (the ``a2`` directions are asymptotically orthogonal
+to the labels); both variants are available so that the claim can be measured.
 
 Functions here measure ``||K - K_lin||_op`` and the gap in the interpolation error on the same
-draw (:func:`attn_lib.simulation.simulate.interpolation_error`).
+draw (:func:`attn_lib.simulation.resolvent.interpolation_error`), over seeded trials
+(:meth:`attn_lib.simulation.trials.Trials.run`).
 """
 
 from __future__ import annotations
@@ -27,9 +28,10 @@ from ..model import data, kernel
 from .._validation import check_gammas, check_int, check_setting
 from ..model.nonlinearity import check_nonlinearity
 from ..model.setting import Setting
-from ..simulation.simulate import interpolation_error
+from ..simulation.resolvent import interpolation_error
+from ..simulation.trials import Trials
 
-__all__ = ["KernelPair", "goe", "linearised_kernel", "kernel_pair", "operator_norm", "error_gap"]
+__all__ = ["KernelPair", "linearised_kernel", "kernel_pair", "operator_norm", "error_gap"]
 
 
 @dataclass(frozen=True)
@@ -43,13 +45,6 @@ class KernelPair:
     G: np.ndarray
 
 
-def goe(n: int, rng: np.random.Generator) -> np.ndarray:
-    """Symmetric ``n x n`` matrix with i.i.d. ``N(0, 1)`` entries above the diagonal, zero diagonal."""
-    A = rng.standard_normal((n, n))
-    G = np.triu(A, 1)
-    return G + G.T
-
-
 def linearised_kernel(sample: data.Sample, setting: Setting, G: np.ndarray,
                       include_a2: bool = True, gram: np.ndarray | None = None) -> np.ndarray:
     """``K_lin`` (shape ``(n, n)``) of the module docstring for the tokens of ``sample``.
@@ -61,7 +56,7 @@ def linearised_kernel(sample: data.Sample, setting: Setting, G: np.ndarray,
     setting : Setting
         Supplies ``alpha`` and the Hermite data of ``f(alpha .)``.
     G : ndarray of shape (n, n)
-        GOE matrix (see :func:`goe`).
+        GOE matrix with zero diagonal (:func:`attn_lib.model.data.goe`).
     include_a2 : bool, default True
         Add the rank-two ``a2`` correction.
     gram : ndarray of shape (n, n), optional
@@ -94,7 +89,7 @@ def kernel_pair(setting: Setting, n: int, rng: np.random.Generator) -> KernelPai
     a0 = setting.hermite.a0
     XtX = s.X.T @ s.X                 # shared by the true kernel and both linearisations
     K = kernel.attention_kernel(s.X, func, s.w_K, s.w_Q, setting.alpha, a0=a0, gram=XtX)
-    G = goe(n, rng)
+    G = data.goe(n, rng)
     return KernelPair(sample=s, K=K, K_lin=linearised_kernel(s, setting, G, True, XtX),
                       K_lin_no_a2=linearised_kernel(s, setting, G, False, XtX), G=G)
 
@@ -112,16 +107,31 @@ def operator_norm(A: np.ndarray) -> float:
     return float(svds(A, k=1, return_singular_vectors=False, v0=v0, tol=1e-8)[0])
 
 
-def error_gap(setting: Setting, gammas: object, n: int, seed: int = 0) -> dict[str, np.ndarray | float]:
-    """Errors of the true and the linearised kernels on the same draw.
+def error_gap(setting: Setting, gammas: object, n: int, trials: int = 1,
+              seed: int = 0) -> Trials:
+    """Errors of the true and the linearised kernels on the same draws, over seeded trials.
+
+    Trial ``t`` draws one :func:`kernel_pair` from ``SeedSequence(seed).spawn(trials)[t]``
+    (:meth:`attn_lib.simulation.trials.Trials.run`).
+
+    Parameters
+    ----------
+    setting : Setting
+    gammas : float or array_like of shape (G,)
+        Positive ridge parameters.
+    n : int
+        Tokens, ``>= 2``.
+    trials : int, default 1
+    seed : int, default 0
 
     Returns
     -------
-    dict
-        ``E_true, E_lin, E_lin_no_a2`` (shaped like ``gammas``), ``gap = E_lin - E_true`` and
-        the operator norms ``op_K_minus_Klin``, ``op_K_minus_Klin_no_a2``, ``op_K``, and
-        ``op_residual``, the norm of ``K`` minus the ``a1`` and ``a2`` parts (its Wigner-like
-        remainder), next to the GOE prediction ``semicircle_edge = 2 sqrt(b2 n / p)``.
+    Trials
+        Curves ``E_true, E_lin, E_lin_no_a2`` (shape ``(trials, *gammas.shape)``),
+        ``gap = E_lin - E_true`` and, of shape ``(trials,)``, the operator norms
+        ``op_K_minus_Klin``, ``op_K_minus_Klin_no_a2``, ``op_K`` and ``op_residual``, the norm of
+        ``K`` minus the ``a1`` and ``a2`` parts (its Wigner-like remainder), next to the GOE
+        prediction ``semicircle_edge = 2 sqrt(b2 n / p)`` (the same in every trial).
 
     Notes
     -----
@@ -130,18 +140,24 @@ def error_gap(setting: Setting, gammas: object, n: int, seed: int = 0) -> dict[s
     ``op_residual`` close to ``semicircle_edge`` shows that no low-rank part was missed.
     """
     g = check_gammas(gammas)
-    rng = np.random.default_rng(seed)
-    kp = kernel_pair(setting, n, rng)
-    X, y = kp.sample.X, kp.sample.y
-    E = {name: interpolation_error(X @ K, y, g)
-         for name, K in (("E_true", kp.K), ("E_lin", kp.K_lin), ("E_lin_no_a2", kp.K_lin_no_a2))}
-    E["gap"] = E["E_lin"] - E["E_true"]
-    E["op_K_minus_Klin"] = operator_norm(kp.K - kp.K_lin)
-    E["op_K_minus_Klin_no_a2"] = operator_norm(kp.K - kp.K_lin_no_a2)
-    E["op_K"] = operator_norm(kp.K)
-    # the structured part alone: K minus everything but the Wigner part should look like a
-    # GOE matrix of variance b2/p, whose norm tends to the semicircle edge 2 sqrt(b2 n / p)
-    p = X.shape[0]
-    E["op_residual"] = operator_norm(kp.K - kp.K_lin + (np.sqrt(setting.hermite.b2 / p)) * kp.G)
-    E["semicircle_edge"] = float(2.0 * np.sqrt(setting.hermite.b2 * kp.K.shape[0] / p))
-    return E
+    check_setting(setting)
+    n = check_int(n, "n", low=2)
+    p = setting.p(n)
+    b2 = setting.hermite.b2
+
+    def trial(rng: np.random.Generator) -> dict[str, np.ndarray | float]:
+        kp = kernel_pair(setting, n, rng)
+        X, y = kp.sample.X, kp.sample.y
+        E = {name: interpolation_error(X @ K, y, g)
+             for name, K in (("E_true", kp.K), ("E_lin", kp.K_lin), ("E_lin_no_a2", kp.K_lin_no_a2))}
+        E["gap"] = E["E_lin"] - E["E_true"]
+        E["op_K_minus_Klin"] = operator_norm(kp.K - kp.K_lin)
+        E["op_K_minus_Klin_no_a2"] = operator_norm(kp.K - kp.K_lin_no_a2)
+        E["op_K"] = operator_norm(kp.K)
+        # the structured part alone: K minus everything but the Wigner part should look like a
+        # GOE matrix of variance b2/p, whose norm tends to the semicircle edge 2 sqrt(b2 n / p)
+        E["op_residual"] = operator_norm(kp.K - kp.K_lin + np.sqrt(b2 / p) * kp.G)
+        E["semicircle_edge"] = float(2.0 * np.sqrt(b2 * n / p))
+        return E
+
+    return Trials.run(trial, trials=trials, seed=seed, gammas=g, n=n, p=p)

@@ -30,7 +30,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..simulation import simulate
+from ..simulation.trials import standard_error
 from . import sweeps
 from .._validation import (check_array, check_callable, check_choice, check_gamma, check_index,
                            check_int, check_real, check_seed)
@@ -245,8 +245,8 @@ class SpotChecks:
 
     @property
     def gap_sem(self) -> np.ndarray:
-        """Standard error of :attr:`gap_mean` (:func:`attn_lib.simulation.simulate.standard_error`), shape ``(S,)``."""
-        return simulate.standard_error(self.gap_draws, axis=1)
+        """Standard error of :attr:`gap_mean` (:func:`attn_lib.simulation.trials.standard_error`), shape ``(S,)``."""
+        return standard_error(self.gap_draws, axis=1)
 
     def resolved(self, z: float = 2.0) -> np.ndarray:
         """Whether the simulated sign is resolved, ``|gap_mean| > z gap_sem``, shape ``(S,)``.

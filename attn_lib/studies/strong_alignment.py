@@ -53,7 +53,8 @@ import numpy as np
 
 from ..book import cache
 from ..model import data, kernel
-from ..simulation import simulate
+from ..simulation.resolvent import interpolation_error
+from ..simulation.trials import Trials
 from .._validation import check_gammas, check_int, check_seed, check_setting
 from ..model.nonlinearity import NonlinearityLike, check_nonlinearity
 from ..model.setting import Setting
@@ -61,11 +62,10 @@ from ..theory import attention_error
 from ..theory.shift import shift_functions
 
 __all__ = ["LatentSplit", "latent_split", "signed_shift", "shift_fluctuation", "surrogate_kernel",
-           "SurrogateResult", "surrogate_errors", "SURROGATES", "finite_size_theory"]
+           "surrogate_errors", "SURROGATES", "finite_size_theory"]
 
 #: Choices of the shift ``H`` in :func:`surrogate_kernel`.
 SURROGATES = ("latent", "coherent")
-_RANK_TOL = 1e-10
 
 
 def _check_setting(setting: object) -> Setting:
@@ -77,18 +77,9 @@ def _check_setting(setting: object) -> Setting:
     return setting
 
 
-def _latent_basis(mu: np.ndarray, w_K: np.ndarray, w_Q: np.ndarray
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Orthonormal basis ``B`` of ``span(mu, w_K, w_Q)``, ``mu_r = B^T mu`` and ``M_r = B^T M B``.
-
-    Shapes ``(p, r)``, ``(r,)`` and ``(r, r)``; ``r`` is the numerical rank of the three vectors.
-    """
-    V = np.stack([mu, w_K, w_Q], axis=1)
-    U, s, _ = np.linalg.svd(V, full_matrices=False)
-    B = U[:, s > _RANK_TOL * max(1.0, float(s.max(initial=0.0)))]
-    r = B.shape[1]
-    M_r = np.eye(r) + np.outer(B.T @ w_K, B.T @ w_Q)
-    return B, B.T @ mu, M_r
+def _restricted_m(coords: np.ndarray) -> np.ndarray:
+    """``M_r = I_r + w_{K,r} w_{Q,r}^T`` from the latent coordinates ``(r, 3)`` of ``mu, w_K, w_Q``."""
+    return np.eye(coords.shape[0]) + np.outer(coords[:, 1], coords[:, 2])
 
 
 def signed_shift(setting: Setting, n: int) -> float:
@@ -107,8 +98,8 @@ def shift_fluctuation(setting: Setting, n: int) -> float:
     """
     s = _check_setting(setting)
     p = s.p(check_int(n, "n"))
-    mu, w_K, w_Q = data.geometry(s, 3)
-    _, mu_r, M_r = _latent_basis(mu, w_K, w_Q)
+    coords = data.latent_coordinates(s)
+    mu_r, M_r = coords[:, 0], _restricted_m(coords)
     var = (M_r.T @ mu_r) @ (M_r.T @ mu_r) + (M_r @ mu_r) @ (M_r @ mu_r) + np.sum(M_r ** 2)
     return float(np.sqrt(var / p))
 
@@ -149,8 +140,8 @@ def latent_split(sample: data.Sample) -> LatentSplit:
     """
     if not isinstance(sample, data.Sample):
         raise TypeError(f"sample must be an attn_lib.model.data.Sample, got {type(sample).__name__}")
-    B, _, M_r = _latent_basis(sample.mu, sample.w_K, sample.w_Q)
-    return LatentSplit(basis=B, xi=B.T @ sample.X, m_r=M_r, p=sample.X.shape[0])
+    B, coords = data.latent_basis(np.stack([sample.mu, sample.w_K, sample.w_Q], axis=1))
+    return LatentSplit(basis=B, xi=B.T @ sample.X, m_r=_restricted_m(coords), p=sample.X.shape[0])
 
 
 def surrogate_kernel(T: np.ndarray, H: np.ndarray, f: NonlinearityLike, p: int,
@@ -171,7 +162,7 @@ def surrogate_kernel(T: np.ndarray, H: np.ndarray, f: NonlinearityLike, p: int,
     p : int
         Token dimension.
     W : ndarray of shape (n, n)
-        Noise matrix (GOE with unit off-diagonal variance).
+        Noise matrix (:func:`attn_lib.model.data.goe`; only its off-diagonal enters).
     """
     T, H, W = (np.asarray(a, dtype=float) for a in (T, H, W))
     if T.ndim != 2 or T.shape[0] != T.shape[1] or H.shape != T.shape or W.shape != T.shape:
@@ -187,53 +178,17 @@ def surrogate_kernel(T: np.ndarray, H: np.ndarray, f: NonlinearityLike, p: int,
     return K
 
 
-def _goe(n: int, rng: np.random.Generator) -> np.ndarray:
-    """Symmetric ``n x n`` Gaussian matrix with unit off-diagonal variance."""
-    A = rng.standard_normal((n, n))
-    return (A + A.T) / np.sqrt(2.0)
-
-
-@dataclass(frozen=True)
-class SurrogateResult:
-    """Errors of the true kernel, the two surrogates and ridge on the same draws.
-
-    Attributes
-    ----------
-    values : dict of str to ndarray of shape (trials, G)
-        Keys ``"attention"`` (true kernel), ``"latent"``, ``"coherent"`` and ``"ridge"``.
-    gammas : ndarray of shape (G,)
-    n, p : int
-    """
-
-    values: dict
-    gammas: np.ndarray
-    n: int
-    p: int
-
-    def mean(self, model: str) -> np.ndarray:
-        """Mean over trials, shape ``(G,)``."""
-        return self._get(model).mean(axis=0)
-
-    def sem(self, model: str) -> np.ndarray:
-        """Standard error of the mean (``ddof=1``; zeros for one trial), shape ``(G,)``."""
-        return simulate.Stats(self._get(model)).sem
-
-    def _get(self, model: str) -> np.ndarray:
-        if model not in self.values:
-            raise ValueError(f"model must be one of {sorted(self.values)}, got {model!r}")
-        return self.values[model]
-
-
 def surrogate_errors(setting: Setting, gammas: object, n: int, trials: int = 2,
-                     seed: int = 0) -> SurrogateResult:
+                     seed: int = 0) -> Trials:
     """Interpolation errors of attention, its two surrogates and ridge, on common draws.
 
     Each trial draws a sample (:func:`attn_lib.model.data.draw`, seeded by
     ``SeedSequence(seed).spawn(trials)[t]``, so the data equal those of
-    :func:`attn_lib.simulation.simulate.errors` with the same seed), then one GOE matrix ``W`` shared by
-    the two surrogates. The errors are ``E(gamma) = gamma^2 y^T Q^2 y / n`` with ``Phi = X K``
-    for the true kernel (:func:`attn_lib.model.kernel.attention_kernel`, zero diagonal) and for
-    :func:`surrogate_kernel` with ``H = h`` (``"latent"``) and ``H = y y^T delta``
+    :func:`attn_lib.simulation.simulate.errors` with the same seed), then one GOE matrix ``W``
+    (:func:`attn_lib.model.data.goe`) shared by the two surrogates; the trials run through
+    :meth:`attn_lib.simulation.trials.Trials.run`. The errors are
+    ``E(gamma) = gamma^2 y^T Q^2 y / n`` with ``Phi = X K`` for the true kernel
+    (:func:`attn_lib.model.kernel.attention_kernel`, zero diagonal) and for :func:`surrogate_kernel` with ``H = h`` (``"latent"``) and ``H = y y^T delta``
     (``"coherent"``), and ``Phi = X`` for ridge.
 
     Parameters
@@ -248,7 +203,9 @@ def surrogate_errors(setting: Setting, gammas: object, n: int, trials: int = 2,
 
     Returns
     -------
-    SurrogateResult
+    Trials
+        Curves ``"attention"`` (true kernel), ``"latent"``, ``"coherent"`` and ``"ridge"``,
+        each of shape ``(trials, G)``; ``.mean(model)``, ``.sem(model)``.
     """
     s = _check_setting(setting)
     g = np.atleast_1d(check_gammas(gammas))
@@ -260,20 +217,20 @@ def surrogate_errors(setting: Setting, gammas: object, n: int, trials: int = 2,
     func = check_nonlinearity(s.f)
     a0 = s.hermite.a0
     delta = signed_shift(s, n)
-    out = {k: np.empty((trials, g.size)) for k in ("attention", *SURROGATES, "ridge")}
-    for t, child in enumerate(np.random.SeedSequence(seed).spawn(trials)):
-        rng = np.random.default_rng(child)
+
+    def trial(rng: np.random.Generator) -> dict[str, np.ndarray]:
         sample = data.draw(s, n, rng)
         X, y = sample.X, sample.y
-        W = _goe(n, rng)
+        W = data.goe(n, rng)
         T = kernel.logits(X, sample.w_K, sample.w_Q)
         shifts = {"latent": latent_split(sample).shift(), "coherent": delta * np.outer(y, y)}
-        for name, H in shifts.items():
-            out[name][t] = simulate.interpolation_error(X @ surrogate_kernel(T, H, s.f, p, W), y, g)
+        sur = {name: interpolation_error(X @ surrogate_kernel(T, H, s.f, p, W), y, g)
+               for name, H in shifts.items()}
         K = kernel.apply(func, T, p, a0=a0, overwrite=True)
-        out["attention"][t] = simulate.interpolation_error(X @ K, y, g)
-        out["ridge"][t] = simulate.interpolation_error(X, y, g)
-    return SurrogateResult(values=out, gammas=g, n=n, p=p)
+        return {"attention": interpolation_error(X @ K, y, g), **sur,
+                "ridge": interpolation_error(X, y, g)}
+
+    return Trials.run(trial, trials=trials, seed=seed, gammas=g, n=n, p=p)
 
 
 def finite_size_theory(settings: Sequence[Setting], gammas: object, n: int) -> np.ndarray:

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..book import cache
 from ..simulation import simulate
+from ..simulation.trials import Stats
 from .._validation import check_choice, check_gammas, check_int, check_seed, check_settings
 from ..model.setting import Setting
 
@@ -66,6 +67,9 @@ def equivalents(settings: Sequence[Setting], gammas: object, model: str = "atten
 class SweepResult:
     """Monte Carlo errors of a sweep of ``B`` settings, ``T`` trials and ``G`` values of gamma.
 
+    The per-setting :class:`~attn_lib.simulation.simulate.SimulationResult` curves stacked along a
+    first axis; the summaries are those of :class:`~attn_lib.simulation.trials.Stats` over axis 1.
+
     Attributes
     ----------
     attention, ridge : ndarray of shape (B, T, G)
@@ -101,17 +105,21 @@ class SweepResult:
             return self.attention - self.ridge
         return self.attention / self.ridge
 
+    def stats(self, model: str) -> Stats:
+        """:class:`~attn_lib.simulation.trials.Stats` over the trials (axis 1) of :meth:`values`."""
+        return Stats(self.values(model), axis=1)
+
     def mean(self, model: str) -> np.ndarray:
         """Mean over trials, shape ``(B, G)``."""
-        return self.values(model).mean(axis=1)
+        return self.stats(model).mean
 
     def std(self, model: str) -> np.ndarray:
         """Standard deviation over trials (``ddof=0``), shape ``(B, G)``."""
-        return self.values(model).std(axis=1)
+        return self.stats(model).std
 
     def sem(self, model: str) -> np.ndarray:
-        """Standard error of the mean over trials (:func:`attn_lib.simulation.simulate.standard_error`), ``(B, G)``."""
-        return simulate.standard_error(self.values(model), axis=1)
+        """Standard error of the mean over trials (``ddof=1``; zeros for one trial), ``(B, G)``."""
+        return self.stats(model).sem
 
 
 def simulations(settings: Sequence[Setting], gammas: object, n: int | Sequence[int],
