@@ -1,0 +1,573 @@
+"""Figures and numbers of the chapter *GPT-2: real attention weights* (``book/05_gpt2.ipynb``).
+
+Every function reads GPT-2 small's query/key weights through :mod:`attn_lib.studies.gpt2` (it
+never downloads them: :func:`attn_lib.studies.gpt2.find_source` says where it looked), summarises
+each layer's matrix ``A = W_K W_Q^T`` with the cached :func:`attn_lib.studies.gpt2.layer_summary`
+(``seed=[seed, layer]``: one shuffled copy per layer) and simulates attention with the cached
+:func:`attn_lib.studies.gpt2.simulate_matrices`. Figure functions return a
+:class:`~attn_lib.book.page.Figure`; :func:`orientation`, :func:`fit_table` and
+:func:`takeaway` return dicts of numbers and Markdown tables. Number names are the glue names of
+the chapter's prose.
+
+Error bars are one standard deviation over trials (``ddof=0``: none for a single trial).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from IPython.display import Markdown
+
+from ... import Setting, theory
+from ...studies import gpt2
+from .. import cache, style
+from ..page import Figure
+
+__all__ = ["LAYERS", "weights_source", "orientation", "scale", "singular_values", "eigenvalues",
+           "fit_table", "shares", "layer_errors", "theory_vs_simulation", "takeaway"]
+
+#: GPT-2 small's layers, all shown by default.
+LAYERS: tuple[int, ...] = tuple(range(gpt2.N_LAYERS))
+#: Colours of the two signal directions, ridge and the shuffled copies.
+_COL = {"aligned": style.color("attention"), "random": "#cc78bc", "ridge": style.color("ridge"),
+        "shuffled": "0.55"}
+
+
+def _layer_color(layer: int) -> Any:
+    """Viridis colour of a layer (the same for a layer whichever layers are drawn)."""
+    return plt.cm.viridis(np.linspace(0.0, 0.92, gpt2.N_LAYERS))[layer]
+
+
+def _raw_matrices(layers: Sequence[int]) -> dict[int, np.ndarray]:
+    """``A = W_K W_Q^T`` of each layer, as stored (not normalised)."""
+    out = {}
+    for layer in layers:
+        W_Q, W_K = gpt2.load_qk(layer)
+        out[layer] = gpt2.paper_matrix(W_Q, W_K)
+    return out
+
+
+def _summaries(layers: Sequence[int], k_max: int, seed: int) -> dict[int, gpt2.Summary]:
+    """Cached :func:`~attn_lib.studies.gpt2.layer_summary` of each layer (``seed=[seed, l]``)."""
+    A_raw = _raw_matrices(layers)
+    return {l: cache.cached(gpt2.layer_summary, A=A_raw[l], k_max=k_max, seed=[seed, l])
+            for l in layers}
+
+
+def _tokens(c: float) -> int:
+    """``n = round(p / c)`` tokens for GPT-2's ``p = 768``; raises unless ``round(c n) = p``."""
+    n = int(round(gpt2.P / c))
+    if Setting(c=c).p(n) != gpt2.P:
+        raise ValueError(f"c must give p = round(c n) = {gpt2.P} for n = round({gpt2.P} / c), "
+                         f"got c = {c!r}")
+    return n
+
+
+def _gammas(n_gamma: int, gamma_report: float) -> tuple[np.ndarray, int]:
+    """``gammas = logspace(-3, 1, n_gamma)`` and the index of the grid point nearest ``gamma_report``."""
+    gammas = np.logspace(-3, 1, n_gamma)
+    return gammas, int(np.argmin(np.abs(np.log(gammas / gamma_report))))
+
+
+def _monte_carlo(summary: dict[int, gpt2.Summary], f: str, c: float, snrs: Sequence[float],
+                 detail_layers: Sequence[int], trials: int, gammas: np.ndarray,
+                 seed: int) -> dict[tuple[int, float], gpt2.MonteCarlo]:
+    """Cached :func:`~attn_lib.studies.gpt2.simulate_matrices` per ``(layer, snr)``.
+
+    Matrices: the normalised real ``A`` ("real") and, for ``detail_layers``, its fitted
+    ``alpha I + s_1 u_1 v_1^T`` ("fit"); directions "aligned" and "random".
+    """
+    n, A_raw = _tokens(c), _raw_matrices(summary)
+    mc = {}
+    for l, sm in summary.items():
+        mats = {"real": A_raw[l] / sm.scale}
+        if l in detail_layers:
+            mats["fit"] = sm.fit.low_rank(1)
+        for snr in snrs:
+            mus = {"aligned": gpt2.aligned_direction(sm.fit, snr),
+                   "random": gpt2.random_direction(gpt2.P, snr, seed)}
+            mc[l, snr] = cache.cached(gpt2.simulate_matrices, matrices=mats, mus=mus, f=f,
+                                      gammas=gammas, n=n, trials=trials, seed=seed)
+    return mc
+
+
+def _gap_table(summary: dict[int, gpt2.Summary], mc: dict, snrs: Sequence[float], trials: int,
+               i_rep: int) -> pd.DataFrame:
+    """Errors at ``gammas[i_rep]`` per ``(layer, SNR)``: aligned, random, their gap, ridge."""
+    rows = []
+    for l, sm in summary.items():
+        for snr in snrs:
+            r = mc[l, snr]
+            al_ = r.attention["real"]["aligned"].values[:, i_rep]
+            ra_ = r.attention["real"]["random"].values[:, i_rep]
+            gap = ra_ - al_
+            rows.append({"layer": l, "SNR": snr, "E aligned": al_.mean(), "E random": ra_.mean(),
+                         "gap (random - aligned)": gap.mean(),
+                         "gap sem": gap.std(ddof=1) / np.sqrt(trials) if trials > 1 else np.nan,
+                         "E ridge": r.ridge["random"].values[:, i_rep].mean(),
+                         "E ridge (aligned draw)": r.ridge["aligned"].values[:, i_rep].mean(),
+                         "verdict": sm.verdict})
+    return pd.DataFrame(rows).set_index(["layer", "SNR"])
+
+
+def _markdown_table(table: pd.DataFrame, formats: dict[str, str]) -> Markdown:
+    """A DataFrame (index included) as a Markdown table; ``formats``: column -> format spec.
+
+    Numeric columns are right-aligned, the others left-aligned.
+    """
+    flat = table.reset_index()
+    cols = list(flat.columns)
+    cells = {c_: [format(v, formats.get(c_, "")) for v in flat[c_]] for c_ in cols}
+    align = ["---:" if flat[c_].dtype.kind in "iuf" else ":---" for c_ in cols]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join(align) + "|"]
+    lines += ["| " + " | ".join(cells[c_][i] for c_ in cols) + " |" for i in range(len(flat))]
+    return Markdown("\n".join(lines))
+
+
+def weights_source() -> str:
+    """One line naming the weights file read and whether it came from ``$ATTN_BOOK_GPT2``."""
+    source = gpt2.find_source()
+    from_env = bool(os.environ.get(gpt2.ENV_VAR, "").strip())
+    where = "from $" + gpt2.ENV_VAR if from_env else "repository default ../shared/gpt2_small_qk/"
+    return f"weights: {source.name} ({where})"
+
+
+def orientation(*, seed: int, layers: Sequence[int] = LAYERS) -> dict[str, float]:
+    """Check the orientation of ``A`` on layer 0 and return the asymmetry of every layer.
+
+    On random ``x_key, x_query ~ N(0, I_p)`` (``default_rng(seed)``) the sum of GPT-2's 12
+    per-head logits ``(x_query W_Q^h) . (x_key W_K^h)`` must equal ``x_key^T A x_query`` and not
+    ``x_query^T A x_key``.
+
+    Returns
+    -------
+    dict
+        ``gpt2_asym_min``, ``gpt2_asym_max``, ``gpt2_asym_mean``: range and mean over ``layers``
+        of ``||A - A^T||_F / ||A||_F`` (:func:`attn_lib.studies.gpt2.asymmetry`).
+
+    Raises
+    ------
+    RuntimeError
+        If the per-head logits do not match ``A``'s orientation.
+    """
+    A_raw = _raw_matrices(layers)
+    L0, hd, p = gpt2.load_layer(0), gpt2.HEAD_DIM, gpt2.P
+    rng = np.random.default_rng(seed)
+    x_key, x_query = rng.standard_normal((2, p))
+    per_head = sum((x_query @ L0.W_Q[:, hd * h:hd * (h + 1)]) @ (x_key @ L0.W_K[:, hd * h:hd * (h + 1)])
+                   for h in range(gpt2.N_HEADS))
+    A0 = A_raw[0] if 0 in A_raw else gpt2.paper_matrix(L0.W_Q, L0.W_K)
+    if not np.isclose(x_key @ A0 @ x_query, per_head, rtol=1e-10) \
+            or np.isclose(x_query @ A0 @ x_key, per_head, rtol=1e-3):
+        raise RuntimeError("the per-head logits of layer 0 do not match A = W_K W_Q^T")
+    asym = np.array([gpt2.asymmetry(A_raw[l]) for l in layers])
+    return {"gpt2_asym_min": float(asym.min()), "gpt2_asym_max": float(asym.max()),
+            "gpt2_asym_mean": float(asym.mean())}
+
+
+def scale(*, k_max: int, seed: int, layers: Sequence[int] = LAYERS) -> Figure:
+    """Raw scale ``||A||_F / sqrt(p)`` (left) and the identity's signed norm ratio (right).
+
+    The right panel shows ``alpha sqrt(p) / ||A||_F`` (``alpha = tr(A)/p``, bars) and the same
+    ratio for ``diag(g) A diag(g)`` with the ``ln_1`` gain ``g`` folded in (diamonds).
+
+    Returns
+    -------
+    Figure
+        Two axes. Numbers: ``gpt2_scale_min``, ``gpt2_scale_max``, ``gpt2_scale_argmax`` (raw
+        scale range and its layer); ``gpt2_idratio_max``, ``gpt2_idratio_argmax``,
+        ``gpt2_idratio_absmin`` (identity ratio); ``gpt2_n_alpha_neg`` and
+        ``gpt2_alpha_neg_layers`` (Markdown list) of the layers with ``alpha < 0``;
+        ``gpt2_idratio_ln_maxdiff``, ``gpt2_idratio_ln_max``, ``gpt2_ln_sign_changes`` (the
+        ratio with the gain folded in: largest change, largest value, sign changes).
+    """
+    layers = list(layers)
+    summary = _summaries(layers, k_max, seed)
+    A_raw = _raw_matrices(layers)
+    scale_ = np.array([summary[l].scale for l in layers])
+    id_ratio = np.array([summary[l].fit.identity_norm_ratio for l in layers])
+    id_ratio_ln = []
+    for l in layers:
+        g = gpt2.load_layer(l).ln_weight
+        A_ln = g[:, None] * A_raw[l] * g[None, :]
+        id_ratio_ln.append(np.trace(A_ln) / (np.sqrt(gpt2.P) * np.linalg.norm(A_ln)))
+    id_ratio_ln = np.array(id_ratio_ln)
+
+    colors = [_layer_color(l) for l in layers]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.6))
+    ax1.bar(layers, scale_, color=colors)
+    style.label_axes(ax1, "layer", r"$\|A\|_F / \sqrt{p}$", title="Raw scale of $A = W_K W_Q^\\top$")
+    ax2.bar(layers, id_ratio, color=colors, label=r"$A$")
+    ax2.plot(layers, id_ratio_ln, "kD", ms=5, markerfacecolor="white",
+             label=r"$\mathrm{diag}(g)\,A\,\mathrm{diag}(g)$ (ln_1 gain folded in)")
+    ax2.axhline(0.0, color="k", lw=0.8)
+    style.label_axes(ax2, "layer", r"$\alpha\sqrt{p}/\|A\|_F$",
+                     title=r"Identity part: $\alpha = \mathrm{tr}(A)/p$, signed norm ratio")
+    for ax in (ax1, ax2):
+        ax.set_xticks(layers)
+    neg = [l for l, r in zip(layers, id_ratio) if r < 0]
+    return Figure(fig, {
+        "gpt2_scale_min": float(scale_.min()), "gpt2_scale_max": float(scale_.max()),
+        "gpt2_scale_argmax": layers[int(np.argmax(scale_))],
+        "gpt2_idratio_max": float(id_ratio.max()),
+        "gpt2_idratio_argmax": layers[int(np.argmax(id_ratio))],
+        "gpt2_idratio_absmin": float(np.abs(id_ratio).min()),
+        "gpt2_n_alpha_neg": int(np.sum(id_ratio < 0)),
+        "gpt2_alpha_neg_layers": Markdown(", ".join(str(l) for l in neg) or "none"),
+        "gpt2_idratio_ln_maxdiff": float(np.max(np.abs(id_ratio_ln - id_ratio))),
+        "gpt2_idratio_ln_max": float(np.max(id_ratio_ln)),
+        "gpt2_ln_sign_changes": int(np.sum(np.sign(id_ratio_ln) != np.sign(id_ratio))),
+    })
+
+
+def _spectrum_grid(layers: Sequence[int], summary: dict[int, gpt2.Summary], values: str,
+                   ylabel: str, xlabel: str, suptitle: str, alpha_line: bool) -> Any:
+    """One panel per layer (3 x 4 for 12): ``values`` of the real and the shuffled spectrum."""
+    k = np.arange(1, gpt2.P + 1)
+    ncols = min(4, len(layers))
+    fig, axes = plt.subplots(-(-len(layers) // ncols), ncols, figsize=(12, 8), sharex=True,
+                             sharey=True, squeeze=False)
+    for l, ax in zip(layers, axes.flat):
+        sm = summary[l]
+        ax.plot(k, getattr(sm.shuffled_spectrum, values), color=_COL["shuffled"], lw=1.4,
+                label="shuffled copy")
+        ax.plot(k, getattr(sm.spectrum, values), color=_layer_color(l), lw=1.8, label="GPT-2")
+        if alpha_line:
+            ax.axhline(sm.fit.alpha, color="k", ls=":", lw=1.0, label=r"$\alpha = \mathrm{tr}(A)/p$")
+        ax.set_title(f"layer {l}")
+    for ax in axes[-1]:
+        ax.set_xlabel(xlabel)
+    for ax in axes[:, 0]:
+        ax.set_ylabel(ylabel)
+    axes.flat[0].legend(loc="lower left")
+    fig.suptitle(suptitle)
+    return fig, axes
+
+
+def singular_values(*, k_max: int, seed: int, layers: Sequence[int] = LAYERS) -> Figure:
+    """Singular values of each normalised layer matrix next to those of its shuffled copy (log-log).
+
+    Returns
+    -------
+    Figure
+        One axis per layer. Numbers: ``gpt2_top_ratio_min``, ``gpt2_top_ratio_max``: range over
+        layers of the leading singular value over the shuffled copy's.
+    """
+    summary = _summaries(layers, k_max, seed)
+    fig, axes = _spectrum_grid(layers, summary, "singular_values", r"singular value $\sigma_k(A)$",
+                               "index $k$", r"Singular values of the normalised $A = W_K W_Q^\top$ "
+                               r"($\|A\|_F^2/p = 1$)", alpha_line=False)
+    for ax in axes.flat:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_ylim(1e-3, 30)
+    top_ratio = np.array([summary[l].spectrum.singular_values[0]
+                          / summary[l].shuffled_spectrum.singular_values[0] for l in layers])
+    return Figure(fig, {"gpt2_top_ratio_min": float(top_ratio.min()),
+                        "gpt2_top_ratio_max": float(top_ratio.max())})
+
+
+def eigenvalues(*, k_max: int, seed: int, layers: Sequence[int] = LAYERS) -> Figure:
+    """Eigenvalues of the symmetric part ``(A + A^T)/2`` of each normalised layer matrix.
+
+    Drawn in descending order (symlog rank axis) with the shuffled copy's and the level ``alpha``.
+
+    Returns
+    -------
+    Figure
+        One axis per layer. Numbers: ``gpt2_sym_skew_min``, ``gpt2_sym_skew_max``,
+        ``gpt2_sym_skew_argmax``: range over layers of the largest eigenvalue over minus the
+        smallest, and the layer of the largest.
+    """
+    layers = list(layers)
+    summary = _summaries(layers, k_max, seed)
+    fig, axes = _spectrum_grid(layers, summary, "sym_eigenvalues", r"eigenvalue of $(A + A^\top)/2$",
+                               "rank (descending)",
+                               r"Eigenvalues of the symmetric part of the normalised $A$",
+                               alpha_line=True)
+    for ax in axes.flat:
+        ax.set_xscale("symlog", linthresh=10)
+    sym_pos = np.array([summary[l].spectrum.sym_eigenvalues[0] for l in layers])
+    sym_neg = np.array([-summary[l].spectrum.sym_eigenvalues[-1] for l in layers])
+    skew = sym_pos / sym_neg
+    return Figure(fig, {"gpt2_sym_skew_min": float(skew.min()),
+                        "gpt2_sym_skew_max": float(skew.max()),
+                        "gpt2_sym_skew_argmax": layers[int(np.argmax(skew))]})
+
+
+def fit_table(*, k_max: int, seed: int, layers: Sequence[int] = LAYERS) -> dict[str, Any]:
+    """Ranks of one head and of a whole layer, and the per-layer table of the fit.
+
+    Returns
+    -------
+    dict
+        ``gpt2_head_rank``, ``gpt2_layer_rank``: numerical rank (singular values above
+        ``1e-9`` of the largest) of head 0 of layer 0 and of layer 0's normalised matrix;
+        ``gpt2_fit_table``: Markdown table per layer of the scale, asymmetry, ``alpha``, the
+        shares of ``alpha I`` with 0, 1, 8, 64 spikes, ``s_1..s_3``, ``u_1 . v_1``, ``k_50``
+        (real and shuffled) and the verdict.
+    """
+    layers = list(layers)
+    summary = _summaries(layers, k_max, seed)
+    L0 = gpt2.load_layer(0)
+    s_head = np.linalg.svd(gpt2.head_matrix(L0.W_Q, L0.W_K, 0), compute_uv=False)
+    sm0 = summary[0] if 0 in summary else _summaries([0], k_max, seed)[0]
+    s_layer = sm0.spectrum.singular_values
+    rows = []
+    for l in layers:
+        ft, sm = summary[l].fit, summary[l]
+        rows.append({
+            "layer": l, r"$\lVert A\rVert_F/\sqrt{p}$": sm.scale,
+            r"$\lVert A-A^\top\rVert/\lVert A\rVert$": sm.asymmetry,
+            r"$\alpha$": ft.alpha, r"share $\alpha I$": ft.share(0),
+            "$s_1$": ft.s[0], "$s_2$": ft.s[1], "$s_3$": ft.s[2], r"$u_1 \cdot v_1$": ft.cos_uv,
+            "share +1": ft.share(1), "share +8": ft.share(8), "share +64": ft.share(64),
+            "$k_{50}$": ft.k_for(0.5),
+            "$k_{50}$ shuffled": int(np.searchsorted(sm.shuffled_shares, 0.5 - 1e-12)),
+            "verdict": sm.verdict})
+    table = pd.DataFrame(rows).set_index("layer")
+    formats = {c_: ".3f" for c_ in table.columns if table[c_].dtype.kind == "f"}
+    formats[r"$\lVert A\rVert_F/\sqrt{p}$"] = ".1f"
+    return {"gpt2_head_rank": int(np.sum(s_head > 1e-9 * s_head[0])),
+            "gpt2_layer_rank": int(np.sum(s_layer > 1e-9 * s_layer[0])),
+            "gpt2_fit_table": _markdown_table(table, formats)}
+
+
+def shares(*, k_max: int, seed: int, layers: Sequence[int] = LAYERS) -> Figure:
+    """Share of ``||A||_F^2`` explained by ``alpha I`` plus the top ``k`` spikes.
+
+    Left: against ``k`` for every layer and the mean of the shuffled copies. Right: stacked bars
+    per layer of ``alpha I``, spike 1, spikes 2-8, spikes 9-64 and the rest.
+
+    Returns
+    -------
+    Figure
+        Two axes. Numbers: ``gpt2_share{0,1,8,64}_{min,max}`` (range over layers of the share with
+        0, 1, 8, 64 spikes); ``gpt2_k50_min``, ``gpt2_k50_max`` (spikes needed for half the norm)
+        and ``gpt2_k50_shuf_min`` (the same for the shuffled copies, smallest); ``gpt2_n_hold``,
+        ``gpt2_n_fail``: layers passing and failing :func:`attn_lib.studies.gpt2.verdict`.
+    """
+    layers = list(layers)
+    summary = _summaries(layers, k_max, seed)
+    fits = {l: summary[l].fit for l in layers}
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.0), gridspec_kw={"width_ratios": [1.1, 1]})
+    kk = np.arange(1, gpt2.P + 1)
+    for l in layers:
+        ax1.semilogx(kk, fits[l].share(kk), color=_layer_color(l), label=f"{l}")
+    shuf = np.mean([summary[l].shuffled_shares for l in layers], axis=0)
+    ax1.semilogx(kk, shuf[1:], color="k", ls="--", label="shuffled\n(mean)")
+    ax1.axhline(0.5, color="0.4", lw=0.8, ls=":")
+    ax1.axvline(8, color="0.4", lw=0.8, ls=":")
+    style.label_axes(ax1, "number of spikes $k$", r"share of $\|A\|_F^2$ explained by $\alpha I$ + top $k$",
+                     title="Full-plus-low-rank fit, all layers")
+    ax1.legend(title="layer", ncol=2, fontsize=8)
+    parts = {"$\\alpha I$": [fits[l].share(0) for l in layers],
+             "spike 1": [fits[l].share(1) - fits[l].share(0) for l in layers],
+             "spikes 2–8": [fits[l].share(8) - fits[l].share(1) for l in layers],
+             "spikes 9–64": [fits[l].share(64) - fits[l].share(8) for l in layers],
+             "rest": [1 - fits[l].share(64) for l in layers]}
+    bottom = np.zeros(len(layers))
+    for (name, vals), colr in zip(parts.items(), ["k", "#0173b2", "#56b4e9", "#ece133", "0.85"]):
+        ax2.bar(layers, vals, bottom=bottom, color=colr, label=name)
+        bottom += np.asarray(vals)
+    ax2.set_xticks(layers)
+    style.label_axes(ax2, "layer", r"share of $\|A\|_F^2$", title="Where the norm sits")
+    ax2.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+
+    numbers: dict[str, Any] = {}
+    for k in (0, 1, 8, 64):
+        arr = np.array([fits[l].share(k) for l in layers])
+        numbers[f"gpt2_share{k}_min"], numbers[f"gpt2_share{k}_max"] = float(arr.min()), float(arr.max())
+    k50 = np.array([fits[l].k_for(0.5) for l in layers])
+    k50_shuf = np.array([int(np.searchsorted(summary[l].shuffled_shares, 0.5 - 1e-12)) for l in layers])
+    n_hold = sum(summary[l].verdict.startswith("holds") for l in layers)
+    numbers.update({"gpt2_k50_min": int(k50.min()), "gpt2_k50_max": int(k50.max()),
+                    "gpt2_k50_shuf_min": int(k50_shuf.min()), "gpt2_n_hold": n_hold,
+                    "gpt2_n_fail": len(layers) - n_hold})
+    return Figure(fig, numbers)
+
+
+def layer_errors(*, f: str, c: float, snrs: Sequence[float], detail_layers: Sequence[int],
+                 trials: int, n_gamma: int, gamma_report: float, k_max: int, seed: int,
+                 layers: Sequence[int] = LAYERS) -> Figure:
+    """Interpolation error at the reported ``gamma`` per layer: attention with the real ``A``
+    (signal aligned with the leading spike, or random) and ridge, one panel per SNR.
+
+    Monte Carlo with :func:`attn_lib.studies.gpt2.simulate_matrices` (``n = p / c`` tokens,
+    ``gammas = logspace(-3, 1, n_gamma)``, the point nearest ``gamma_report``); mean ± one
+    standard deviation over trials.
+
+    Returns
+    -------
+    Figure
+        One axis per SNR. Numbers: ``gpt2_gamma_rep`` (the reported gamma), ``gpt2_n_tokens``,
+        ``gpt2_trials``; ``gpt2_gap_table``: Markdown table per layer and SNR of the aligned and
+        random errors, their gap (random - aligned) with its standard error, the two ridge errors
+        and the verdict.
+    """
+    layers = list(layers)
+    summary = _summaries(layers, k_max, seed)
+    gammas, i_rep = _gammas(n_gamma, gamma_report)
+    mc = _monte_carlo(summary, f, c, snrs, detail_layers, trials, gammas, seed)
+    table = _gap_table(summary, mc, snrs, trials, i_rep)
+    n = _tokens(c)
+    fig, axes = plt.subplots(1, len(snrs), figsize=(5.2 * len(snrs), 3.8), sharey=True, squeeze=False)
+    for ax, snr in zip(axes[0], snrs):
+        sub = table.xs(snr, level="SNR")
+        for key, name, mk in (("aligned", "attention, $\\mu$ aligned", "o"),
+                              ("random", "attention, $\\mu$ random", "s")):
+            sd = [mc[l, snr].attention["real"][key].values[:, i_rep].std() for l in layers]
+            style.plot_sim(ax, layers, sub[f"E {key}"], sd, color=_COL[key], fmt=mk, label=name)
+        sd = [mc[l, snr].ridge["random"].values[:, i_rep].std() for l in layers]
+        style.plot_sim(ax, layers, sub["E ridge"], sd, color=_COL["ridge"], fmt="^", label="ridge")
+        ax.set_xticks(layers)
+        style.label_axes(ax, "layer", rf"$E(\gamma)$ at $\gamma = {gammas[i_rep]:.3g}$",
+                         title=f"SNR = {snr:g}, $n = {n}$, $p = {gpt2.P}$, {trials} trial(s)")
+    formats = {c_: ".4f" for c_ in table.columns if c_ != "verdict"} | {"SNR": "g"}
+    return Figure(fig, {"gpt2_gamma_rep": float(gammas[i_rep]), "gpt2_n_tokens": n,
+                        "gpt2_trials": trials, "gpt2_gap_table": _markdown_table(table, formats)})
+
+
+def theory_vs_simulation(*, f: str, c: float, snrs: Sequence[float], detail_layers: Sequence[int],
+                         trials: int, n_gamma: int, gamma_report: float, k_max: int,
+                         seed: int) -> Figure:
+    """``E(gamma)`` for ``detail_layers``: real ``A`` and its fit by Monte Carlo, the fit's theory.
+
+    One panel per (layer, SNR): attention with the real matrix (open markers) and with the fitted
+    ``alpha I + s_1 u_1 v_1^T`` (crosses) on the same draws, the deterministic equivalent
+    :func:`attn_lib.theory.attention_error` of the fit's
+    :func:`~attn_lib.studies.gpt2.fit_setting` (lines), for the aligned and the random signal;
+    ridge by Monte Carlo and :func:`attn_lib.theory.ridge_error`. Mean ± one standard deviation.
+
+    Returns
+    -------
+    Figure
+        ``len(detail_layers) x len(snrs)`` axes. Numbers at the reported gamma:
+        ``gpt2_real_vs_fit_max`` (largest ``|E real - E fit|`` of the Monte Carlo);
+        ``gpt2_fit_vs_theory_aligned``, ``gpt2_fit_vs_theory_random`` (largest
+        ``|E fit - theory|`` per direction); ``gpt2_delta_max``, ``gpt2_delta_aligned``,
+        ``gpt2_delta_random`` (largest coherent shift :meth:`attn_lib.Setting.delta` at ``n``);
+        ``gpt2_detail_table``: Markdown table of these errors and shifts.
+    """
+    summary = _summaries(detail_layers, k_max, seed)
+    gammas, i_rep = _gammas(n_gamma, gamma_report)
+    mc = _monte_carlo(summary, f, c, snrs, detail_layers, trials, gammas, seed)
+    n = _tokens(c)
+    curves, deltas = {}, {}
+    for l in detail_layers:
+        for snr in snrs:
+            for key, mu in (("aligned", gpt2.aligned_direction(summary[l].fit, snr)),
+                            ("random", gpt2.random_direction(gpt2.P, snr, seed))):
+                st = gpt2.fit_setting(summary[l].fit, mu, c, f)
+                deltas[l, snr, key] = st.delta(n)
+                curves[l, snr, key] = theory.attention_error(st, gammas)
+    ridge = {snr: theory.ridge_error(Setting(c=c, snr=snr), gammas) for snr in snrs}
+
+    fig, axes = plt.subplots(len(detail_layers), len(snrs),
+                             figsize=(5.2 * len(snrs), 3.6 * len(detail_layers)), sharex=True, sharey=True, squeeze=False)
+    for row, l in zip(axes, detail_layers):
+        for ax, snr in zip(row, snrs):
+            r = mc[l, snr]
+            for key, mk in (("aligned", "o"), ("random", "s")):
+                real, fit_ = r.attention["real"][key], r.attention["fit"][key]
+                style.plot_sim(ax, gammas, real.mean, real.std, color=_COL[key], fmt=mk,
+                               label=f"real $A$, $\\mu$ {key}")
+                style.plot_sim(ax, gammas, fit_.mean, fit_.std, color=_COL[key], fmt="x",
+                               markerfacecolor=_COL[key],
+                               label=f"fitted $\\alpha I + s_1 u_1 v_1^\\top$, $\\mu$ {key}")
+                style.plot_theory(ax, gammas, curves[l, snr, key], color=_COL[key],
+                                  label=f"theory (fit), $\\mu$ {key}")
+            style.plot_theory_vs_sim(ax, gammas, ridge[snr], r.ridge["random"].mean,
+                                     r.ridge["random"].std, label="ridge", fmt="^")
+            style.label_axes(ax, r"$\gamma$" if l == detail_layers[-1] else "",
+                             r"$E(\gamma)$" if snr == snrs[0] else "",
+                             title=f"layer {l}, SNR = {snr:g}", logx=True, legend=False)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=8)
+
+    rows = []
+    for l in detail_layers:
+        for snr in snrs:
+            for key in ("aligned", "random"):
+                r = mc[l, snr]
+                rows.append({"layer": l, "SNR": snr, "mu": key,
+                             "E real": r.attention["real"][key].values[:, i_rep].mean(),
+                             "E fit (MC)": r.attention["fit"][key].values[:, i_rep].mean(),
+                             "E fit (theory)": curves[l, snr, key][i_rep],
+                             "E ridge (theory)": ridge[snr][i_rep],
+                             "delta": deltas[l, snr, key]})
+    table = pd.DataFrame(rows).set_index(["layer", "SNR", "mu"])
+    real_vs_fit = (table["E real"] - table["E fit (MC)"]).abs()
+    fit_vs_th = (table["E fit (MC)"] - table["E fit (theory)"]).abs()
+    numbers: dict[str, Any] = {"gpt2_real_vs_fit_max": float(real_vs_fit.max()),
+                               "gpt2_delta_max": float(table["delta"].max())}
+    for key in ("aligned", "random"):
+        numbers[f"gpt2_fit_vs_theory_{key}"] = float(fit_vs_th.xs(key, level="mu").max())
+        numbers[f"gpt2_delta_{key}"] = float(table["delta"].xs(key, level="mu").max())
+    formats = {c_: ".4f" for c_ in table.columns} | {"SNR": "g"}
+    numbers["gpt2_detail_table"] = _markdown_table(table, formats)
+    return Figure(fig, numbers)
+
+
+def takeaway(*, f: str, c: float, snrs: Sequence[float], detail_layers: Sequence[int],
+             trials: int, n_gamma: int, gamma_report: float, k_max: int, seed: int,
+             layers: Sequence[int] = LAYERS) -> dict[str, Any]:
+    """The closing numbers: the aligned-minus-random gap per SNR and the per-layer verdicts.
+
+    Returns
+    -------
+    dict
+        ``gpt2_gap_summary`` (Markdown bullets per SNR: mean, range and counts of the gap
+        ``E_random - E_aligned`` at the reported gamma over layers, and the aligned error in the
+        layers with ``u_1 . v_1 < 0``); ``gpt2_gap_mean_first``, ``gpt2_gap_mean_last`` (mean gap
+        at the first and the last SNR); ``gpt2_gap_min_all`` (smallest gap); ``gpt2_verdict_table``
+        (Markdown: ``alpha``, shares, ``k_50``, verdict and gap ± s.e. per layer).
+    """
+    layers = list(layers)
+    summary = _summaries(layers, k_max, seed)
+    gammas, i_rep = _gammas(n_gamma, gamma_report)
+    mc = _monte_carlo(summary, f, c, snrs, detail_layers, trials, gammas, seed)
+    table = _gap_table(summary, mc, snrs, trials, i_rep)
+    fits, nl = {l: summary[l].fit for l in layers}, len(layers)
+    gap = table["gap (random - aligned)"]
+    lines = []
+    for snr in snrs:
+        g_ = gap.xs(snr, level="SNR")
+        sub = table.xs(snr, level="SNR")
+        beats_ridge = int(np.sum(sub["E aligned"] < sub["E ridge"]))
+        lines.append(
+            f"* SNR {snr:g}: aligned minus random gap {g_.mean():.3f} on average over the {nl} layers "
+            f"(from {g_.min():.3f} in layer {int(g_.idxmin())} to {g_.max():.3f} in layer "
+            f"{int(g_.idxmax())}); the aligned error is below the random one in "
+            f"{int(np.sum(g_ > 0))} of {nl} layers and below ridge in {beats_ridge} of {nl}; with a "
+            f"random $\\mu$ attention is above ridge in "
+            f"{int(np.sum(sub['E random'] > sub['E ridge']))} of {nl}.")
+    neg = [l for l in layers if fits[l].cos_uv < 0]
+    if neg:
+        for snr in snrs:
+            sub = table.xs(snr, level="SNR")["E aligned"]
+            lines.append(
+                f"* SNR {snr:g}: in the layers whose leading spike has $u_1 \\cdot v_1 < 0$ "
+                f"({', '.join(map(str, neg))}), where the aligned $\\mu$ gets a *negative* spike shift, "
+                f"the aligned error averages {sub[neg].mean():.3f}, against "
+                f"{sub.drop(index=neg).mean():.3f} in the other layers.")
+    sem = table["gap sem"]
+    vt = []
+    for l in layers:
+        ft = fits[l]
+        vt.append(f"| {l} | {ft.alpha:+.3f} | {ft.share(0):.2g} | {ft.share(1):.3f} | {ft.share(8):.3f} "
+                  f"| {ft.k_for(0.5)} | {summary[l].verdict} | "
+                  + " / ".join(f"{gap[l, s]:.3f}" + (f" ± {sem[l, s]:.3f}" if trials > 1 else "")
+                               for s in snrs) + " |")
+    header = ("| layer | $\\alpha$ | share $\\alpha I$ | share +1 | share +8 | $k_{50}$ | verdict "
+              "| gap at SNR "
+              + " / ".join(f"{s:g}" for s in snrs) + " |\n|---|---|---|---|---|---|---|---|")
+    return {"gpt2_gap_summary": Markdown("\n".join(lines)),
+            "gpt2_gap_mean_first": float(gap.xs(snrs[0], level="SNR").mean()),
+            "gpt2_gap_mean_last": float(gap.xs(snrs[-1], level="SNR").mean()),
+            "gpt2_gap_min_all": float(gap.min()),
+            "gpt2_verdict_table": Markdown(header + "\n" + "\n".join(vt))}

@@ -1,0 +1,325 @@
+"""Figures and numbers of the chapter *Phase diagram* (``book/06_phase_diagram.ipynb``).
+
+Two planes of settings built by :func:`attn_lib.studies.phase.symmetric_weights`
+(``w_K = w_Q = w`` at angle ``theta`` to ``mu``), mapped with the deterministic equivalents of
+:func:`attn_lib.studies.phase.phase_map` (``Delta = E_att - E_ridge`` at :data:`GAMMA`, ``f =
+tanh``) and spot-checked by Monte Carlo with :func:`attn_lib.studies.phase.spot_checks` (cached):
+
+1. SNR (0 to 8) against the angle (0 to 90 degrees) at ``c = 1/2``, ``||w|| = 2``
+   (:func:`snr_angle`);
+2. ``c`` (0.1 to 4, logarithmic) against ``||w||`` (0 to 4) at SNR 2, aligned (:func:`aspect_norm`).
+
+:func:`win_fraction` follows the share of each plane where attention wins as ``gamma`` varies,
+for ``tanh``, ReLU and sign; :func:`delta_check` summarises the spot checks against the coherent
+shift ``delta(n)``. Number names are the glue names of the chapter's prose. Spot checks are
+reported as mean paired gap ± one standard error over the draws.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+from IPython.display import Markdown
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+from matplotlib.ticker import FormatStrFormatter
+
+from ... import Setting, hermite
+from ...studies import phase
+from .. import style
+from ..page import Figure
+
+__all__ = ["F", "GAMMA", "C1", "NORM1", "SNR2", "DELTA_MAX", "FUNCS", "POINTS1", "POINTS2",
+           "snr_angle", "aspect_norm", "win_fraction", "delta_check"]
+
+#: Nonlinearity and ridge parameter of the two maps.
+F, GAMMA = "tanh", 1.0
+#: Plane 1 (SNR x angle) at ``c = 1/2`` and ``||w|| = 2``.
+C1, NORM1 = 0.5, 2.0
+#: Plane 2 (``c`` x ``||w||``) at SNR 2 with aligned weights.
+SNR2 = 2.0
+#: Coherent shift beyond which the deterministic equivalent is not trusted (chapter 3).
+DELTA_MAX = 0.3
+#: Nonlinearities of the win-fraction summary.
+FUNCS = ("tanh", "relu", "sign")
+#: Spot-checked cells ``(SNR, angle in degrees)`` of plane 1 and ``(c, ||w||)`` of plane 2.
+POINTS1 = ((0.0, 0.0), (0.5, 60.0), (1.0, 0.0), (2.5, 0.0), (2.5, 45.0), (6.0, 0.0), (6.0, 80.0))
+POINTS2 = ((0.1, 0.0), (0.2, 2.0), (0.5, 0.5), (0.5, 3.0), (1.0, 1.0), (2.0, 0.0), (3.0, 3.0))
+
+_LABEL = r"$\Delta = E_{\mathrm{att}} - E_{\mathrm{ridge}}$"
+
+
+def _plane1(f: str = F) -> Callable[[float, float], Setting]:
+    """``(SNR, angle in degrees) -> Setting`` of plane 1."""
+    return lambda snr, deg: phase.symmetric_weights(C1, snr, NORM1, float(np.radians(deg)), f)
+
+
+def _plane2(f: str = F) -> Callable[[float, float], Setting]:
+    """``(c, ||w||) -> Setting`` of plane 2 (aligned weights)."""
+    return lambda c, w: phase.symmetric_weights(c, SNR2, w, 0.0, f)
+
+
+def _axes1(grid: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """SNR in ``[0, 8]`` (``grid[0]`` values) and angle in ``[0, 90]`` degrees (``grid[1]``)."""
+    return np.linspace(0.0, 8.0, grid[0]), np.linspace(0.0, 90.0, grid[1])
+
+
+def _axes2(grid: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """``c`` in ``[0.1, 4]`` (geometric, ``grid[0]`` values) and ``||w||`` in ``[0, 4]`` (``grid[1]``)."""
+    return np.geomspace(0.1, 4.0, grid[0]), np.linspace(0.0, 4.0, grid[1])
+
+
+def _first(a: np.ndarray) -> float:
+    """First crossing, NaN when the sign never changes."""
+    return float(a[0]) if a.size else float("nan")
+
+
+def _last(a: np.ndarray) -> float:
+    """Last crossing, NaN when the sign never changes."""
+    return float(a[-1]) if a.size else float("nan")
+
+
+def _draw_map(ax: Any, m: phase.PhaseMap, spots: phase.SpotChecks, n: int, xlabel: str,
+              ylabel: str, logx: bool = False) -> None:
+    """The DE gap (:func:`attn_lib.book.style.gap_map`), hatching where ``delta(n) > DELTA_MAX``
+    and the numbered spot checks coloured by their simulated gap on the map's scale."""
+    mesh = style.gap_map(ax, m.x, m.y, m.gap, shading="nearest", rasterized=True)
+    norm = mesh.norm
+    d = m.delta(n)
+    if d.max() > DELTA_MAX:
+        ax.contourf(m.x, m.y, d, levels=[DELTA_MAX, np.inf], colors="none", hatches=["//"])
+        ax.contour(m.x, m.y, d, levels=[DELTA_MAX], colors="0.3", linewidths=1.0,
+                   linestyles="--")
+    for k in range(len(spots.x)):
+        big = spots.delta[k] > DELTA_MAX
+        ax.scatter(spots.x[k], spots.y[k], c=[spots.gap_mean[k]], cmap="RdBu_r", norm=norm,
+                   marker="s" if big else "o", s=90, edgecolors="k", linewidths=1.2, zorder=4,
+                   clip_on=False)
+        ax.annotate(str(k + 1), (spots.x[k], spots.y[k]), xytext=(6, 5),
+                    textcoords="offset points", fontsize=9, fontweight="bold", zorder=5)
+    cbar = ax.get_figure().colorbar(mesh, ax=ax, label=_LABEL)
+    cbar.set_ticks(np.concatenate([np.linspace(norm.vmin, 0.0, 3)[:-1],
+                                   np.linspace(0.0, norm.vmax, 5)]))
+    cbar.ax.yaxis.set_major_formatter(FormatStrFormatter("%.3g"))
+    style.label_axes(ax, xlabel, ylabel, logx=logx, legend=False)
+    ax.get_figure().legend(
+        handles=[Line2D([], [], color="k", lw=1.5, label=r"$\Delta = 0$ (theory)"),
+                 Patch(facecolor="none", edgecolor="0.3", hatch="//",
+                       label=fr"$\delta(n) > {DELTA_MAX:g}$ at $n = {n}$"),
+                 Line2D([], [], marker="o", ls="", mfc="w", mec="k",
+                        label=fr"simulated, $\delta \leq {DELTA_MAX:g}$"),
+                 Line2D([], [], marker="s", ls="", mfc="w", mec="k",
+                        label=fr"simulated, $\delta > {DELTA_MAX:g}$")],
+        fontsize=8, loc="outside lower center", ncol=4)
+
+
+def _spot_table(spots: phase.SpotChecks, xname: str, yname: str, xfmt: str,
+                yfmt: str) -> Markdown:
+    """Markdown table of the spot checks: cell, ``p``, ``delta(n)``, DE and simulated gap, sign."""
+    rows = [f"| # | {xname} | {yname} | $p$ | $\\delta(n)$ | $\\Delta$, DE | "
+            "$\\Delta$, simulation (± s.e.) | same sign |",
+            "|---:|---:|---:|---:|---:|---:|---:|:---:|"]
+    agree, resolved = spots.sign_agrees(), spots.resolved()
+    for k in range(len(spots.x)):
+        mark = "yes" if agree[k] else "**no**"
+        mark += "" if resolved[k] else " (within 2 s.e. of 0)"
+        rows.append(f"| {k + 1} | {spots.x[k]:{xfmt}} | {spots.y[k]:{yfmt}} | {spots.p[k]} "
+                    f"| {spots.delta[k]:.2f} | {spots.gap_theory[k]:+.4f} "
+                    f"| {spots.gap_mean[k]:+.4f} ± {spots.gap_sem[k]:.4f} "
+                    f"| {mark} |")
+    return Markdown("\n".join(rows))
+
+
+def _spots(plane: int, n: int, trials: int, seed: int) -> phase.SpotChecks:
+    """Spot checks of plane 1 or 2 (:data:`POINTS1`, :data:`POINTS2`) at ``n`` tokens."""
+    make, points = (_plane1(), POINTS1) if plane == 1 else (_plane2(), POINTS2)
+    return phase.spot_checks(make, points, GAMMA, n=n, trials=trials, seed=seed)
+
+
+def snr_angle(*, grid: Sequence[int], n: int, trials: int, seed: int) -> Figure:
+    """Plane 1: the DE gap over SNR and the angle between ``w`` and ``mu``, with spot checks.
+
+    Heat map of ``Delta`` on a ``grid[0] x grid[1]`` grid (zero contour in black), hatched where
+    ``delta(n) > DELTA_MAX``, and the simulated mean paired gap of :data:`POINTS1` (``trials``
+    draws of ``n`` tokens) as numbered markers on the same colour scale.
+
+    Returns
+    -------
+    Figure
+        One map axis (and its colour bar). Numbers: ``gamma``, ``n``, ``trials``, ``delta_max``
+        (the chapter's constants); ``cells1``, ``seconds1`` (cells and compute time of the map);
+        ``win1`` (% of cells with ``Delta < 0``); ``best1``, ``best1_snr``, ``best1_deg``
+        (largest lead of attention and its cell); ``snr_win_lo``, ``snr_win_hi`` (SNR range of
+        the win along ``theta = 0``); ``deg_win_max`` (angle where the win closes at the best SNR);
+        ``random_gap_min`` (smallest gap at SNR 0), ``orth_gap_min`` (at 90 degrees), ``worst1``
+        (largest gap), ``gap_snr_max`` (aligned gap at the largest SNR ``snr_max``); ``table1``
+        (Markdown table of the spot checks).
+    """
+    m1 = phase.phase_map(_plane1(), *_axes1(grid), GAMMA)
+    s1 = _spots(1, n, trials, seed)
+    fig, ax = plt.subplots(figsize=(7.6, 5.0))
+    _draw_map(ax, m1, s1, n, r"$\mathrm{SNR} = \|\mu\|^2$",
+              r"angle $\theta$ between $w$ and $\mu$ (degrees)")
+    ax.set_title(fr"$c = {C1:g}$, $\|w\| = {NORM1:g}$, $\gamma = {GAMMA:g}$, $f = \tanh$ "
+                 fr"({m1.x.size} $\times$ {m1.y.size} grid)")
+    i_best, j_best = np.unravel_index(np.argmin(m1.gap), m1.gap.shape)
+    aligned = m1.crossings(0)                                   # along theta = 0
+    return Figure(fig, {
+        "gamma": GAMMA, "n": n, "trials": trials, "delta_max": DELTA_MAX,
+        "cells1": m1.x.size * m1.y.size, "seconds1": m1.seconds,
+        "win1": 100 * m1.win_fraction(), "best1": float(-m1.gap.min()),
+        "best1_snr": float(m1.x[j_best]), "best1_deg": float(m1.y[i_best]),
+        "snr_win_lo": _first(aligned), "snr_win_hi": _last(aligned),
+        "deg_win_max": _last(m1.crossings(int(j_best), "y")),  # where the pocket closes
+        "random_gap_min": float(m1.gap[:, 0].min()),            # SNR = 0: every angle
+        "orth_gap_min": float(m1.gap[-1].min()),                # theta = 90 degrees: every SNR
+        "worst1": float(m1.gap.max()), "gap_snr_max": float(m1.gap[0, -1]),
+        "snr_max": float(m1.x[-1]),
+        "table1": _spot_table(s1, "SNR", "$\\theta$ (°)", ".1f", ".0f"),
+    })
+
+
+def aspect_norm(*, grid: Sequence[int], n: int, trials: int, seed: int) -> Figure:
+    """Plane 2: the DE gap over ``c = p/n`` and the weight norm ``||w||``, with spot checks.
+
+    As :func:`snr_angle` for :data:`POINTS2`; ``c`` on a logarithmic axis.
+
+    Returns
+    -------
+    Figure
+        One map axis (and its colour bar). Numbers: ``cells2``, ``seconds2``, ``win2`` (as for
+        plane 1); ``c_star_w0``, ``c_star_wmax`` (``c`` of the zero contour at ``||w|| = 0`` and
+        at the largest norm ``w_max``); ``c_half``, ``w_needed`` (grid ``c`` nearest 1/2 and the
+        norm from which attention wins there); ``worst2``, ``c_worst2`` (largest gap and its
+        ``c``); ``c_star_random`` (zero crossing in ``c`` on random inputs, SNR 0 and no weights);
+        ``table2`` (Markdown table of the spot checks).
+    """
+    m2 = phase.phase_map(_plane2(), *_axes2(grid), GAMMA)
+    s2 = _spots(2, n, trials, seed)
+    fig, ax = plt.subplots(figsize=(7.6, 5.0))
+    _draw_map(ax, m2, s2, n, r"$c = p / n$", r"weight norm $\|w\|$", logx=True)
+    ax.set_title(fr"SNR $= {SNR2:g}$, aligned, $\gamma = {GAMMA:g}$, $f = \tanh$ "
+                 fr"({m2.x.size} $\times$ {m2.y.size} grid)")
+    j_half = int(np.argmin(np.abs(m2.x - 0.5)))
+    # the same boundary without weights, at SNR 0 (random inputs) and at SNR 2
+    m0 = phase.phase_map(lambda c, snr: phase.symmetric_weights(c, snr, 0.0, 0.0),
+                         _axes2(grid)[0], [0.0, SNR2], GAMMA)
+    return Figure(fig, {
+        "cells2": m2.x.size * m2.y.size, "seconds2": m2.seconds,
+        "win2": 100 * m2.win_fraction(),
+        "c_star_w0": _first(m2.crossings(0)),                   # |w| = 0: no weights at all
+        "c_star_wmax": _first(m2.crossings(-1)),                # largest norm
+        "w_max": float(m2.y[-1]), "c_half": float(m2.x[j_half]),
+        "w_needed": _first(m2.crossings(j_half, "y")),          # norm from which attention wins
+        "worst2": float(m2.gap.max()),
+        "c_star_random": _first(m0.crossings(0)),
+        "c_worst2": float(m2.x[np.unravel_index(np.argmax(m2.gap), m2.gap.shape)[1]]),
+        "table2": _spot_table(s2, "$c$", "$\\|w\\|$", ".2f", ".1f"),
+    })
+
+
+def win_fraction(*, summary_grid: Sequence[int], n_gamma: int) -> Figure:
+    """Share of each plane where attention wins against ``gamma``, for :data:`FUNCS`.
+
+    Coarse maps of ``summary_grid[0] x summary_grid[1]`` cells at ``gammas = logspace(-3, 1,
+    n_gamma)``; plane 1 (left, dotted: its SNR = 0 edge only) and plane 2 (right).
+
+    Returns
+    -------
+    Figure
+        Two axes. Numbers (percentages of cells): ``summary_cells``; ``g_small``, ``frac1_small``
+        (largest plane-1 share over ``gamma <= 0.1`` and the functions); ``g_min``, ``g_max`` (the
+        gamma range); ``frac2_small_tanh``, ``frac2_gmax`` (plane 2, ``tanh``, at ``g_min`` and
+        ``g_max``); ``frac1_gmax``, ``frac1_g1`` (plane 1, ``tanh``, at ``g_max`` and ``gamma =
+        1``); ``random_gmax`` (SNR = 0 edge at ``g_max``); ``frac1_g1_relu``, ``frac1_g1_sign``
+        (plane 1 at ``gamma = 1``); ``nu_sign``, ``nu_tanh`` (``nu = E f(xi)^2 - a0^2``).
+    """
+    gammas = np.logspace(-3, 1, n_gamma)
+    snr_s, deg_s = np.linspace(0.0, 8.0, summary_grid[0]), np.linspace(0.0, 90.0, summary_grid[1])
+    c_s, w_s = np.geomspace(0.1, 4.0, summary_grid[0]), np.linspace(0.0, 4.0, summary_grid[1])
+    frac1, frac2, frac_random = {}, {}, {}
+    for f in FUNCS:
+        maps1 = [phase.phase_map(_plane1(f), snr_s, deg_s, g) for g in gammas]
+        maps2 = [phase.phase_map(_plane2(f), c_s, w_s, g) for g in gammas]
+        frac1[f] = np.array([100 * m.win_fraction() for m in maps1])
+        frac2[f] = np.array([100 * m.win_fraction() for m in maps2])
+        frac_random[f] = np.array([100 * np.mean(m.gap[:, 0] < 0) for m in maps1])
+
+    fig, axes = plt.subplots(1, 2, figsize=(10.5, 4.0), sharey=True)
+    for f in FUNCS:
+        h = hermite.coefficients(f)
+        label = f"{f}, $a_1^2/\\nu = {h.a1 ** 2 / h.nu:.2f}$"
+        style.plot_theory(axes[0], gammas, frac1[f], label=label, color=style.color(f), marker="o")
+        style.plot_theory(axes[0], gammas, frac_random[f], color=style.color(f), linestyle=":")
+        style.plot_theory(axes[1], gammas, frac2[f], label=label, color=style.color(f), marker="o")
+    style.label_axes(axes[0], r"ridge parameter $\gamma$", r"cells where attention wins (%)",
+                     title=fr"plane 1: SNR $\times$ angle, $c = {C1:g}$, $\|w\| = {NORM1:g}$",
+                     logx=True)
+    style.label_axes(axes[1], r"ridge parameter $\gamma$", "",
+                     title=fr"plane 2: $c \times \|w\|$, SNR $= {SNR2:g}$, aligned", logx=True)
+    axes[0].legend(handles=[*axes[0].get_legend_handles_labels()[0],
+                            Line2D([], [], color="0.4", linestyle=":", label="SNR $= 0$ edge only")])
+
+    small = gammas <= 0.1 + 1e-12
+    i1 = np.argmin(np.abs(gammas - 1.0))
+    return Figure(fig, {
+        "summary_cells": summary_grid[0] * summary_grid[1],
+        "g_small": float(gammas[small].max()),
+        "frac1_small": float(max(frac1[f][small].max() for f in FUNCS)),
+        "frac2_small_tanh": float(frac2["tanh"][0]),
+        "g_min": float(gammas[0]), "g_max": float(gammas[-1]),
+        "frac1_gmax": float(frac1["tanh"][-1]), "frac2_gmax": float(frac2["tanh"][-1]),
+        "frac1_g1": float(frac1["tanh"][i1]), "random_gmax": float(frac_random["tanh"][-1]),
+        "frac1_g1_sign": float(frac1["sign"][i1]), "frac1_g1_relu": float(frac1["relu"][i1]),
+        "nu_sign": hermite.coefficients("sign").nu, "nu_tanh": hermite.coefficients("tanh").nu,
+    })
+
+
+def delta_check(*, grid: Sequence[int], n: int, trials: int, seed: int) -> dict[str, Any]:
+    """The spot checks of both planes against the coherent shift ``delta(n)``.
+
+    Recomputes the two maps of :func:`snr_angle` and :func:`aspect_norm` (deterministic) and
+    reads their spot checks from the cache.
+
+    Returns
+    -------
+    dict
+        Counts over the spots of both planes: ``n_spots``, ``n_resolved`` (simulated sign resolved
+        at two standard errors), ``n_agree`` (simulated sign equals the DE's); at ``delta <=
+        DELTA_MAX``: ``n_small``, ``n_agree_small``, ``n_flip_small``, ``dev_small_max`` (largest
+        ``|simulated - DE|``); beyond: ``n_large``, ``n_agree_large``, ``n_below_large``
+        (simulated gap below the DE's), ``dev_large_min`` (most negative difference);
+        ``n_red_to_blue`` (DE positive, simulation negative). Shares (%) of hatched cells:
+        ``map1_large_delta``, ``map2_large_delta``, ``pocket_large_delta`` (of plane 1's win
+        pocket); ``n_needed``: tokens (to the hundred) for the deepest point of the pocket to reach
+        ``delta = DELTA_MAX`` at ``c = 1/2``.
+    """
+    m1 = phase.phase_map(_plane1(), *_axes1(grid), GAMMA)
+    m2 = phase.phase_map(_plane2(), *_axes2(grid), GAMMA)
+    spots = (_spots(1, n, trials, seed), _spots(2, n, trials, seed))
+    agree = np.concatenate([s.sign_agrees() for s in spots])
+    delta = np.concatenate([s.delta for s in spots])
+    dev = np.concatenate([s.gap_mean - s.gap_theory for s in spots])
+    gap_de = np.concatenate([s.gap_theory for s in spots])
+    gap_mc = np.concatenate([s.gap_mean for s in spots])
+    small = delta <= DELTA_MAX
+    pocket = m1.gap < 0
+    deepest = m1.settings[int(np.argmin(m1.gap))]
+    p_needed = ((deepest.snr + deepest.mu_wk * deepest.mu_wq) / DELTA_MAX) ** 2  # delta = shift / sqrt(p)
+    return {
+        "n_spots": agree.size, "n_resolved": int(sum(s.resolved().sum() for s in spots)),
+        "n_agree": int(agree.sum()), "n_small": int(small.sum()),
+        "n_agree_small": int(agree[small].sum()), "n_flip_small": int((~agree[small]).sum()),
+        "n_large": int((~small).sum()), "n_agree_large": int(agree[~small].sum()),
+        "n_below_large": int(np.sum(dev[~small] < 0)),
+        "n_red_to_blue": int(np.sum((gap_de > 0) & (gap_mc < 0))),
+        "dev_small_max": float(np.max(np.abs(dev[small]))) if small.any() else float("nan"),
+        "dev_large_min": float(np.min(dev[~small])) if (~small).any() else float("nan"),
+        "pocket_large_delta": (100 * float(np.mean(m1.delta(n)[pocket] > DELTA_MAX))
+                               if pocket.any() else float("nan")),
+        "map1_large_delta": 100 * float(np.mean(m1.delta(n) > DELTA_MAX)),
+        "map2_large_delta": 100 * float(np.mean(m2.delta(n) > DELTA_MAX)),
+        "n_needed": 100 * round(p_needed / C1 / 100),
+    }
