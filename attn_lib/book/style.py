@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["COLORS", "use", "color", "plot_theory", "plot_sim", "plot_theory_vs_sim",
-           "label_axes", "gap_map"]
+           "label_axes", "gap_map", "markdown_table"]
 
 #: Fixed colours (seaborn "colorblind" palette) for the models and nonlinearities of the book.
 COLORS: dict[str, str] = {
@@ -174,3 +174,38 @@ def gap_map(ax: Any, x: Any, y: Any, z: Any, *, vmin: float | None = None,
     if colorbar is not None:
         ax.figure.colorbar(mesh, ax=ax, label=colorbar)
     return mesh
+
+
+def markdown_table(rows: Any, formats: dict[str, str] | None = None) -> Any:
+    """A Markdown table (:class:`IPython.display.Markdown`) of ``rows``, to glue like a number.
+
+    Parameters
+    ----------
+    rows : sequence of dict
+        One dict per row, column name to value; the columns are the keys of the first row.
+    formats : dict of str to str, optional
+        Format spec per column for values that are not strings (e.g. ``{"a1": ".4f"}``);
+        other values are written with :class:`str`.
+
+    Returns
+    -------
+    IPython.display.Markdown
+        Numeric columns (those of the first row holding numbers) are right-aligned; a ``|``
+        inside a cell is escaped. Show it with ``{glue:md}`` and ``:format: myst``.
+    """
+    from IPython.display import Markdown
+
+    rows, formats = list(rows), dict(formats or {})
+    if not rows:
+        raise ValueError("rows must not be empty")
+    columns = list(rows[0])
+
+    def cell(column: str, value: Any) -> str:
+        text = value if isinstance(value, str) else format(value, formats.get(column, ""))
+        return str(text).replace("|", "\\|")
+
+    numeric = [isinstance(rows[0][c], (int, float, np.number)) for c in columns]
+    lines = ["| " + " | ".join(cell("", c) for c in columns) + " |",
+             "|" + "|".join("---:" if r else "---" for r in numeric) + "|"]
+    lines += ["| " + " | ".join(cell(c, row[c]) for c in columns) + " |" for row in rows]
+    return Markdown("\n".join(lines))
