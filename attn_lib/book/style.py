@@ -176,7 +176,8 @@ def gap_map(ax: Any, x: Any, y: Any, z: Any, *, vmin: float | None = None,
     return mesh
 
 
-def markdown_table(rows: Any, formats: dict[str, str] | None = None) -> Any:
+def markdown_table(rows: Any, formats: dict[str, str] | None = None,
+                   right: list[str] | tuple[str, ...] | None = None) -> Any:
     """A Markdown table (:class:`IPython.display.Markdown`) of ``rows``, to glue like a number.
 
     Parameters
@@ -186,12 +187,14 @@ def markdown_table(rows: Any, formats: dict[str, str] | None = None) -> Any:
     formats : dict of str to str, optional
         Format spec per column for values that are not strings (e.g. ``{"a1": ".4f"}``);
         other values are written with :class:`str`.
+    right : sequence of str, optional
+        Columns to right-align; default those whose value in the first row is a number.
 
     Returns
     -------
     IPython.display.Markdown
-        Numeric columns (those of the first row holding numbers) are right-aligned; a ``|``
-        inside a cell is escaped. Show it with ``{glue:md}`` and ``:format: myst``.
+        A header line, an alignment rule and one line per row; a ``|`` inside a cell is
+        escaped. Show it with ``{glue:md}`` and ``:format: myst``.
     """
     from IPython.display import Markdown
 
@@ -204,8 +207,9 @@ def markdown_table(rows: Any, formats: dict[str, str] | None = None) -> Any:
         text = value if isinstance(value, str) else format(value, formats.get(column, ""))
         return str(text).replace("|", "\\|")
 
-    numeric = [isinstance(rows[0][c], (int, float, np.number)) for c in columns]
+    if right is None:
+        right = [c for c in columns if isinstance(rows[0][c], (int, float, np.number))]
     lines = ["| " + " | ".join(cell("", c) for c in columns) + " |",
-             "|" + "|".join("---:" if r else "---" for r in numeric) + "|"]
+             "|" + "|".join("---:" if c in right else "---" for c in columns) + "|"]
     lines += ["| " + " | ".join(cell(c, row[c]) for c in columns) + " |" for row in rows]
     return Markdown("\n".join(lines))
