@@ -1,0 +1,414 @@
+r"""Figures and numbers of the chapter *Finite-size convergence* (``book/07_finite_size``).
+
+Five settings at ``c = 1/2`` (:data:`SETTINGS`) are simulated at a ladder of sizes ``n`` through
+:func:`attn_lib.studies.convergence.run` (cached :func:`~attn_lib.studies.sweeps.simulations`,
+attention and ridge on the same draws) at ``gamma`` in ``{0.01, 0.1, 1, gamma}``. For every
+series the bias ``b_n = mean E_n - E_DE`` and the fluctuation ``s_n = std E_n`` are fitted by
+power laws (:class:`~attn_lib.studies.convergence.Series`). Ridge depends on ``(c, snr)`` only,
+so it is shown once per SNR: the first setting of each SNR stands for it.
+
+Every public function takes the chapter's parameters ``n_ladder``, ``trials``, ``gamma`` and
+``seed`` (keyword-only); the study behind them is computed once per parameter set.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from .. import style
+from ..page import Figure
+from ...model.setting import Setting
+from ...model import nonlinearity
+from ...studies import convergence
+
+__all__ = ["C", "SETTINGS", "TARGET", "overview", "bias_fluctuation", "slope_tables",
+           "bias_shift", "slowest"]
+
+#: Aspect ratio ``p / n`` of every setting.
+C = 0.5
+#: The chapter's settings by display name (``f = tanh`` unless stated; aligned ``w_K = w_Q``).
+SETTINGS: dict[str, Setting] = {
+    "random": Setting(c=C),
+    "SNR 1": Setting(c=C, snr=1.0),
+    "aligned, |w| = 1": Setting(c=C, snr=4.0, wk_norm=1.0, wq_norm=1.0),
+    "aligned, |w| = 2": Setting(c=C, snr=4.0, wk_norm=2.0, wq_norm=2.0),
+    "cos (a1 = 0)": Setting(c=C, snr=4.0, f=nonlinearity.mixture(np.pi / 2), wk_norm=1.0, wq_norm=1.0),
+}
+#: Bias at which the slowest setting's extrapolations are read off (:func:`slowest`).
+TARGET = 0.01
+
+_NAMES = list(SETTINGS)
+_KEYS = dict(zip(_NAMES, ("random", "snr1", "al1", "al2", "cos")))  # suffixes of glued names
+_COLORS = dict(zip(_NAMES, (style.color("linear"), style.color("attention"), style.color("relu"),
+                            style.color("sign"), style.color("cos"))))
+_MARKERS = dict(zip(_NAMES, "osD^p"))
+_FLAT = ("random", "SNR 1")  # no or a small coherent shift
+_AL1, _AL2, _COS = "aligned, |w| = 1", "aligned, |w| = 2", "cos (a1 = 0)"
+
+
+@dataclass(frozen=True)
+class _Chapter:
+    study: convergence.Study
+    gammas: list[float]
+    k: int  # index of the reported gamma in ``gammas``
+    att: dict[str, convergence.Series]  # setting name -> attention series at gammas[k]
+    ridge: dict[str, convergence.Series]  # "ridge, SNR s" -> ridge series at gammas[k]
+    delta: dict[str, np.ndarray]  # setting name -> delta(n)
+
+    @property
+    def n(self) -> np.ndarray:
+        return self.study.n
+
+
+@functools.lru_cache(maxsize=2)
+def _chapter(n_ladder: tuple[int, ...], trials: tuple[int, ...] | int, gamma: float,
+             seed: int) -> _Chapter:
+    gammas = sorted({0.01, 0.1, 1.0, float(gamma)})
+    k = gammas.index(float(gamma))
+    study = convergence.run(list(SETTINGS.values()), list(n_ladder),
+                            list(trials) if isinstance(trials, tuple) else trials, gammas, seed=seed)
+    ridge = {f"ridge, SNR {s.snr:g}": _NAMES.index(name) for name, s in reversed(SETTINGS.items())}
+    ridge = dict(sorted(ridge.items(), key=lambda kv: kv[1]))
+    return _Chapter(study=study, gammas=gammas, k=k,
+                    att={name: study.series("attention", b, k) for b, name in enumerate(_NAMES)},
+                    ridge={name: study.series("ridge", b, k) for name, b in ridge.items()},
+                    delta={name: study.delta(b) for b, name in enumerate(_NAMES)})
+
+
+def _load(n_ladder: Sequence[int], trials: Sequence[int] | int, gamma: float,
+          seed: int) -> _Chapter:
+    t = tuple(int(v) for v in trials) if isinstance(trials, (list, tuple, np.ndarray)) else trials
+    return _chapter(tuple(int(v) for v in n_ladder), t, float(gamma), seed)
+
+
+def _ridge_style(ch: _Chapter) -> tuple[dict[str, str], dict[str, str]]:
+    names = list(ch.ridge)
+    return dict(zip(names, ("#fdd49e", "#fc8d59", "#b30000"))), dict(zip(names, "osD"))
+
+
+def _delta_fits(ch: _Chapter) -> dict[str, convergence.PowerLawFit | None]:
+    """Bias law ``|b| ~ A delta^k`` of every setting with a shift (resolved points only)."""
+    return {name: ch.att[name].bias_fit(ch.delta[name]) for name in _NAMES
+            if ch.delta[name][0] > 0}
+
+
+def _jitter(n: np.ndarray, i: int, m: int) -> np.ndarray:
+    """Small multiplicative offset along ``n`` for series ``i`` of ``m``."""
+    return n * 1.04 ** (i - (m - 1) / 2)
+
+
+def _bias_points(ax: Any, x: np.ndarray, s: convergence.Series, name: str, color: str,
+                 marker: str) -> None:
+    """Resolved biases as filled markers (± one se), unresolved ones as upper limits (v)."""
+    r = s.resolved
+    if r.any():
+        style.plot_sim(ax, x[r], np.abs(s.bias[r]), s.bias_se[r], color=color, fmt=marker,
+                       markerfacecolor=color, label=name)
+    if (~r).any():
+        style.plot_sim(ax, x[~r], s.bias_bound[~r], color=color, fmt="v",
+                       label=None if r.any() else f"{name} (upper limits only)")
+
+
+def _fit_line(ax: Any, x: np.ndarray, fit: convergence.PowerLawFit | None, color: str) -> None:
+    if fit is not None:
+        ax.plot(x, fit(x), color=color, linestyle="--", linewidth=1.0)
+
+
+def _pm(fit: convergence.PowerLawFit | None) -> str:
+    return "—" if fit is None else f"{fit.slope:+.2f} ± {fit.slope_se:.2f}"
+
+
+def _chi(fit: convergence.PowerLawFit | None) -> str:
+    return "—" if fit is None or fit.dof == 0 else f"{fit.chi2 / fit.dof:.1f}"
+
+
+def _nan_if_none(fit: convergence.PowerLawFit | None, attr: str) -> float:
+    return float("nan") if fit is None else getattr(fit, attr)
+
+
+def overview(*, n_ladder: Sequence[int], trials: Sequence[int] | int, gamma: float,
+             seed: int = 0) -> dict[str, Any]:
+    r"""Numbers of the introduction: the settings' shift coefficients and the ladder.
+
+    Returns
+    -------
+    dict
+        ``dcoef_<key>`` (``delta sqrt(p)``, ``n``-free, for ``key`` in random, snr1, al1, al2,
+        cos), ``ladder`` (Markdown: sizes, draws per size and the gammas), ``gamma``,
+        ``n_min`` and ``n_max``.
+    """
+    ch = _load(n_ladder, trials, gamma, seed)
+    from IPython.display import Markdown
+
+    out: dict[str, Any] = {f"dcoef_{_KEYS[name]}": s.delta(1) * np.sqrt(s.p(1))
+                           for name, s in SETTINGS.items()}
+    out["ladder"] = Markdown(", ".join(f"n = {n} ({t} draws)" for n, t in zip(ch.n, ch.study.trials))
+                             + f", γ ∈ {{{', '.join(f'{g:g}' for g in ch.gammas)}}}")
+    out.update(gamma=float(gamma), n_min=int(ch.n[0]), n_max=int(ch.n[-1]))
+    return out
+
+
+def bias_fluctuation(*, n_ladder: Sequence[int], trials: Sequence[int] | int, gamma: float,
+                     seed: int = 0) -> Figure:
+    r"""Bias ``|b_n|`` (top) and fluctuation ``s_n`` (bottom) against ``n``, attention and ridge.
+
+    Four panels (attention left, ridge right) at the reported ``gamma``: resolved biases as
+    filled markers ± one standard error, unresolved ones as open triangles at the upper limit
+    ``|b_n| + 2 se``, fluctuations ± their standard error, fitted power laws dashed.
+
+    Returns
+    -------
+    Figure
+        Numbers: ``fl_min``, ``fl_max``, ``fl_mean`` (range and inverse-variance weighted mean of
+        the fluctuation slopes), ``fl_count`` (number of series), ``fl_half`` (slopes within two
+        standard errors of -1/2); ``ridge_resolved``/``ridge_points`` (resolved and all ridge
+        points), ``ridge_bound_max`` (largest ridge bias bound at the largest ``n``),
+        ``ridge_fl_min`` (smallest ridge fluctuation there); ``att_neg``, ``att_pos``,
+        ``att_count`` (attention settings with all-negative, all-positive resolved biases, and
+        all); ``flat_resolved``/``flat_points`` and ``al_resolved``/``al_points`` (resolved and
+        all attention points without or with a small shift, and with signal and weights).
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    ch = _load(n_ladder, trials, gamma, seed)
+    n = ch.n
+    ridge_colors, ridge_markers = _ridge_style(ch)
+    fig, axes = plt.subplots(2, 2, figsize=(10.5, 8), sharex=True)
+    for col, (series, colors, markers) in enumerate(((ch.att, _COLORS, _MARKERS),
+                                                      (ch.ridge, ridge_colors, ridge_markers))):
+        for i, (name, s) in enumerate(series.items()):
+            x, c = _jitter(n, i, len(series)), colors[name]
+            _bias_points(axes[0, col], x, s, name, c, markers[name])
+            _fit_line(axes[0, col], n, s.bias_fit(), c)
+            style.plot_sim(axes[1, col], x, s.fluctuation, s.fluctuation_se, color=c,
+                           fmt=markers[name], markerfacecolor=c, label=name)
+            _fit_line(axes[1, col], n, s.fluctuation_fit(), c)
+    for ax, title in zip(axes[0], ("attention", "ridge")):
+        style.label_axes(ax, "", r"$|b_n| = |\bar E_n - E_{\mathrm{DE}}|$", logx=True, logy=True,
+                         title=f"{title}: bias, $\\gamma = {gamma:g}$", legend=False)
+    handles, labels = [], []
+    for ax in axes[1]:
+        h, lab = ax.get_legend_handles_labels()
+        handles, labels = handles + h, labels + lab
+    proxies = {"unresolved: upper limit $|b_n| + 2\\,\\mathrm{se}$":
+               Line2D([], [], marker="v", linestyle="none", color="0.4", markerfacecolor="white"),
+               "fitted power law": Line2D([], [], color="0.4", linestyle="--", linewidth=1.0)}
+    fig.legend(handles + list(proxies.values()), labels + list(proxies), loc="outside lower center",
+               ncol=4, fontsize=8)
+    for ax, title in zip(axes[1], ("attention", "ridge")):
+        style.label_axes(ax, r"tokens $n$ ($p = n/2$)", r"fluctuation $s_n = \mathrm{std}\,E_n$",
+                         logx=True, logy=True, title=f"{title}: fluctuation", legend=False)
+    _ladder_ticks(axes.ravel(), n)
+    return Figure(fig, _bias_fluctuation_numbers(ch))
+
+
+def _ladder_ticks(axes: Any, n: np.ndarray) -> None:
+    from matplotlib.ticker import FixedLocator, FormatStrFormatter, NullFormatter
+
+    for ax in axes:
+        ax.xaxis.set_major_locator(FixedLocator(n))
+        ax.xaxis.set_major_formatter(FormatStrFormatter("%d"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def _bias_fluctuation_numbers(ch: _Chapter) -> dict[str, Any]:
+    att, ridge = ch.att, ch.ridge
+    fl = {**{f"attention, {k}": s.fluctuation_fit() for k, s in att.items()},
+          **{k: s.fluctuation_fit() for k, s in ridge.items()}}
+    slopes = np.array([f.slope for f in fl.values()])
+    ses = np.array([f.slope_se for f in fl.values()])
+    out: dict[str, Any] = {
+        "fl_min": slopes.min(), "fl_max": slopes.max(), "fl_count": len(fl),
+        "fl_half": int(np.sum(np.abs(slopes + 0.5) <= 2 * ses)),
+        "fl_mean": float(np.average(slopes, weights=ses ** -2)),
+        "ridge_resolved": int(sum(s.resolved.sum() for s in ridge.values())),
+        "ridge_points": int(sum(s.n.size for s in ridge.values())),
+        "ridge_bound_max": float(max(s.bias_bound[-1] for s in ridge.values())),
+        "ridge_fl_min": float(min(s.fluctuation[-1] for s in ridge.values())),
+        "att_neg": len([k for k, s in att.items() if s.sign < 0]),
+        "att_pos": sum(s.sign > 0 for s in att.values()),
+        "att_count": len(att),
+    }
+    for key, names in (("flat", _FLAT), ("al", [k for k in _NAMES if k not in _FLAT])):
+        out[f"{key}_resolved"] = int(sum(att[k].resolved.sum() for k in names))
+        out[f"{key}_points"] = int(sum(att[k].n.size for k in names))
+    return out
+
+
+def slope_tables(*, n_ladder: Sequence[int], trials: Sequence[int] | int, gamma: float,
+                 seed: int = 0) -> dict[str, Any]:
+    r"""The two tables of fitted slopes (Markdown).
+
+    Returns
+    -------
+    dict
+        ``slopes_table``: per model and setting at the reported ``gamma``, the shift ``delta`` at
+        the smallest and the largest ``n`` (0 for ridge), the bias at the largest ``n`` ± its
+        standard error, the resolved sizes, the bias slope ``beta`` ± se with its ``chi^2/dof``
+        and the fluctuation slope ``sigma`` ± se ("—" where there is no fit).
+        ``gamma_slopes_table``: per setting and ``gamma`` of the study (same draws), the
+        attention bias slope ``beta`` ± se and, in brackets, the resolved sizes out of all.
+    """
+    ch = _load(n_ladder, trials, gamma, seed)
+    rows = []
+    for model, series in (("attention", ch.att), ("ridge", ch.ridge)):
+        for name, s in series.items():
+            d = ch.delta[name] if model == "attention" else np.zeros(ch.n.size)
+            rows.append({
+                "model": model, "setting": name,
+                "δ, n min": d[0], "δ, n max": d[-1],
+                "bias, n max": f"{s.bias[-1]:+.4f} ± {s.bias_se[-1]:.4f}",
+                "resolved": f"{s.resolved.sum()}/{s.n.size}",
+                "bias slope β": _pm(s.bias_fit()), "χ²/dof (β)": _chi(s.bias_fit()),
+                "fluctuation slope σ": _pm(s.fluctuation_fit()),
+            })
+    by_gamma = []
+    for b, name in enumerate(_NAMES):
+        row = {"setting": name}
+        for k, g in enumerate(ch.gammas):
+            s = ch.study.series("attention", b, k)
+            row[f"γ = {g:g}"] = f"{_pm(s.bias_fit())} ({s.resolved.sum()}/{s.n.size})"
+        by_gamma.append(row)
+    return {"slopes_table": style.markdown_table(rows, {"δ, n min": ".3f", "δ, n max": ".3f"}),
+            "gamma_slopes_table": style.markdown_table(by_gamma)}
+
+
+def bias_shift(*, n_ladder: Sequence[int], trials: Sequence[int] | int, gamma: float,
+               seed: int = 0) -> Figure:
+    r"""Attention bias against the coherent shift ``delta(n)``, for the settings with signal.
+
+    Left: ``|b_n|`` against ``delta`` (resolved points filled ± one se, upper limits open) with
+    the fitted law ``|b| ~ A delta^k`` dashed. Right: ``b_n / delta`` ± ``se / delta`` at the
+    resolved points.
+
+    Returns
+    -------
+    Figure
+        Numbers: ``cos_verdict`` (Markdown: how the cosine's exponent ``k`` compares with that of
+        tanh with ``|w| = 1``); ``bd_min``, ``bd_max``, ``bd_points`` (range and number of the
+        resolved ``b / delta``); ``dk_<key>``, ``dk_<key>_se`` (exponent ``k`` ± se, NaN without
+        a fit, for ``key`` in al1, al2, cos); ``cmp_delta``, ``cmp_al2``, ``cmp_al2_se`` (shift
+        and ``|b|`` ± se of ``|w| = 2`` at the largest ``n``), ``cmp_al1_law`` (the ``|w| = 1``
+        law at that shift), ``cmp_ratio`` (their ratio), ``cmp_al1_range_lo``/``_hi`` (the
+        resolved shifts of ``|w| = 1``).
+    """
+    import matplotlib.pyplot as plt
+    from IPython.display import Markdown
+
+    ch = _load(n_ladder, trials, gamma, seed)
+    dfit = _delta_fits(ch)
+    fig, axes = plt.subplots(1, 2, figsize=(10.5, 4.2))
+    per_shift = {}
+    for name, fit in dfit.items():
+        s, d, c = ch.att[name], ch.delta[name], _COLORS[name]
+        _bias_points(axes[0], d, s, name, c, _MARKERS[name])
+        _fit_line(axes[0], d, fit, c)
+    for name in dfit:
+        s, d, c, r = ch.att[name], ch.delta[name], _COLORS[name], ch.att[name].resolved
+        if r.any():
+            per_shift[name] = s.bias[r] / d[r]
+            style.plot_sim(axes[1], d[r], per_shift[name], s.bias_se[r] / d[r], color=c,
+                           fmt=_MARKERS[name], markerfacecolor=c, label=name)
+    style.label_axes(axes[0], r"coherent shift $\delta$", r"$|b_n|$", logx=True, logy=True,
+                     title=f"attention, $\\gamma = {gamma:g}$", legend=False)
+    axes[1].axhline(0.0, color="0.3", linewidth=1)
+    style.label_axes(axes[1], r"coherent shift $\delta$", r"$b_n / \delta$", logx=True,
+                     title=r"bias per unit of shift (resolved points)", legend=False)
+    for ax in axes:
+        ax.legend(fontsize=7.5)
+
+    f_cos, f_al1 = dfit[_COS], dfit[_AL1]
+    if f_cos is None or f_al1 is None:
+        verdict = "one of the two exponents is missing (fewer than two resolved points)"
+    else:
+        z = (f_cos.slope - f_al1.slope) / np.hypot(f_cos.slope_se, f_al1.slope_se)
+        verdict = ("the two exponents differ by less than two standard errors" if abs(z) < 2 else
+                   f"the cosine's exponent is {'smaller' if z < 0 else 'larger'} by "
+                   f"{abs(z):.1f} standard errors: its bias decays "
+                   f"{'more slowly' if z < 0 else 'faster'} with the shift")
+    ratios = np.concatenate(list(per_shift.values()))
+    out: dict[str, Any] = {"cos_verdict": Markdown(verdict), "bd_min": float(ratios.min()),
+                           "bd_max": float(ratios.max()), "bd_points": int(ratios.size)}
+    for name in (_AL1, _AL2, _COS):
+        out[f"dk_{_KEYS[name]}"] = _nan_if_none(dfit[name], "slope")
+        out[f"dk_{_KEYS[name]}_se"] = _nan_if_none(dfit[name], "slope_se")
+    # same delta, different SNR-weight geometry: the |w| = 2 bias at its smallest shift against
+    # the |w| = 1 law evaluated (if need be, extrapolated) at that shift
+    d_cmp, al1, al2 = float(ch.delta[_AL2][-1]), ch.att[_AL1], ch.att[_AL2]
+    out.update(cmp_delta=d_cmp, cmp_al2=float(abs(al2.bias[-1])), cmp_al2_se=float(al2.bias_se[-1]),
+               cmp_al1_law=float(dfit[_AL1](d_cmp)),
+               cmp_ratio=float(abs(al2.bias[-1]) / dfit[_AL1](d_cmp)),
+               cmp_al1_range_lo=float(ch.delta[_AL1][al1.resolved].min()),
+               cmp_al1_range_hi=float(ch.delta[_AL1][al1.resolved].max()))
+    return Figure(fig, out)
+
+
+def slowest(*, n_ladder: Sequence[int], trials: Sequence[int] | int, gamma: float,
+            seed: int = 0) -> dict[str, Any]:
+    r"""Which attention setting converges slowest, and two extrapolations of its bias.
+
+    "Slowest" is the largest ``|b|`` at the largest ``n``; "shallowest" the largest fitted bias
+    slope ``beta``. The size at which the slowest bias falls to :data:`TARGET` is extrapolated
+    (a) by its own law in ``n`` and (b) by the ``delta``-law of the ``|w| = 1`` setting applied to
+    its ``delta(n) = delta_1 / sqrt(c n)``.
+
+    Returns
+    -------
+    dict
+        ``slowest``, ``shallowest`` (Markdown names); ``slow_bias``, ``slow_bias_se``,
+        ``slow_delta``, ``slow_ratio`` (``|b|`` over the fluctuation), ``slow_theory`` (its DE),
+        ``slow_rel`` (``|b|`` in % of the DE), ``slow_delta_others`` (largest shift of the
+        others), all at the largest ``n``; ``shallow_slope``, ``shallow_slope_se``,
+        ``shallow_chi`` (``chi^2/dof``, NaN for two points), ``shallow_points``; ``target``;
+        ``slow_slope``, ``slow_slope_se``, ``slow_n_needed`` (extrapolation a);
+        ``slow_delta_star``, ``slow_n_delta`` (extrapolation b); ``al1_beta`` (``-k/2`` of the
+        ``|w| = 1`` delta-law), ``slow_k`` (the slowest setting's own ``k``); ``cos_beta``,
+        ``al1_beta_n`` and their ``_se`` (bias slopes in ``n``, NaN without a fit);
+        ``slow_dcoef``, ``others_dcoef`` (``delta sqrt(p)``); ``slow_slope_first``,
+        ``slow_slope_last`` and their ``_se`` (two-point slopes at the ends of the ladder).
+    """
+    from IPython.display import Markdown
+
+    ch = _load(n_ladder, trials, gamma, seed)
+    att, delta, dfit = ch.att, ch.delta, _delta_fits(ch)
+    b_last = {k: abs(s.bias[-1]) for k, s in att.items()}
+    slow = max(b_last, key=b_last.get)
+    s_slow = att[slow]
+    fits = {k: s.bias_fit() for k, s in att.items()}
+    fitted = {k: f for k, f in fits.items() if f is not None}
+    shallow = max(fitted, key=lambda k: fitted[k].slope)
+    f_sh, f_slow = fitted[shallow], fits[slow]
+    d_star = dfit[_AL1].inverse(TARGET)
+    d_coef = SETTINGS[slow].delta(1) * np.sqrt(SETTINGS[slow].p(1))
+    out: dict[str, Any] = {
+        "slowest": Markdown(f"*{slow}*"),
+        "slow_bias": float(s_slow.bias[-1]), "slow_bias_se": float(s_slow.bias_se[-1]),
+        "slow_delta": float(delta[slow][-1]),
+        "slow_ratio": float(abs(s_slow.bias[-1]) / s_slow.fluctuation[-1]),
+        "slow_theory": float(s_slow.theory),
+        "slow_rel": 100 * float(abs(s_slow.bias[-1]) / s_slow.theory),
+        "slow_delta_others": float(max(delta[k][-1] for k in att if k != slow)),
+        "shallowest": Markdown(f"*{shallow}*"),
+        "shallow_slope": f_sh.slope, "shallow_slope_se": f_sh.slope_se,
+        "shallow_chi": f_sh.chi2 / f_sh.dof if f_sh.dof > 0 else float("nan"),
+        "shallow_points": f_sh.points, "target": TARGET,
+        "slow_slope": f_slow.slope, "slow_slope_se": f_slow.slope_se,
+        "slow_n_needed": f_slow.inverse(TARGET),
+        "slow_delta_star": d_star, "slow_n_delta": (d_coef / d_star) ** 2 / C,
+        "al1_beta": -dfit[_AL1].slope / 2, "slow_k": dfit[slow].slope,
+    }
+    for key, name in (("cos_beta", _COS), ("al1_beta_n", _AL1)):
+        out[key] = _nan_if_none(fits[name], "slope")
+        out[f"{key}_se"] = _nan_if_none(fits[name], "slope_se")
+    out["slow_dcoef"] = d_coef
+    out["others_dcoef"] = max(SETTINGS[k].delta(1) * np.sqrt(SETTINGS[k].p(1)) for k in _NAMES
+                              if k != slow)
+    for tag, idx in (("first", [0, 1]), ("last", [-2, -1])):
+        two = convergence.fit_power_law(ch.n[idx], np.abs(s_slow.bias[idx]), s_slow.bias_se[idx])
+        out[f"slow_slope_{tag}"], out[f"slow_slope_{tag}_se"] = two.slope, two.slope_se
+    return out

@@ -1,0 +1,338 @@
+r"""Figures and numbers of the chapter *Where attention really wins* (``book/09_strong_alignment``).
+
+The chapter's geometry: ``c = 0.3`` (:data:`C`), ``f = sign`` unless stated, and ``w_K``, ``w_Q``
+aligned with ``mu`` with norms :data:`WK` and :data:`WQ`, so that
+``(mu^T w_K)(mu^T w_Q) = 7 SNR`` (:func:`example`). The simulations go through the cached
+:func:`attn_lib.studies.sweeps.simulations` and :func:`~attn_lib.studies.strong_alignment.surrogate_errors`,
+the limit theory through :func:`~attn_lib.studies.sweeps.equivalents` and the finite-size theory
+through the cached :func:`~attn_lib.studies.strong_alignment.finite_size_theory`, all at
+``gamma =`` :data:`GAMMA` unless a figure sweeps ``gamma``.
+
+Every public function takes the chapter's parameters it needs as keyword arguments (``n``,
+``trials``, ``n_points``, ``n_line``, ``funcs``, ``map_size``, ``n_map``, ``seed``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from .. import cache, style
+from ..page import Figure
+from ...model import data
+from ...model.setting import Setting
+from ...studies import strong_alignment as sa
+from ...studies import sweeps
+
+__all__ = ["C", "WK", "WQ", "GAMMA", "SNR_EXAMPLE", "SNR_SURROGATES", "example", "overview",
+           "phenomenon", "shift_histogram", "surrogates", "finite_size", "maps"]
+
+#: Aspect ratio ``p / n``.
+C = 0.3
+#: Norms of the aligned weights ``w_K`` and ``w_Q``.
+WK, WQ = 2.0, 3.5
+#: Ridge parameter of the SNR sweeps, the surrogates and the maps.
+GAMMA = 0.1
+#: SNR of the worked example.
+SNR_EXAMPLE = 6.0
+#: SNRs of the surrogate comparison.
+SNR_SURROGATES = (1.0, 2.0, 4.0)
+
+
+def example(snr: float, f: Any = "sign") -> Setting:
+    """The chapter's geometry at ``snr``: ``w_K``, ``w_Q`` along ``mu``, ``(mu.w_K)(mu.w_Q) = 7 snr``."""
+    return Setting(c=C, snr=float(snr), f=f, wk_norm=WK, wq_norm=WQ)
+
+
+@dataclass(frozen=True)
+class _Sweep:
+    """The SNR sweep at ``n``: ``n_line`` theory points, ``n_points`` of them simulated."""
+
+    snr_line: np.ndarray
+    on_line: np.ndarray  # indices of the simulated points in snr_line
+    d_line: np.ndarray
+    d_mc: np.ndarray
+    ridge_line: np.ndarray  # ridge DE along the line (independent of f)
+
+    @property
+    def snr_mc(self) -> np.ndarray:
+        return self.snr_line[self.on_line]
+
+
+def _sweep(n: int, n_points: int, n_line: int) -> _Sweep:
+    snr_line = np.geomspace(0.25, 8.0, n_line)
+    on_line = np.linspace(0, n_line - 1, n_points).round().astype(int)
+    line = [example(s) for s in snr_line]
+    return _Sweep(snr_line=snr_line, on_line=on_line,
+                  d_line=np.array([s.delta(n) for s in line]),
+                  d_mc=np.array([example(s).delta(n) for s in snr_line[on_line]]),
+                  ridge_line=sweeps.equivalents(line, GAMMA, model="ridge"))
+
+
+def _attention_lines(ax: Any, x: np.ndarray, limit: np.ndarray, x_sim: np.ndarray,
+                     mc: sweeps.SweepResult, k: Any) -> None:
+    """Limit DE of attention (dashed) and its simulation (markers ± one standard error)."""
+    style.plot_theory(ax, x, limit, label="attention (limit DE)", color=style.color("attention"),
+                      linestyle="--", zorder=2.5)
+    style.plot_sim(ax, x_sim, mc.mean("attention")[k], mc.sem("attention")[k],
+                   color=style.color("attention"), label="attention (simulation)")
+
+
+def overview(*, n: int, trials: int) -> dict[str, Any]:
+    r"""Numbers of the worked example (SNR :data:`SNR_EXAMPLE`).
+
+    Returns
+    -------
+    dict
+        ``n``, ``p`` (``round(c n)``), ``trials``, ``ex_delta`` (coherent shift at ``n``) and
+        ``ex_delta_2048`` (at ``n = 2048``).
+    """
+    ex = example(SNR_EXAMPLE)
+    return {"n": n, "p": ex.p(n), "trials": trials, "ex_delta": ex.delta(n),
+            "ex_delta_2048": ex.delta(2048)}
+
+
+def phenomenon(*, n: int, trials: int, n_points: int, n_line: int, seed: int = 0) -> Figure:
+    r"""Attention against ridge in the worked example: against ``gamma``, and along an SNR sweep.
+
+    Left: the error against ``gamma`` at SNR :data:`SNR_EXAMPLE`. Right: the error at
+    :data:`GAMMA` against the coherent shift ``delta`` as the SNR is swept over
+    ``geomspace(0.25, 8, n_line)`` (``n_points`` of them simulated). Lines: ridge DE (solid) and
+    attention limit DE (dashed); markers: simulation, mean ± one standard error.
+
+    Returns
+    -------
+    Figure
+        Numbers: ``ex_mc``, ``ex_ridge_mc`` (simulated attention and ridge at :data:`GAMMA`),
+        ``ex_limit`` (limit DE of attention there), ``ex_factor`` (ridge over attention,
+        simulated); ``sweep_d0``, ``sweep_d1`` (smallest and largest simulated ``delta``),
+        ``sweep_ratio_sim0``, ``sweep_ratio_sim1`` (paired simulated ``E_att / E_ridge`` there)
+        and ``sweep_ratio_lim_min`` (smallest ratio of the limit DEs at the simulated points).
+    """
+    import matplotlib.pyplot as plt
+
+    ex, sw = example(SNR_EXAMPLE), _sweep(n, n_points, n_line)
+    g_curve, g_fine = np.logspace(-4, 0, 9), np.logspace(-4, 0, 41)
+    sweep_mc = [example(s) for s in sw.snr_mc]
+    mc_ex = sweeps.simulations([ex], g_curve, n=n, trials=trials, seed=seed)
+    mc_sweep = sweeps.simulations(sweep_mc, [GAMMA], n=n, trials=trials, seed=seed)
+    lim_ex = sweeps.equivalents([ex], g_fine)[0]
+    ridge_ex = sweeps.equivalents([ex], g_fine, model="ridge")[0]
+    lim_line = sweeps.equivalents([example(s) for s in sw.snr_line], GAMMA)
+
+    fig, axes = plt.subplots(1, 2, figsize=(10.5, 4.2))
+    style.plot_theory_vs_sim(axes[0], g_fine, ridge_ex, mc_ex.mean("ridge")[0],
+                             mc_ex.sem("ridge")[0], label="ridge", x_sim=g_curve)
+    _attention_lines(axes[0], g_fine, lim_ex, g_curve, mc_ex, 0)
+    style.label_axes(axes[0], r"ridge parameter $\gamma$", r"interpolation error $E(\gamma)$",
+                     title=f"SNR 6, $n = {n}$, $\\delta = {ex.delta(n):.2f}$", logx=True, logy=True)
+    style.plot_theory_vs_sim(axes[1], sw.d_line, sw.ridge_line, mc_sweep.mean("ridge")[:, 0],
+                             mc_sweep.sem("ridge")[:, 0], label="ridge", x_sim=sw.d_mc)
+    _attention_lines(axes[1], sw.d_line, lim_line, sw.d_mc, mc_sweep, (slice(None), 0))
+    style.label_axes(axes[1], r"coherent shift $\delta$ (SNR swept)",
+                     r"interpolation error $E(\gamma)$",
+                     title=f"$n = {n}$, $\\gamma = {GAMMA:g}$", logy=True, legend=False)
+
+    k01 = int(np.argmin(np.abs(g_curve - GAMMA)))
+    ratio_sim = mc_sweep.mean("ratio")[:, 0]
+    ratio_lim = (sweeps.equivalents(sweep_mc, GAMMA)
+                 / sweeps.equivalents(sweep_mc, GAMMA, model="ridge"))
+    return Figure(fig, {
+        "ex_mc": mc_ex.mean("attention")[0, k01], "ex_ridge_mc": mc_ex.mean("ridge")[0, k01],
+        "ex_limit": sweeps.equivalents([ex], GAMMA)[0],
+        "ex_factor": mc_ex.mean("ridge")[0, k01] / mc_ex.mean("attention")[0, k01],
+        "sweep_d0": sw.d_mc[0], "sweep_d1": sw.d_mc[-1],
+        "sweep_ratio_sim0": ratio_sim[0], "sweep_ratio_sim1": ratio_sim[-1],
+        "sweep_ratio_lim_min": ratio_lim.min()})
+
+
+def shift_histogram(*, n: int, seed: int = 0) -> Figure:
+    r"""Histogram of the shifts ``h_ij`` of one draw of the worked example, by class agreement.
+
+    One draw (``numpy.random.default_rng(seed)``) at SNR :data:`SNR_EXAMPLE`; pairs ``i != j``
+    of the same and of different classes, each with the Gaussian of mean ``±delta`` and the
+    standard deviation of :func:`~attn_lib.studies.strong_alignment.shift_fluctuation`.
+
+    Returns
+    -------
+    Figure
+        Numbers: ``h_delta`` (signed ``delta``), ``h_sd`` (formula), ``h_sd_emp`` (this draw),
+        ``h_ratio`` (``sd / delta``), ``h_ratio_approx`` (``sqrt(2 / SNR)``) and
+        ``h_wrong_side`` (% of same-class pairs with a negative shift).
+    """
+    import matplotlib.pyplot as plt
+
+    ex = example(SNR_EXAMPLE)
+    sample = data.draw(ex, n, np.random.default_rng(seed))
+    H = sa.latent_split(sample).shift()
+    off = ~np.eye(n, dtype=bool)
+    same = np.equal.outer(sample.y, sample.y)
+    delta_s, sd = sa.signed_shift(ex, n), sa.shift_fluctuation(ex, n)
+
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    half = abs(delta_s) + 4.5 * sd  # the plotted range; a few pairs of one draw lie beyond it
+    bins = np.linspace(-half, half, 80)
+    xs = np.linspace(bins[0], bins[-1], 300)
+    for mask, label, col, sign in ((same & off, "same class", style.color("attention"), 1),
+                                   (~same & off, "different class", style.color("ridge"), -1)):
+        ax.hist(H[mask], bins=bins, density=True, alpha=0.45, color=col, label=f"{label} (one draw)")
+        ax.plot(xs, np.exp(-0.5 * ((xs - sign * delta_s) / sd) ** 2) / (sd * np.sqrt(2 * np.pi)),
+                color=col, linewidth=1.6,
+                label=f"Gaussian $({'+' if sign > 0 else '-'}\\delta, \\mathrm{{sd}}^2)$")
+        ax.axvline(sign * delta_s, color=col, linestyle=":", linewidth=1.2)
+    style.label_axes(ax, r"shift $h_{ij}$ of the kernel argument", "density",
+                     title=f"SNR 6, $n = {n}$: $\\delta = {delta_s:.2f}$, sd $= {sd:.2f}$")
+    return Figure(fig, {
+        "h_delta": delta_s, "h_sd": sd,
+        "h_sd_emp": (H - delta_s * np.outer(sample.y, sample.y))[off].std(),
+        "h_ratio": sd / delta_s, "h_ratio_approx": np.sqrt(2 / ex.snr),
+        "h_wrong_side": 100 * np.mean(H[same & off] < 0)})
+
+
+def surrogates(*, n: int, trials: int, seed: int = 0) -> dict[str, Any]:
+    r"""True kernel, latent and coherent-shift surrogates and ridge, on the same draws.
+
+    :func:`~attn_lib.studies.strong_alignment.surrogate_errors` (cached) at :data:`GAMMA` for the
+    SNRs :data:`SNR_SURROGATES`.
+
+    Returns
+    -------
+    dict
+        ``sur_table`` (Markdown: SNR, ``delta`` and mean ± standard error of the four errors),
+        ``sur_lat_max`` (largest ``|latent / true - 1|`` in %), ``sur_coh_first``,
+        ``sur_coh_last`` (``coherent / true - 1`` in % at the smallest and largest SNR) and
+        ``sur_d_first``, ``sur_d_last`` (their ``delta``).
+    """
+    sur = {s: cache.cached(sa.surrogate_errors, setting=example(s), gammas=[GAMMA], n=n,
+                           trials=trials, seed=seed) for s in SNR_SURROGATES}
+    models = {"attention": "true kernel", "latent": "latent surrogate",
+              "coherent": "coherent-shift surrogate", "ridge": "ridge"}
+    rows = [{"SNR": s, "$\\delta$": example(s).delta(n),
+             **{label: f"{r.mean(k)[0]:.4f} ± {r.sem(k)[0]:.4f}" for k, label in models.items()}}
+            for s, r in sur.items()]
+    rel = {k: np.array([100 * (r.mean(k)[0] / r.mean("attention")[0] - 1) for r in sur.values()])
+           for k in ("latent", "coherent")}
+    return {"sur_table": style.markdown_table(rows, {"SNR": "g", "$\\delta$": ".2f"},
+                                              right=list(rows[0])),
+            "sur_lat_max": np.abs(rel["latent"]).max(), "sur_coh_first": rel["coherent"][0],
+            "sur_coh_last": rel["coherent"][-1],
+            "sur_d_first": example(SNR_SURROGATES[0]).delta(n),
+            "sur_d_last": example(SNR_SURROGATES[-1]).delta(n)}
+
+
+def finite_size(*, n: int, trials: int, n_points: int, n_line: int, funcs: Sequence[str],
+                seed: int = 0) -> Figure:
+    r"""Finite-size DE, limit DE and simulation along the SNR sweep, one panel per ``f``.
+
+    At :data:`GAMMA` and ``n``, against ``delta``: finite-size DE of attention (solid), limit DE
+    (dashed), simulation (markers, mean ± one standard error), and ridge (DE and simulation).
+
+    Returns
+    -------
+    Figure
+        Numbers: ``funcs_list`` (the nonlinearities, comma-separated); over the simulated
+        points of all panels ``fs_points``, ``fs_gap_max``, ``fs_gap_med`` (largest and median
+        ``|finite-size DE - simulation|``), ``lim_gap_max`` (largest ``|limit DE -
+        simulation|``), ``fs_sem_max`` (largest standard error); for ``f = sign`` at the largest
+        shift ``fs_sign_last`` (finite-size DE) and ``mc_sign_last`` (simulation); at the
+        smallest shift ``fs_lim_small`` (largest difference of the two theories over ``funcs``)
+        and ``fs_sd_small`` (pair-to-pair standard deviation of the shift).
+    """
+    import matplotlib.pyplot as plt
+
+    sw, funcs = _sweep(n, n_points, n_line), list(funcs)
+    fig, axes = plt.subplots(1, len(funcs), figsize=(4.2 * len(funcs), 4.0), sharey=True,
+                             squeeze=False)
+    axes = axes[0]
+    gaps_fs, gaps_lim, acc = [], [], {}
+    for ax, f in zip(axes, funcs):
+        line = [example(s, f) for s in sw.snr_line]
+        pts = [example(s, f) for s in sw.snr_mc]
+        mc = sweeps.simulations(pts, [GAMMA], n=n, trials=trials, seed=seed)
+        fs_line = sa.finite_size_theory(line, GAMMA, n)[:, 0]
+        fs_pts = fs_line[sw.on_line]
+        lim_pts = sweeps.equivalents(pts, GAMMA)
+        style.plot_theory(ax, sw.d_line, fs_line, label="attention (finite-size DE)",
+                          color=style.color("attention"))
+        style.plot_theory(ax, sw.d_line, sweeps.equivalents(line, GAMMA),
+                          label="attention (limit DE)", color=style.color("attention"),
+                          linestyle="--")
+        style.plot_sim(ax, sw.d_mc, mc.mean("attention")[:, 0], mc.sem("attention")[:, 0],
+                       color=style.color("attention"), label="attention (simulation)")
+        style.plot_theory_vs_sim(ax, sw.d_line, sw.ridge_line, mc.mean("ridge")[:, 0],
+                                 mc.sem("ridge")[:, 0], label="ridge", x_sim=sw.d_mc)
+        style.label_axes(ax, r"coherent shift $\delta$",
+                         r"interpolation error $E(\gamma)$" if ax is axes[0] else "",
+                         title=f"$f = $ {f}, $n = {n}$, $\\gamma = {GAMMA:g}$", logy=True,
+                         legend=False)
+        gaps_fs.append(np.abs(fs_pts - mc.mean("attention")[:, 0]))
+        gaps_lim.append(np.abs(lim_pts - mc.mean("attention")[:, 0]))
+        acc[f] = (fs_pts, mc)
+    axes[-1].legend(fontsize=7.5)
+
+    gaps_fs, gaps_lim = np.concatenate(gaps_fs), np.concatenate(gaps_lim)
+    fs_sign, mc_sign = acc["sign"]
+    return Figure(fig, {
+        "funcs_list": ", ".join(funcs),
+        "fs_gap_max": gaps_fs.max(), "fs_gap_med": np.median(gaps_fs),
+        "lim_gap_max": gaps_lim.max(), "fs_points": gaps_fs.size,
+        "fs_sem_max": max(mc.sem("attention").max() for _, mc in acc.values()),
+        "fs_sign_last": fs_sign[-1],
+        "fs_lim_small": max(abs(acc[f][0][0]
+                                - sweeps.equivalents([example(sw.snr_mc[0], f)], GAMMA)[0])
+                            for f in funcs),
+        "fs_sd_small": sa.shift_fluctuation(example(sw.snr_mc[0]), n),
+        "mc_sign_last": mc_sign.mean("attention")[-1, 0]})
+
+
+def maps(*, map_size: int, n_map: int) -> Figure:
+    r"""Where attention beats ridge: the relative gap over SNR and weight norm, two theories.
+
+    ``100 (E_att / E_ridge - 1)`` at :data:`GAMMA` for ``f = sign``, ``c =`` :data:`C` and
+    aligned ``w_K = w_Q = w`` over ``SNR`` in ``linspace(0.5, 8, map_size)`` and ``|w|`` in
+    ``linspace(0, 3, map_size)``: finite-size DE at ``n_map`` (left) and limit DE (right) on one
+    centred colour scale (:func:`attn_lib.book.style.gap_map`), with the contours
+    ``delta = 0.3, 1, 2`` (dotted).
+
+    Returns
+    -------
+    Figure
+        Numbers: ``n_map``; ``map_win_fs``, ``map_win_lim`` (% of the map where attention is
+        better); ``map_best_fs``, ``map_best_lim`` (largest advantage, %); ``map_factor_fs``
+        (ridge over attention there, finite-size DE); ``map_w0_lo``, ``map_w0_hi`` (range of the
+        finite-size gap without weights) and ``map_w0_delta`` (largest ``delta`` there).
+    """
+    import matplotlib.pyplot as plt
+
+    snr_ax, w_ax = np.linspace(0.5, 8.0, map_size), np.linspace(0.0, 3.0, map_size)
+    grid = [Setting(c=C, snr=float(s), f="sign", wk_norm=float(w), wq_norm=float(w))
+            for w in w_ax for s in snr_ax]
+    ridge_map = sweeps.equivalents(grid, GAMMA, model="ridge")
+    gaps = {"finite-size DE": sa.finite_size_theory(grid, GAMMA, n_map)[:, 0] / ridge_map,
+            "limit DE": sweeps.equivalents(grid, GAMMA) / ridge_map}
+    gaps = {k: 100 * (v.reshape(w_ax.size, snr_ax.size) - 1) for k, v in gaps.items()}
+    delta_map = np.array([s.delta(n_map) for s in grid]).reshape(w_ax.size, snr_ax.size)
+
+    lo = min(min(z.min() for z in gaps.values()), -1e-3)  # one colour scale for both maps
+    hi = max(max(z.max() for z in gaps.values()), 1e-3)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.3), sharey=True)
+    for ax, (name, z) in zip(axes, gaps.items()):
+        mesh = style.gap_map(ax, snr_ax, w_ax, z, vmin=lo, vmax=hi)
+        cs = ax.contour(snr_ax, w_ax, delta_map, levels=[0.3, 1.0, 2.0], colors="0.5",
+                        linewidths=0.9, linestyles=":")
+        ax.clabel(cs, fmt=lambda v: f"$\\delta={v:g}$", fontsize=7)
+        style.label_axes(ax, r"$\mathrm{SNR} = \|\mu\|^2$",
+                         r"aligned weight norm $\|w\|$" if ax is axes[0] else "",
+                         title=f"{name}, sign, $c = {C:g}$, $n = {n_map}$, $\\gamma = {GAMMA:g}$",
+                         legend=False)
+    fig.colorbar(mesh, ax=axes, label=r"$100\,(E_{\mathrm{att}} / E_{\mathrm{ridge}} - 1)$")
+
+    fs_map, lim_map = gaps["finite-size DE"], gaps["limit DE"]
+    return Figure(fig, {
+        "n_map": n_map, "map_win_fs": 100 * np.mean(fs_map < 0),
+        "map_win_lim": 100 * np.mean(lim_map < 0), "map_best_fs": -fs_map.min(),
+        "map_best_lim": -lim_map.min(), "map_factor_fs": 1 / (1 + fs_map.min() / 100),
+        "map_w0_lo": fs_map[0].min(), "map_w0_hi": fs_map[0].max(),
+        "map_w0_delta": delta_map[0].max()})

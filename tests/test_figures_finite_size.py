@@ -1,0 +1,73 @@
+"""The figures and numbers of the finite-size chapter, at tiny sizes (cache in tmp_path)."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+from IPython.display import Markdown  # noqa: E402
+
+from attn_lib.book.page import Figure  # noqa: E402
+from attn_lib.book.figures import finite_size as figs  # noqa: E402
+
+KW = dict(n_ladder=[32, 64], trials=[4, 3], gamma=1.0, seed=0)
+KEYS = ("random", "snr1", "al1", "al2", "cos")
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTN_BOOK_CACHE", str(tmp_path))
+
+
+def test_overview():
+    out = figs.overview(**KW)
+    assert set(out) == {f"dcoef_{k}" for k in KEYS} | {"ladder", "gamma", "n_min", "n_max"}
+    assert isinstance(out["ladder"], Markdown) and (out["n_min"], out["n_max"]) == (32, 64)
+    assert out["dcoef_random"] == 0.0 and out["dcoef_al2"] == pytest.approx(20.0)
+
+
+def test_bias_fluctuation():
+    figure = figs.bias_fluctuation(**KW)
+    assert isinstance(figure, Figure) and len(figure.fig.axes) == 4
+    assert set(figure.numbers) == {
+        "fl_min", "fl_max", "fl_count", "fl_half", "fl_mean", "ridge_resolved", "ridge_points",
+        "ridge_bound_max", "ridge_fl_min", "att_neg", "att_pos", "att_count", "flat_resolved",
+        "flat_points", "al_resolved", "al_points"}
+    assert figure.numbers["fl_count"] == 8 and figure.numbers["ridge_points"] == 6
+    plt.close(figure.fig)
+
+
+def test_slope_tables():
+    out = figs.slope_tables(**KW)
+    assert set(out) == {"slopes_table", "gamma_slopes_table"}
+    table = out["slopes_table"].data.splitlines()
+    assert len(table) == 2 + 5 + 3  # header, rule, 5 attention and 3 ridge rows
+    assert r"aligned, \|w\| = 1" in out["slopes_table"].data  # pipes escaped
+    assert len(out["gamma_slopes_table"].data.splitlines()) == 2 + 5
+
+
+def test_bias_shift():
+    figure = figs.bias_shift(**KW)
+    assert isinstance(figure, Figure) and len(figure.fig.axes) == 2
+    dk = {f"dk_{k}{se}" for k in ("al1", "al2", "cos") for se in ("", "_se")}
+    cmp = {f"cmp_{k}" for k in ("delta", "al2", "al2_se", "al1_law", "ratio", "al1_range_lo",
+                                "al1_range_hi")}
+    assert set(figure.numbers) == {"cos_verdict", "bd_min", "bd_max", "bd_points"} | dk | cmp
+    assert isinstance(figure.numbers["cos_verdict"], Markdown)
+    plt.close(figure.fig)
+
+
+def test_slowest():
+    out = figs.slowest(**KW)
+    slow = {f"slow_{k}" for k in ("bias", "bias_se", "delta", "ratio", "theory", "rel",
+                                  "delta_others", "slope", "slope_se", "n_needed", "delta_star",
+                                  "n_delta", "k", "dcoef", "slope_first", "slope_first_se",
+                                  "slope_last", "slope_last_se")}
+    assert set(out) == slow | {
+        "slowest", "shallowest", "shallow_slope", "shallow_slope_se", "shallow_chi",
+        "shallow_points", "target", "al1_beta", "cos_beta", "cos_beta_se", "al1_beta_n",
+        "al1_beta_n_se", "others_dcoef"}
+    assert out["target"] == figs.TARGET
