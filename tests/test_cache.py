@@ -13,6 +13,7 @@ import pytest
 
 from attn_lib import Setting, simulate, theory
 from attn_lib.book import cache
+from attn_lib.model import nonlinearity
 from attn_lib.studies import sweeps
 
 CALLS: list[dict] = []
@@ -216,7 +217,7 @@ def test_unreadable_source_is_refused():
 
 
 def test_key_is_memoised(monkeypatch):
-    kwargs = {"setting": Setting(c=0.5, snr=1.0, f=sweeps.Normalised("cos")), "n": 8}
+    kwargs = {"setting": Setting(c=0.5, snr=1.0, f=nonlinearity.normalised("cos")), "n": 8}
     k = cache.key(simulate.errors, kwargs)
 
     def no_parse(*args, **kw):
@@ -398,12 +399,16 @@ def test_a_new_figure_module_changes_no_key(tmp_path, pristine):
     assert keys(root) == pristine
 
 
-def test_a_nonlinearity_wrapper_argument_enters_the_key(tmp_path):
-    wrapped = dict(KW_SIM, setting=Setting(c=0.5, snr=1.0, f=sweeps.Normalised("tanh")))
-    old, new = copy_library(tmp_path / "old"), copy_library(tmp_path / "new")
-    edit_code(new / "studies" / "sweeps.py", "Normalised.__call__")
-    assert cache.key(simulate.errors, wrapped, old) != cache.key(simulate.errors, wrapped, new)
-    assert cache.key(simulate.errors, KW_SIM, old) == cache.key(simulate.errors, KW_SIM, new)
+def test_the_nonlinearity_type_enters_the_key(tmp_path):
+    # Every f, registered or rescaled, is evaluated by Nonlinearity.__call__; a factory that only
+    # builds other instances (mixture) does not change a simulation that does not use it.
+    wrapped = dict(KW_SIM, setting=Setting(c=0.5, snr=1.0, f=nonlinearity.normalised("tanh")))
+    old, new, other = (copy_library(tmp_path / k) for k in ("old", "new", "other"))
+    edit_code(new / "model" / "nonlinearity.py", "Nonlinearity.__call__")
+    edit_code(other / "model" / "nonlinearity.py", "mixture")
+    for kw in (wrapped, KW_SIM):
+        assert cache.key(simulate.errors, kw, old) != cache.key(simulate.errors, kw, new)
+        assert cache.key(simulate.errors, kw, old) == cache.key(simulate.errors, kw, other)
 
 
 def test_simulations_do_not_reach_the_theory_or_the_book():

@@ -7,7 +7,7 @@ A call ``func(**kwargs)`` is stored under a key made of
   arrays by dtype, shape and a hash of their bytes; dataclasses such as
   :class:`~attn_lib.model.setting.Setting` field by field; dictionaries with sorted keys),
 * :func:`code_hash` of the function and of the code-bearing arguments (callables, and the class
-  of each dataclass instance, e.g. a ``Setting`` or a ``Setting(f=sweeps.Normalised(...))``):
+  of each dataclass instance, e.g. a ``Setting`` or a ``Setting(f=nonlinearity.normalised(...))``):
   the source of every ``attn_lib`` definition they depend on, and the versions of the other
   packages that code uses (:func:`dependencies` lists them).
 
