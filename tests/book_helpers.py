@@ -38,3 +38,14 @@ def literal_assignments(source: str) -> dict:
             raise AssertionError(f"parameters cell may only assign literals: {ast.unparse(stmt)!r}")
         out[stmt.targets[0].id] = ast.literal_eval(stmt.value)
     return out
+
+
+def public_modules(root: Path = REPO) -> list[str]:
+    """Public modules and packages of ``attn_lib``, from its files (no ``_private`` part)."""
+    mods = []
+    for path in sorted((root / "attn_lib").rglob("*.py")):
+        parts = path.relative_to(root).with_suffix("").parts
+        parts = parts[:-1] if parts[-1] == "__init__" else parts
+        if not any(part.startswith("_") for part in parts):
+            mods.append(".".join(parts))
+    return mods
