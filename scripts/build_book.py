@@ -128,7 +128,8 @@ def _is_figure(mime: str) -> bool:
 
 def _cells(nb: nbformat.NotebookNode) -> list[tuple[int, nbformat.NotebookNode]]:
     """``(index, cell)`` numbered as in the source notebook (without papermill's injected cell)."""
-    return list(enumerate(c for c in nb.cells if "injected-parameters" not in c.metadata.get("tags", [])))
+    return list(enumerate(c for c in nb.cells
+                          if "injected-parameters" not in c.metadata.get("tags", [])))
 
 
 def output_problems(nb: nbformat.NotebookNode) -> list[str]:
@@ -260,7 +261,8 @@ def mathjax_kit(root: Path) -> Path:
     if not tgz.is_file():
         npm = shutil.which("npm")
         if npm is None:
-            raise BuildError(f"npm is needed once to fetch mathjax@{MATHJAX_VERSION} (apt-get install npm)")
+            raise BuildError(f"npm is needed once to fetch mathjax@{MATHJAX_VERSION} "
+                             "(apt-get install npm)")
         log(f"fetching mathjax@{MATHJAX_VERSION} with npm pack into {base}/")
         subprocess.run([npm, "pack", f"mathjax@{MATHJAX_VERSION}", "--silent", "--pack-destination",
                         str(base)], check=True, stdout=subprocess.DEVNULL)
@@ -270,7 +272,8 @@ def mathjax_kit(root: Path) -> Path:
         for member in tar.getmembers():
             rel = member.name.removeprefix("package/es5/")
             if (rel == member.name or not member.isfile() or rel in MATHJAX_SKIP
-                    or not any(rel == f or (f.endswith("/") and rel.startswith(f)) for f in MATHJAX_FILES)):
+                    or not any(rel == f or (f.endswith("/") and rel.startswith(f))
+                               for f in MATHJAX_FILES)):
                 continue
             dest = tmp / rel
             dest.parent.mkdir(parents=True, exist_ok=True)
@@ -316,7 +319,8 @@ def build_html(root: Path, stage: Path) -> float:
     proc = subprocess.run(cmd, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if proc.returncode != 0:
         print(proc.stdout[-20000:], flush=True)
-        pages = sorted({stem_of(p) for p in re.findall(r"book/(\d+_\w+)\.ipynb:\d*:? ?WARNING", proc.stdout)})
+        pages = sorted({stem_of(p) for p in re.findall(r"book/(\d+_\w+)\.ipynb[:\d ]*WARNING",
+                                                       proc.stdout)})
         named = f" (chapters with warnings: {', '.join(pages)})" if pages else ""
         raise BuildError(f"jupyter-book build failed with exit code {proc.returncode}{named}")
     dt = time.perf_counter() - t0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
@@ -49,3 +50,13 @@ def public_modules(root: Path = REPO) -> list[str]:
         if not any(part.startswith("_") for part in parts):
             mods.append(".".join(parts))
     return mods
+
+
+def figure_rows(html_dir: Path) -> list[tuple[str, str, str, str]]:
+    """``(href, number, caption, command)`` of each row of the built figure list, tags removed."""
+    page = (html_dir / "book" / "figures.html").read_text(encoding="utf-8")
+    rows = re.findall(r'<tr class="row-(?:odd|even)"><td><p><a class="reference internal" '
+                      r'href="([^"]+)"><span class="std std-numref">([^<]+)</span></a></p></td>\n'
+                      r"<td><p>(.*?)</p></td>\n<td>.*?</td>\n<td><p>(.*?)</p></td>", page, re.S)
+    return [(href, num, re.sub(r"<[^>]+>", "", cap), re.sub(r"<[^>]+>", "", cmd))
+            for href, num, cap, cmd in rows]

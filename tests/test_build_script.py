@@ -14,7 +14,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from book_helpers import REPO, load_build_script
+from book_helpers import REPO, figure_rows, load_build_script
 
 bb = load_build_script()
 KERNEL = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
@@ -124,7 +124,8 @@ def tiny_book(root, body: str) -> None:
     (root / "book" / "intro.md").write_text("# Tiny\n")
     (root / "book" / "params" / "quick.yaml").write_text("broken_chapter:\n  size: 3\n")
     params = new_code_cell('profile = "quick"\nsize = 3', metadata={"tags": ["parameters"]})
-    nb = new_notebook(cells=[new_markdown_cell("# Broken"), params, new_code_cell(body)], metadata=KERNEL)
+    nb = new_notebook(cells=[new_markdown_cell("# Broken"), params, new_code_cell(body)],
+                      metadata=KERNEL)
     nbformat.write(nb, root / "book" / "01_broken_chapter.ipynb")
 
 
@@ -208,16 +209,6 @@ def style_book(root) -> None:
         shutil.copytree(kit, root / ".cache" / "mathjax")
 
 
-def figure_rows(html_dir) -> list[tuple[str, str, str, str]]:
-    """``(href, number, caption, command)`` of each row of the figure list."""
-    page = (html_dir / "book" / "figures.html").read_text()
-    rows = re.findall(r'<tr class="row-(?:odd|even)"><td><p><a class="reference internal" '
-                      r'href="([^"]+)"><span class="std std-numref">([^<]+)</span></a></p></td>\n'
-                      r"<td><p>(.*?)</p></td>\n<td>.*?</td>\n<td><p>(.*?)</p></td>", page, re.S)
-    return [(href, num, re.sub(r"<[^>]+>", "", cap), re.sub(r"<[^>]+>", "", cmd))
-            for href, num, cap, cmd in rows]
-
-
 def test_style_book_builds_with_its_figure_list_and_re_executes_only_what_changed(tmp_path):
     style_book(tmp_path)
     out = build(tmp_path, "--profile", "quick", "--style-checks")
@@ -226,13 +217,16 @@ def test_style_book_builds_with_its_figure_list_and_re_executes_only_what_change
     html = tmp_path / "_build" / "html"
     alpha = (html / "book" / "01_alpha.html").read_text()
     assert "size = 1" in alpha and 'profile = "quick"' not in alpha  # injected values shown
-    assert '<span class="caption-number">Fig. 1.1 </span>' in alpha and "Fig. 1.1</span></a> shows" in alpha
+    assert '<span class="caption-number">Fig. 1.1 </span>' in alpha  # numbered caption
+    assert "Fig. 1.1</span></a> shows" in alpha  # and the {numref} of the prose
     assert (html / "mathjax" / "tex-chtml.js").is_file()
 
     # the figure list: numbers as Sphinx gives them, first caption sentence, link, command
     assert figure_rows(html) == [
-        ("01_alpha.html#fig-alpha-line", "Fig. 1.1", r"A line of slope \(1/n\) for alpha.", "make chapter NAME=alpha"),
-        ("02_beta.html#fig-beta-line", "Fig. 2.1", r"A line of slope \(1/n\) for beta.", "make chapter NAME=beta")]
+        ("01_alpha.html#fig-alpha-line", "Fig. 1.1", r"A line of slope \(1/n\) for alpha.",
+         "make chapter NAME=alpha"),
+        ("02_beta.html#fig-beta-line", "Fig. 2.1", r"A line of slope \(1/n\) for beta.",
+         "make chapter NAME=beta")]
     figures_page = (html / "book" / "figures.html").read_text()
     assert re.search(r'href="01_alpha.html">Chapter alpha with <span class="math', figures_page)
     assert re.search(r'<script[^>]+src="[^"]*mathjax/tex-chtml.js', figures_page)  # math in captions
@@ -244,7 +238,8 @@ def test_style_book_builds_with_its_figure_list_and_re_executes_only_what_change
     nbformat.write(nb, staged)
     jb = subprocess.run([shutil.which("jupyter-book", path=Path(sys.executable).parent), "build",
                          str(tmp_path / "_executed"),
-                         "--path-output", str(tmp_path), "-W"], capture_output=True, text=True, timeout=300)
+                         "--path-output", str(tmp_path), "-W"],
+                        capture_output=True, text=True, timeout=300)
     assert jb.returncode == 0, jb.stdout[-3000:]
     assert "book/01_alpha" not in re.sub(r"writing output.*", "", jb.stdout, flags=re.S)  # not re-read
     assert [r[2] for r in figure_rows(html)] == [r"A line of slope \(1/n\) for alpha.",
@@ -265,3 +260,14 @@ def test_style_book_builds_with_its_figure_list_and_re_executes_only_what_change
     out = build(tmp_path, "--profile", "full", "--chapter", "beta")
     assert "executing chapter 'beta'" in out and "executing chapter 'alpha'" in out
     assert "size = 10" in (html / "book" / "01_alpha.html").read_text()
+
+
+def test_output_on_stderr_fails_the_html_build_and_names_the_chapter(tmp_path):
+    style_book(tmp_path)  # the book's own _config.yml: nb_output_stderr warn, and -W
+    path = tmp_path / "book" / "02_beta.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    nb.cells[3].source += '\nimport warnings\nwarnings.warn("careful")'
+    nbformat.write(nb, path)
+    proc = run_script(tmp_path, "--profile", "quick", "--style-checks")
+    assert proc.returncode != 0
+    assert "chapters with warnings: beta" in proc.stderr, proc.stdout[-3000:] + proc.stderr
