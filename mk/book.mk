@@ -1,6 +1,7 @@
 # Book targets, included by the top-level Makefile (which defines STAMP and PY).
-#   make book [PROFILE=full|quick]          execute every chapter, then build _build/html
-#   make chapter NAME=<stem> [PROFILE=...]  re-execute one chapter, then rebuild the HTML
+#   make book [PROFILE=full|quick]          execute the chapters whose notebook, parameters or
+#                                           attn_lib changed (all, the first time), then build _build/html
+#   make chapter NAME=<stem> [PROFILE=...]  re-execute that chapter (and any stale one), then the HTML
 #   make clean                              remove _build and _executed (not the result cache)
 # The logic lives in scripts/build_book.py (see its docstring for the layout).
 PROFILE ?= full

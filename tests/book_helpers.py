@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
@@ -38,3 +39,24 @@ def literal_assignments(source: str) -> dict:
             raise AssertionError(f"parameters cell may only assign literals: {ast.unparse(stmt)!r}")
         out[stmt.targets[0].id] = ast.literal_eval(stmt.value)
     return out
+
+
+def public_modules(root: Path = REPO) -> list[str]:
+    """Public modules and packages of ``attn_lib``, from its files (no ``_private`` part)."""
+    mods = []
+    for path in sorted((root / "attn_lib").rglob("*.py")):
+        parts = path.relative_to(root).with_suffix("").parts
+        parts = parts[:-1] if parts[-1] == "__init__" else parts
+        if not any(part.startswith("_") for part in parts):
+            mods.append(".".join(parts))
+    return mods
+
+
+def figure_rows(html_dir: Path) -> list[tuple[str, str, str, str]]:
+    """``(href, number, caption, command)`` of each row of the built figure list, tags removed."""
+    page = (html_dir / "book" / "figures.html").read_text(encoding="utf-8")
+    rows = re.findall(r'<tr class="row-(?:odd|even)"><td><p><a class="reference internal" '
+                      r'href="([^"]+)"><span class="std std-numref">([^<]+)</span></a></p></td>\n'
+                      r"<td><p>(.*?)</p></td>\n<td>.*?</td>\n<td><p>(.*?)</p></td>", page, re.S)
+    return [(href, num, re.sub(r"<[^>]+>", "", cap), re.sub(r"<[^>]+>", "", cmd))
+            for href, num, cap, cmd in rows]

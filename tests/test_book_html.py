@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from book_helpers import HTML, REPO, load_build_script
+from book_helpers import HTML, REPO, figure_rows, load_build_script, public_modules
 
 bb = load_build_script()
 CHAPTERS = bb.chapters(REPO)
@@ -95,6 +95,26 @@ def test_chapter_page_states_its_profile(html_dir, chapter):
 
 def all_pages(html_dir: Path) -> list[Path]:
     return sorted(p for p in (html_dir / "book").glob("*.html"))
+
+
+def test_figure_list_has_every_numbered_figure(html_dir):
+    numbered = []  # (href from book/figures.html, number) of each numbered figure, in toc order
+    for chapter_page in (page_path(html_dir, c) for c in CHAPTERS):
+        numbered += [(f"{chapter_page.name}#{fig_id}", number) for fig_id, number in re.findall(
+            r'<figure[^>]*\bid="([^"]+)"(?:(?!</figure>).)*?'
+            r'<span class="caption-number">(Fig\. [\d.]+) </span>', read(chapter_page), re.S)]
+    rows = figure_rows(html_dir)
+    assert [(href, number) for href, number, _, _ in rows] == numbered
+    for href, _, caption, command in rows:
+        assert caption and re.fullmatch(r"make chapter NAME=[a-z0-9_]+", command), (href, command)
+    if not rows:
+        assert "No numbered figure." in read(html_dir / "book" / "figures.html")
+
+
+def test_api_page_has_every_public_module(html_dir):
+    text = read(html_dir / "book" / "api.html")
+    missing = [m for m in public_modules() if f'id="module-{m}"' not in text]
+    assert not missing, f"modules missing from the API page: {missing}"
 
 
 def test_math_is_only_in_mathjax_delimiters(html_dir):

@@ -8,11 +8,15 @@ import nbformat
 import pytest
 import yaml
 
-from book_helpers import BOOK, REPO, literal_assignments, load_build_script, parameters_cells
+from sphinx_external_toc.parsing import parse_toc_yaml
+
+from book_helpers import (BOOK, REPO, literal_assignments, load_build_script, parameters_cells,
+                          public_modules)
 
 bb = load_build_script()
 NOTEBOOKS = sorted(BOOK.glob("*.ipynb"))
 CHAPTERS = bb.chapters(REPO)
+TOC = list(parse_toc_yaml(REPO / "_toc.yml"))  # every document, in order
 PROFILES = sorted(p.stem for p in (BOOK / "params").glob("[!_]*.yaml"))  # _*.yaml: fragments
 
 
@@ -31,22 +35,19 @@ def test_notebooks_are_numbered():
 
 
 def test_toc_disk_and_build_agree():
-    toc = yaml.safe_load((REPO / "_toc.yml").read_text())
-    toc_entries = bb.toc_files(toc)
-    toc_notebooks = sorted(REPO / f"{e}.ipynb" for e in toc_entries if (REPO / f"{e}.ipynb").is_file())
+    toc_notebooks = sorted(REPO / f"{e}.ipynb" for e in TOC if (REPO / f"{e}.ipynb").is_file())
     assert toc_notebooks == NOTEBOOKS, "_toc.yml and the notebooks in book/ differ"
     assert sorted(c.source for c in CHAPTERS) == NOTEBOOKS, "the build's chapter list differs"
-    for entry in toc_entries:  # every toc entry is a page or a notebook
+    for entry in TOC:  # every toc entry is a page or a notebook
         assert (REPO / f"{entry}.md").is_file() or (REPO / f"{entry}.ipynb").is_file(), entry
     # the toc lists chapters in their numbered order
     assert [c.source for c in CHAPTERS] == sorted(c.source for c in CHAPTERS)
 
 
 def test_every_page_in_book_is_in_the_toc():
-    toc_entries = set(bb.toc_files(yaml.safe_load((REPO / "_toc.yml").read_text())))
     pages = {p.relative_to(REPO).with_suffix("").as_posix()
              for p in list(BOOK.glob("*.md")) + NOTEBOOKS}
-    assert pages == toc_entries
+    assert pages == set(TOC)
 
 
 def test_stems_are_unique_and_match_the_profiles():
@@ -83,6 +84,34 @@ def test_sources_have_no_outputs(path):
             assert cell.outputs == [], f"{path.name}: cell {i} has outputs"
             assert cell.execution_count is None, f"{path.name}: cell {i} has an execution count"
     assert nb.metadata.get("kernelspec", {}).get("name") == "python3"
+
+
+@pytest.mark.skipif(not bb.STYLE_CHECKS, reason="chapter style not yet required "
+                    "(scripts/build_book.py: STYLE_CHECKS = False)")
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_chapter_follows_the_chapter_style(path):
+    problems = bb.style_problems(nbformat.read(path, as_version=4))
+    assert not problems, f"{path.name}:\n  " + "\n  ".join(problems)
+
+
+def test_figures_page_lists_the_figures():
+    assert re.search(r"^```\{figure-list\}\n```$", (BOOK / "figures.md").read_text(), re.M)
+    cfg = yaml.safe_load((REPO / "_config.yml").read_text())
+    path = REPO / cfg["sphinx"]["local_extensions"]["figure_list"] / "figure_list.py"
+    assert path.is_file() and path.is_relative_to(BOOK)  # staged with the pages
+
+
+def test_api_page_documents_every_public_module():
+    text = (BOOK / "api.md").read_text()
+    documented = re.findall(r"^\.\. automodule:: (\S+)$", text, re.M)
+    assert len(documented) == len(set(documented)), "a module is documented twice"
+    missing = sorted(set(public_modules()) - set(documented))
+    assert not missing, f"book/api.md has no automodule block for {missing}"
+    assert set(documented) <= set(public_modules()), "book/api.md documents a module that is gone"
+    for mod in documented:  # modules with their members; packages (which re-export) without
+        is_package = (REPO / mod.replace(".", "/") / "__init__.py").is_file()
+        has_members = f".. automodule:: {mod}\n   :members:\n" in text
+        assert has_members != is_package, mod
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
