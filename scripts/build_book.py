@@ -60,7 +60,7 @@ MATHJAX_SKIP = ("input/tex/extensions/all-packages.js",)
 CELL_TIMEOUT = int(os.environ.get("ATTN_BOOK_CELL_TIMEOUT", "1800"))  # seconds per cell
 #: The chapter-style checks (:func:`style_problems`) run by default once this is True, i.e. once
 #: every chapter follows the chapter style; ``--style-checks`` turns them on before.
-STYLE_CHECKS = False
+STYLE_CHECKS = True
 MAX_CELL_LINES = 15  # non-blank lines of a code cell other than the parameters
 GLUE_MIME = "application/papermill.record/"  # glued outputs, e.g. .../image/png for a figure
 _PREFIX = re.compile(r"^\d+_")

@@ -64,7 +64,7 @@ def _load(names: Sequence[str], partners: Sequence[str], reflect: Sequence[str],
 
 def _category(entry: atlas.Entry) -> str:
     """Key of :data:`_KIND_STYLE`: the kind, with the mixed-in ``h`` for partners and sweeps."""
-    return f"{entry.kind} [{entry.f.h}]" if entry.kind in ("partner", "sweep") else entry.kind
+    return f"{entry.kind} [{entry.f.base}]" if entry.kind in ("partner", "sweep") else entry.kind
 
 
 def _categories(A: atlas.Atlas) -> np.ndarray:
