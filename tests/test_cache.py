@@ -418,4 +418,4 @@ def test_simulations_do_not_reach_the_theory_or_the_book():
         assert [k for k in deps if k.startswith(("attn_lib.theory.", "attn_lib.book."))] == []
         assert deps["numpy"] == np.__version__
         assert deps["python"] == "{}.{}".format(*sys.version_info[:2])
-    assert "attn_lib.theory.bulk.solve_bulk" in cache.dependencies(theory.attention_error)
+    assert "attn_lib.theory._bulk.solve_bulk" in cache.dependencies(theory.attention_error)

@@ -6,7 +6,7 @@ from scipy import special
 
 from attn_lib import Setting, hermite, simulate
 from attn_lib.theory import ConvergenceError, attention_error, attention_resolvent_form
-from attn_lib.theory import finite_size
+from attn_lib.theory import _finite_size as finite_size
 from attn_lib.theory.shift import shift_functions
 
 GAMMAS = np.array([1e-3, 0.1, 1.0])

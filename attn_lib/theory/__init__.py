@@ -1,16 +1,24 @@
 """Deterministic equivalents: Marchenko–Pastur tools, ridge regression, nonlinear attention.
 
-``attention_error(setting, gammas)`` is the proportional limit; with ``n=...`` it is the
-finite-size theory of :mod:`attn_lib.theory.finite_size` (shift data in :mod:`attn_lib.theory.shift`).
+Public modules: :mod:`~attn_lib.theory.attention` (``attention_error(setting, gammas)`` is the
+proportional limit; with ``n=...`` it is the finite-size theory), :mod:`~attn_lib.theory.ridge`,
+:mod:`~attn_lib.theory.kernel_spectrum`, :mod:`~attn_lib.theory.marchenko_pastur` and
+:mod:`~attn_lib.theory.shift` (the shifted Hermite data of the finite-size theory).
+
+The implementation is private: the bulk fixed point for real and complex ``gamma``
+(``_bulk``), the spiked linear pencil (``_spiked``), the finite-size equivalent
+(``_finite_size``), the continuation driver they share (``_continuation``) and
+:class:`ConvergenceError` (``_errors``).
 """
 
-from . import finite_size, marchenko_pastur, shift
-from .attention import (Linearisation, attention_bulk, attention_error, attention_error_batch,
+from . import attention, kernel_spectrum, marchenko_pastur, ridge, shift
+from ._errors import ConvergenceError
+from .attention import (BulkSolution, Linearisation, attention_bulk, attention_error, attention_error_batch,
                         attention_resolvent_form, gram_spectrum, linearisation)
-from .bulk import BulkSolution, ConvergenceError, solve_bulk
 from .kernel_spectrum import kernel_density
 from .ridge import ridge_error
 
-__all__ = ["finite_size", "marchenko_pastur", "shift", "ridge_error", "attention_error", "attention_error_batch",
-           "attention_bulk", "attention_resolvent_form", "gram_spectrum", "linearisation",
-           "Linearisation", "BulkSolution", "ConvergenceError", "solve_bulk", "kernel_density"]
+__all__ = ["attention", "kernel_spectrum", "marchenko_pastur", "ridge", "shift", "ridge_error",
+           "attention_error", "attention_error_batch", "attention_bulk", "attention_resolvent_form",
+           "gram_spectrum", "linearisation", "Linearisation", "BulkSolution", "ConvergenceError",
+           "kernel_density"]

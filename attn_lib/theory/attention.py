@@ -4,8 +4,8 @@ r"""Deterministic equivalent of the nonlinear-attention interpolation error (The
 
     E(gamma) = -gamma^2 d/dgamma [ yh^T Qbar(gamma) yh ],
 
-where ``Qbar`` is built from the bulk fixed point (:mod:`attn_lib.theory.bulk`) and the spiked
-linear pencil (:mod:`attn_lib.theory.spiked`). The inputs are ``c``, ``snr``, the Gram matrix of
+where ``Qbar`` is built from the bulk fixed point (``attn_lib.theory._bulk``) and the spiked
+linear pencil (``attn_lib.theory._spiked``). The inputs are ``c``, ``snr``, the Gram matrix of
 ``mu, w_K, w_Q`` and the linearisation coefficients ``a1`` and ``b2 = nu - a1^2`` of ``f``
 (``a2`` only enters rank-two terms orthogonal to the labels, and drops out). A full weight part
 ``alpha != 1`` is reduced to ``alpha = 1`` through :meth:`attn_lib.Setting.canonical`.
@@ -24,12 +24,14 @@ import numpy as np
 
 from .._validation import check_gammas, check_int, check_real, check_setting
 from ..model.setting import Setting
-from .bulk import BulkSolution, ConvergenceError, solve_bulk
-from .finite_size import finite_size_resolvent_form
-from .spiked import label_quadratic_form
+from ._bulk import BulkSolution, solve_bulk, spectral_g1
+from ._errors import ConvergenceError
+from ._finite_size import finite_size_resolvent_form
+from ._spiked import label_quadratic_form
 
 __all__ = ["attention_error", "attention_error_batch", "attention_bulk", "Linearisation",
-           "linearisation", "gram_spectrum", "attention_resolvent_form"]
+           "linearisation", "gram_spectrum", "attention_resolvent_form", "BulkSolution",
+           "ConvergenceError"]
 
 
 @dataclass(frozen=True)
@@ -121,8 +123,8 @@ def attention_resolvent_form(setting: Setting, gammas: object, *, n: int | None 
                              max_iter: int = 50, continuation: str = "parallel"):
     """``yh^T Qbar yh`` (the limit of ``y^T Q y / n``) and its ``gamma``-derivative, each shaped like ``gammas``.
 
-    With ``n`` given, the finite-size equivalent of :mod:`attn_lib.theory.finite_size`
-    (``max_iter`` and ``continuation`` then do not apply).
+    With ``n`` given, the finite-size equivalent (``attn_lib.theory._finite_size``;
+    ``max_iter`` and ``continuation`` then do not apply).
     """
     s = check_setting(setting)
     g = check_gammas(gammas)
@@ -138,7 +140,7 @@ def attention_error(setting: Setting, gammas: object, *, n: int | None = None, m
 
     ``E(gamma) = -gamma^2 d/dgamma yh^T Qbar yh`` (see the module docstring and
     ``book/derivation_attention.md``). Without ``n`` this is the proportional limit; with ``n``
-    it is the finite-size ("renormalised") equivalent of :mod:`attn_lib.theory.finite_size`,
+    it is the finite-size ("renormalised") equivalent (``book/derivation_finite_size.md``),
     which keeps the latent part of the kernel argument exactly and is the one to use when the
     coherent shift ``setting.delta(n)`` is not small. The two agree as ``n`` grows.
 
@@ -232,7 +234,7 @@ def gram_spectrum(setting: Setting, x: object, *, eta: float = 1e-2) -> np.ndarr
     ----------
     setting : Setting
     x : array_like of shape (M,)
-        Points ``> 0`` (sorted internally).
+        Finite points ``> 0`` (sorted internally).
     eta : float, default 1e-2
         Imaginary part of ``z``; the density is smoothed at that scale (a Cauchy kernel of
         width ``eta``). The cost grows like ``1/eta``: about 1 s for 200 points at ``1e-2``,
@@ -245,8 +247,7 @@ def gram_spectrum(setting: Setting, x: object, *, eta: float = 1e-2) -> np.ndarr
     s = check_setting(setting)
     eta = check_real(eta, "eta", low=0.0, low_open=True)
     xs = np.asarray(x, dtype=float)
-    if xs.ndim != 1 or xs.size == 0 or not np.all(np.isfinite(xs)):
-        raise ValueError("x must be a non-empty 1-D array of finite points")
+    if xs.ndim != 1 or xs.size == 0 or not np.all(np.isfinite(xs)) or np.any(xs <= 0):
+        raise ValueError("x must be a non-empty 1-D array of finite points in (0, inf)")
     lin = linearisation(s)
-    from .complex_bulk import complex_g1
-    return complex_g1(s.c, lin.rho, lin.b2, xs, eta, label=repr(s)).imag / np.pi
+    return spectral_g1(s.c, lin.rho, lin.b2, xs, eta, label=repr(s)).imag / np.pi

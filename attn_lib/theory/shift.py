@@ -7,7 +7,7 @@ For ``xi ~ N(0, 1)``, a centred nonlinearity ``f`` and a shift ``h``:
 ``F0`` is the mean of ``f`` at a shifted argument, ``F1`` its slope (``= E f'(xi + h)`` for smooth
 ``f``) and ``S2`` the variance left after the linear part. At ``h = 0`` they reduce to ``0``,
 ``a1`` and ``b2 = nu - a1^2`` of :mod:`attn_lib.model.hermite`. They are the data of the finite-size
-theory (:mod:`attn_lib.theory.finite_size`), which evaluates them at the pairwise latent shifts
+theory (``attn_lib.theory._finite_size``), which evaluates them at the pairwise latent shifts
 ``h_ij`` of the tokens.
 
 Computation: ``E g(xi + h) = int g(x) phi(x - h) dx`` by composite Gauss–Legendre quadrature

@@ -52,7 +52,8 @@ from threadpoolctl import threadpool_limits
 
 from ..model.data import latent_coordinates
 from ..model.setting import Setting
-from .bulk import ConvergenceError
+from ._continuation import continue_to
+from ._errors import ConvergenceError, check_converged
 from .shift import shift_functions
 
 __all__ = ["finite_size_resolvent_form", "LatentLaw", "latent_law"]
@@ -68,7 +69,8 @@ _TOL = 1e-10         # fixed-point tolerance (relative change of value and deriv
 _MAX_ITER = 300
 _GAMMA_START = 10.0  # continuation starts here (a cold start converges fast at large gamma)
 _MAX_RATIO = 2.0     # largest gamma ratio of one continuation step
-_MAX_SPLITS = 8
+_MAX_ATTEMPTS = 9    # per continuation step: the first try and up to 8 halvings
+_PROBLEM = "finite-size fixed point"
 _MEMORY = 12        # Anderson memory
 
 
@@ -224,15 +226,16 @@ class _Model:
         return z[:P * P].reshape(P, P), z[P * P:].reshape(4, -1)
 
 
-def _solve_bulk(m: _Model, gamma: float, start: tuple | None):
+def _fixed_point(m: _Model, gamma: float, start: tuple | None):
     """Fixed point at ``gamma + i eps`` (complex step) by Anderson acceleration.
 
     The state ``z`` (``Gamma`` and the noise self-energies) is complex; its imaginary part divided
     by ``eps`` is the gamma-derivative. Anderson's mixing coefficients are real and fitted to the
     residuals of both parts (the imaginary part scaled by ``1/eps``), so the iteration solves the
     fixed-point equation and its tangent equation together. ``start`` is a previous solution
-    ``(gamma0, z, dz/dgamma, d2z/dgamma2)`` (a Taylor predictor for the warm start); returns ``G`` and
-    the same tuple at ``gamma`` (the second derivative by a difference of the first ones).
+    ``(gamma0, z, dz/dgamma, d2z/dgamma2)`` (a Taylor predictor for the warm start); returns ``G``,
+    the same tuple at ``gamma`` (the second derivative by a difference of the first ones) and the
+    last relative residual, or ``None, None, residual`` after ``_MAX_ITER`` iterations.
     """
     eps = _STEP * gamma
     H0 = m.base(complex(gamma, eps))
@@ -260,8 +263,8 @@ def _solve_bulk(m: _Model, gamma: float, start: tuple | None):
         err = max(np.max(np.abs(f.real)) / scale[0], np.max(np.abs(f.imag)) / scale[1])
         if err < _TOL:
             dz = gz.imag / eps
-            d2z = (dz - start[2]) / (gamma - start[0]) if start and gamma != start[0] else 0.0
-            return G, (gamma, gz.real, dz, d2z)
+            d2z = (dz - start[2]) / (gamma - start[0]) if start else 0.0
+            return G, (gamma, gz.real, dz, d2z), err
         if f_prev is not None:
             d_res.append(r - r_prev)
             d_upd.append(z - z_prev + f - f_prev)
@@ -276,8 +279,7 @@ def _solve_bulk(m: _Model, gamma: float, start: tuple | None):
         else:
             z_prev, z = z, z + f
         f_prev, r_prev = f, r
-    raise ConvergenceError(f"finite-size fixed point did not converge at gamma={gamma:.4g} "
-                           f"(n={m.n}, p={m.p}, {_MAX_ITER} iterations, last relative residual {err:.2e})")
+    return None, None, err
 
 
 def _label_form(m: _Model, G: np.ndarray) -> complex:
@@ -302,29 +304,6 @@ def _label_form(m: _Model, G: np.ndarray) -> complex:
     z = np.linalg.solve(np.eye(2 * L + r) - A, rhs)
     x = base[:, 0] + resp[:, 0, :] @ z
     return np.sum(w * y * x)
-
-
-def _continue(m: _Model, state, gamma: float):
-    """Solve at ``gamma`` from ``state`` (or from ``_GAMMA_START``), halving log-steps that fail.
-
-    Steps are at most a factor ``_MAX_RATIO`` in gamma; a step whose iteration does not converge
-    is split at its geometric midpoint, at most ``_MAX_SPLITS`` times in a row.
-    """
-    G = None
-    if state is None:
-        G, state = _solve_bulk(m, max(gamma, _GAMMA_START), None)
-    while G is None or state[0] != gamma:
-        g0 = state[0]
-        target = max(gamma, g0 / _MAX_RATIO)
-        for split in range(_MAX_SPLITS + 1):
-            try:
-                G, state = _solve_bulk(m, target, state)
-                break
-            except ConvergenceError:
-                if split == _MAX_SPLITS:
-                    raise
-                target = float(np.sqrt(g0 * target))
-    return G, state
 
 
 def finite_size_resolvent_form(setting: Setting, gammas: np.ndarray, n: int,
@@ -356,9 +335,24 @@ def finite_size_resolvent_form(setting: Setting, gammas: np.ndarray, n: int,
     q, dq = np.empty(flat.size), np.empty(flat.size)
     with threadpool_limits(limits=1, user_api="blas"):  # small matrices: threads only cost
         m = _Model(setting.canonical(), n, nodes)
-        state = None
-        for i in np.argsort(-flat):                       # continuation from large gamma
-            G, state = _continue(m, state, flat[i])
+        label = lambda b: f"{setting!r}, n={n} (p={m.p})"  # noqa: E731
+        order = np.argsort(-flat)                         # continuation from large gamma
+        gam = np.array([max(flat[order[0]], _GAMMA_START)])
+        G, state, err = _fixed_point(m, gam[0], None)     # cold start
+        check_converged([G is not None], [err], gam, problem=_PROBLEM, label=label,
+                        reason=f"{_MAX_ITER} iterations")
+
+        def step(idx, g0, g1):
+            """Taylor predictor and Anderson corrector (both in :func:`_fixed_point`)."""
+            nonlocal G, state
+            G1, state1, res = _fixed_point(m, float(g1[0]), state)
+            if G1 is not None:
+                G, state = G1, state1
+            return np.array([G1 is not None]), np.array([res])
+
+        for i in order:
+            continue_to(gam, flat[i], step, max_ratio=_MAX_RATIO, max_attempts=_MAX_ATTEMPTS,
+                        problem=_PROBLEM, label=label)
             val = _label_form(m, G)
             q[i], dq[i] = val.real, val.imag / (_STEP * flat[i])
     for name, arr in (("q", q), ("dq", dq)):

@@ -29,15 +29,28 @@ below ``1e-13``. Newton's method with the analytic Jacobian is used along a cont
 ``gamma`` (from large ``gamma``, where ``alpha ~ gamma``, ``kappa ~ 0``, ``tau ~ b2/gamma``),
 and ``d(alpha, kappa, tau)/dgamma`` follows from the implicit function theorem with the same
 Jacobian.
+
+Spectral argument
+-----------------
+The equations are analytic in ``gamma``: at ``gamma = -z``, ``z = x + i eta``, ``g1(z)`` is the
+limit of ``tr(Phi^T Phi / n - z)^{-1} / n`` for ``mu = 0``, and ``Im g1 / pi`` is the eigenvalue
+density smoothed at the scale ``eta``. :func:`spectral_g1` solves the same residual with the same
+(complex) Jacobian, continued in ``x`` from the right.
+
+The continuation (step limit, halving, errors) is :func:`attn_lib.theory._continuation.continue_to`.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["BulkSolution", "ConvergenceError", "solve_bulk", "sigma_rule", "required_nodes",
+from ._continuation import continue_to
+from ._errors import ConvergenceError, check_converged
+
+__all__ = ["BulkSolution", "solve_bulk", "spectral_g1", "sigma_rule", "required_nodes",
            "MIN_NODES", "MAX_NODES"]
 
 MIN_NODES = 64
@@ -45,10 +58,12 @@ MAX_NODES = 2 ** 18
 _QUAD_TOL = 1e-13
 _NEWTON_TOL = 1e-8
 _MAX_RATIO = 20.0  # largest gamma ratio of one continuation step
-
-
-class ConvergenceError(RuntimeError):
-    """The fixed point could not be solved; the message names the setting, gamma and residual."""
+_MAX_ATTEMPTS = 40   # corrector calls per continuation step
+_PROBLEM = "attention fixed point"
+_SPECTRAL_NEWTON_TOL = 1e-12  # relative Newton step that ends the spectral corrector
+_SPECTRAL_MAX_ITER = 40
+_SPECTRAL_MAX_CHANGE = 0.3    # a spectral step is rejected if the solution moves more (relative)
+_SPECTRAL_MAX_ATTEMPTS = 1000  # no step limit in x: the 0.3 rule and the 1e-9 floor bound the work
 
 
 @dataclass(frozen=True)
@@ -101,13 +116,21 @@ def sigma_rule(c: np.ndarray, n_nodes: int) -> tuple[np.ndarray, np.ndarray]:
     Exact for polynomials of degree ``<= 2N - 1``.
     """
     c = np.asarray(c, dtype=float).reshape(-1)
+    x, w = _chebyshev(int(n_nodes))
+    phi = 1.0 / c
+    lam = (1.0 + phi)[:, None] + (2.0 * np.sqrt(phi))[:, None] * x[None, :]
+    return lam, w
+
+
+@functools.lru_cache(maxsize=32)
+def _chebyshev(n_nodes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Read-only Gauss–Chebyshev (second kind) nodes ``x_k`` and weights on ``[-1, 1]``."""
     k = np.arange(1, n_nodes + 1)
     th = k * np.pi / (n_nodes + 1)
     x = np.cos(th)
     w = 2.0 * np.sin(th) ** 2 / (n_nodes + 1)
-    phi = 1.0 / c
-    lam = (1.0 + phi)[:, None] + (2.0 * np.sqrt(phi))[:, None] * x[None, :]
-    return lam, w
+    x.flags.writeable = w.flags.writeable = False
+    return x, w
 
 
 def _cubic_coeffs(rho, kappa, alpha, tau):
@@ -156,13 +179,17 @@ def required_nodes(c, rho, kappa, alpha, tau, tol: float = _QUAD_TOL) -> np.ndar
 def _moments(c, rho, alpha, kappa, tau, n_nodes, jac: bool = True):
     """``I_k = int j^k/D dsigma`` (k = 0, 1, 2) and their partial derivatives.
 
-    ``n_nodes`` is an int or an int array of shape ``(B,)`` (elements are grouped by it).
+    ``n_nodes`` is an int or an int array of shape ``(B,)`` (elements are grouped by it); the
+    unknowns are real (``gamma > 0``) or complex (spectral argument).
     Returns ``I`` of shape ``(3, B)`` and ``dI`` of shape ``(3, 3, B)`` (``dI[k, m]`` is
     ``d I_k / d(alpha, kappa, tau)[m]``).
     """
+    if np.ndim(n_nodes) == 0:
+        return _moments_fixed(c, rho, alpha, kappa, tau, int(n_nodes), jac)
     nn = np.broadcast_to(np.asarray(n_nodes), alpha.shape)
-    I = np.empty((3,) + alpha.shape)
-    dI = np.empty((3, 3) + alpha.shape) if jac else None
+    dtype = np.result_type(alpha, kappa, tau, float)
+    I = np.empty((3,) + alpha.shape, dtype=dtype)
+    dI = np.empty((3, 3) + alpha.shape, dtype=dtype) if jac else None
     for N in np.unique(nn):
         sel = nn == N
         Is, dIs = _moments_fixed(c[sel], rho[sel], alpha[sel], kappa[sel], tau[sel], int(N), jac)
@@ -188,7 +215,7 @@ def _moments_fixed(c, rho, alpha, kappa, tau, n_nodes: int, jac: bool):
     Dt = t * iD2
     Dk = -2.0 * lam * j * iD2
     Dtau = a * lam * iD2
-    dI = np.empty((3, 3, alpha.shape[0]))
+    dI = np.empty((3, 3, alpha.shape[0]), dtype=D.dtype)
     jpow = [np.ones_like(j), j, j * j]
     for k in range(3):
         dI[k, 0] = -(jpow[k] * Dt) @ w
@@ -201,13 +228,16 @@ def _moments_fixed(c, rho, alpha, kappa, tau, n_nodes: int, jac: bool):
 
 
 def _residual_jacobian(c, rho, b2, gamma, alpha, kappa, tau, n_nodes, jac=True):
+    """Residual ``F`` (shape ``(3, B)``) of the alpha-, kappa- and tau-equations, its Jacobian
+    ``J`` (``(B, 3, 3)``, with respect to ``(alpha, kappa, tau)``) and the moments ``I``, ``dI``;
+    real or complex (the residual is analytic in ``gamma`` and the unknowns)."""
     I, dI = _moments(c, rho, alpha, kappa, tau, n_nodes, jac)
     F = np.stack([1.0 - gamma / alpha - b2 * I[0],
                   kappa - b2 * I[1],
                   alpha * tau - b2 * (1.0 - I[2])])
     if not jac:
         return F, None, I, None
-    J = np.empty((alpha.shape[0], 3, 3))
+    J = np.empty((alpha.shape[0], 3, 3), dtype=F.dtype)
     J[:, 0, 0] = gamma / alpha ** 2 - b2 * dI[0, 0]
     J[:, 0, 1] = -b2 * dI[0, 1]
     J[:, 0, 2] = -b2 * dI[0, 2]
@@ -323,6 +353,8 @@ def solve_bulk(c, rho, b2, gammas, *, max_iter: int = 50, max_steps: int = 10000
     order = np.argsort(-g, axis=1, kind="stable")
     gs = np.take_along_axis(g, order, axis=1)
 
+    where = label if label is not None else (lambda b: f"batch element {b}")  # noqa: E731
+
     # state
     gam = np.maximum(_start(c, rho, b2), gs[:, 0])
     alpha = gam.copy()
@@ -331,32 +363,41 @@ def solve_bulk(c, rho, b2, gammas, *, max_iter: int = 50, max_steps: int = 10000
     n_nodes = np.full(B, MIN_NODES)
     used = n_nodes.copy()
     alpha, kappa, tau, ok, res = _newton(c, rho, b2, gam, alpha, kappa, tau, n_nodes, max_iter)
-    _check(ok, res, gam, label)
+    check_converged(ok, res, gam, problem=_PROBLEM, label=where)
+
+    def step(idx, g0, g1):
+        """Tangent predictor from ``g0`` (exponential in ``alpha`` and ``tau``), Newton at ``g1``."""
+        cs, rs, bs, nn = c[idx], rho[idx], b2[idx], n_nodes[idx]
+        a0, k0, t0 = alpha[idx], kappa[idx], tau[idx]
+        d = _tangent(cs, rs, bs, g0, a0, k0, t0, nn)[0]
+        dg = g1 - g0
+        with np.errstate(all="ignore"):
+            pa = a0 * np.exp(np.clip(d[:, 0] * dg / a0, -20, 20))
+            pt = np.where(t0 > 0, t0 * np.exp(np.clip(d[:, 2] * dg / np.maximum(t0, 1e-300), -20, 20)), 0.0)
+        pk = k0 + d[:, 1] * dg
+        bad = ~(np.isfinite(pa) & np.isfinite(pt) & np.isfinite(pk))
+        pa, pt, pk = np.where(bad, a0, pa), np.where(bad, t0, pt), np.where(bad, k0, pk)
+        a2, k2, t2, ok, r = _newton(cs, rs, bs, g1, pa, pk, pt, nn, max_iter)
+        s = idx[ok]
+        alpha[s], kappa[s], tau[s] = a2[ok], k2[ok], t2[ok]
+        return ok, r
+
+    def resolve(s):
+        """After a step: resolve the integrals as the poles of ``1/D`` approach the support."""
+        used[s] = n_nodes[s]
+        n_nodes[s] = np.maximum(n_nodes[s], required_nodes(c[s], rho[s], kappa[s], alpha[s], tau[s]))
+
     sol = np.empty((3, B, G))
     nodes_at = np.empty((B, G), dtype=int)
     used_at = np.empty((B, G), dtype=int)
     for col in range(G):
-        target = gs[:, col]
-        steps = 0
-        while True:
-            todo = gam > target * (1 + 1e-15)
-            if not np.any(todo):
-                break
-            steps += 1
-            if steps > max_steps:
-                _check(~todo, np.full(B, np.inf), gam, label)
-            new = np.where(todo, np.maximum(target, gam / _MAX_RATIO), gam)
-            alpha, kappa, tau = _predict_correct(c, rho, b2, gam, new, alpha, kappa, tau, n_nodes,
-                                                 max_iter, label, todo)
-            used = np.where(todo, n_nodes, used)
-            gam = new
-            # resolve the integrals along the path as the poles of 1/D approach the support
-            n_nodes = np.where(todo, np.maximum(n_nodes, required_nodes(c, rho, kappa, alpha, tau)), n_nodes)
+        continue_to(gam, gs[:, col], step, max_ratio=_MAX_RATIO, max_attempts=_MAX_ATTEMPTS,
+                    problem=_PROBLEM, label=where, max_steps=max_steps, on_step=resolve)
         sol[:, np.arange(B), order[:, col]] = alpha, kappa, tau
         nodes_at[np.arange(B), order[:, col]] = n_nodes
         used_at[np.arange(B), order[:, col]] = used
         # the next (smaller) gamma starts from the local need, not the maximum along the path
-        n_nodes = required_nodes(c, rho, kappa, alpha, tau)
+        n_nodes[:] = required_nodes(c, rho, kappa, alpha, tau)
 
     # quadrature refinement and tangents, vectorised over the whole batch
     cf, rf, bf = (np.repeat(a, G) for a in (c, rho, b2))
@@ -372,7 +413,7 @@ def solve_bulk(c, rho, b2, gammas, *, max_iter: int = 50, max_steps: int = 10000
             for _rep in range(4):  # the poles move slightly when the solution is refined
                 a_, k_, t_, ok, res = _newton(cf[sel], rf[sel], bf[sel], gf[sel], al[sel], ka[sel], ta[sel],
                                               N, max_iter)
-                _check(ok, res, gf[sel], lambda i: _describe(label, i // G), sel)
+                check_converged(ok, res, gf[sel], problem=_PROBLEM, label=lambda i: where(sel[i] // G))
                 al[sel], ka[sel], ta[sel] = a_, k_, t_
                 N2 = int(required_nodes(cf[sel], rf[sel], ka[sel], al[sel], ta[sel]).max())
                 if N2 <= N:
@@ -390,56 +431,79 @@ def solve_bulk(c, rho, b2, gammas, *, max_iter: int = 50, max_steps: int = 10000
     for k, v in out.items():
         if not np.all(np.isfinite(v)):
             bad = int(np.flatnonzero(~np.isfinite(v))[0])
-            raise ConvergenceError(f"non-finite {k} for {_describe(label, bad // G)} at gamma={gf[bad]:.6g}")
+            raise ConvergenceError(f"non-finite {k} for {where(bad // G)} at gamma={gf[bad]:.6g}")
     shaped = {k: v.reshape(B, G) for k, v in out.items()}
     bc = lambda a: np.broadcast_to(a[:, None], (B, G)).copy()  # noqa: E731
     return BulkSolution(gamma=g.copy(), nodes=nn.reshape(B, G), c=bc(c), rho=bc(rho), b2=bc(b2), **shaped)
 
 
-def _predict_correct(c, rho, b2, gam, new, alpha, kappa, tau, n_nodes, max_iter, label, todo):
-    """One continuation step from ``gam`` to ``new`` (tangent predictor, Newton corrector);
-    elements whose corrector fails retry with half the step (in ``log gamma``)."""
-    cur_a, cur_k, cur_t, cur_g = alpha.copy(), kappa.copy(), tau.copy(), gam.copy()
-    goal = new.copy()
-    active = todo.copy()
-    res = np.zeros_like(alpha)
-    for _half in range(40):
-        idx = np.flatnonzero(active)
-        if idx.size == 0:
-            return cur_a, cur_k, cur_t
-        cs, rs, bs = c[idx], rho[idx], b2[idx]
-        a0, k0, t0, g0 = cur_a[idx], cur_k[idx], cur_t[idx], cur_g[idx]
-        nn = n_nodes[idx]
-        d = _tangent(cs, rs, bs, g0, a0, k0, t0, nn)[0]
-        dg = goal[idx] - g0
+def _spectral_newton(c, rho, b2, gamma, th, n_nodes):
+    """Newton at the complex ``gamma`` from ``th = (alpha, kappa, tau)`` (shape ``(3,)``).
+
+    The relative step is limited to 0.5 (it keeps the iterate on the branch it started on).
+    Returns the solution, or ``None`` when the iteration fails, and the last residual.
+    """
+    res = np.inf
+    for _ in range(_SPECTRAL_MAX_ITER):
         with np.errstate(all="ignore"):
-            pa = a0 * np.exp(np.clip(d[:, 0] * dg / a0, -20, 20))
-            pt = np.where(t0 > 0, t0 * np.exp(np.clip(d[:, 2] * dg / np.maximum(t0, 1e-300), -20, 20)), 0.0)
-        pk = k0 + d[:, 1] * dg
-        bad = ~(np.isfinite(pa) & np.isfinite(pt) & np.isfinite(pk))
-        pa, pt, pk = np.where(bad, a0, pa), np.where(bad, t0, pt), np.where(bad, k0, pk)
-        a2, k2, t2, ok, r = _newton(cs, rs, bs, goal[idx], pa, pk, pt, nn, max_iter)
-        res[idx] = r
-        succ = idx[ok]
-        cur_a[succ], cur_k[succ], cur_t[succ], cur_g[succ] = a2[ok], k2[ok], t2[ok], goal[succ]
-        active[succ[goal[succ] == new[succ]]] = False
-        goal[succ] = new[succ]
-        fail = idx[~ok]
-        if np.any(cur_g[fail] / goal[fail] < 1 + 1e-9):
-            _check(np.isin(np.arange(alpha.size), fail, invert=True), res, goal, label)
-        goal[fail] = np.sqrt(cur_g[fail] * goal[fail])
-    _check(~active, res, goal, label)
-    return cur_a, cur_k, cur_t
+            F, J, _, _ = _residual_jacobian(c, rho, b2, gamma, th[0:1], th[1:2], th[2:3], n_nodes)
+        F, J = F[:, 0], J[0]
+        res = float(np.max(np.abs(F)))
+        if not (np.all(np.isfinite(F)) and np.all(np.isfinite(J))):
+            return None, res
+        try:
+            step = np.linalg.solve(J, -F)
+        except np.linalg.LinAlgError:
+            return None, res
+        big = np.max(np.abs(step) / (np.abs(th) + 1e-3))
+        if big > 0.5:
+            step = step * (0.5 / big)
+        th = th + step
+        if not np.all(np.isfinite(th)):
+            return None, res
+        if np.max(np.abs(step) / (np.abs(th) + 1e-12)) < _SPECTRAL_NEWTON_TOL:
+            return th, res
+    return None, res
 
 
-def _describe(label, b):
-    return label(b) if label is not None else f"batch element {b}"
+def spectral_g1(c: float, rho: float, b2: float, x: np.ndarray, eta: float, *,
+                label: str = "") -> np.ndarray:
+    """``g1(x + i eta)`` (the bulk trace at ``gamma = -(x + i eta)``) on a grid ``x > 0`` of shape ``(M,)``.
 
+    The fixed point is continued from a large ``x`` down the sorted grid (steps halved in
+    ``log x`` when Newton fails or moves the solution by more than a relative 0.3), with a
+    Gauss–Chebyshev rule fine enough for poles at distance ``~eta`` from the support.
 
-def _check(ok, res, gamma, label, index=None):
-    if np.all(ok):
-        return
-    b = int(np.flatnonzero(~ok)[0])
-    orig = b if index is None else int(index[b])
-    raise ConvergenceError(f"attention fixed point did not converge for {_describe(label, orig)} "
-                           f"at gamma={float(gamma[b]):.6g}: last scaled residual {float(res[b]):.3g}")
+    Returns
+    -------
+    ndarray of complex, shape ``(M,)``.
+
+    Raises
+    ------
+    ConvergenceError
+        If the continuation fails; names ``label``, ``z`` and the last residual.
+    """
+    half = 2.0 * np.sqrt(1.0 / c)
+    n_nodes = int(min(2 ** 16, max(2048, 2 ** np.ceil(np.log2(14.0 * half / eta)))))
+    c, rho, b2 = (np.array([v], dtype=float) for v in (c, rho, b2))
+    x0 = max(_start(c, rho, b2).item(), x.max() * 2 + 10)
+    gamma = -complex(x0, eta)
+    th = np.array([gamma, 0.0, b2[0] / gamma], dtype=complex)
+
+    def step(idx, x_from, x_to):
+        nonlocal th
+        new, res = _spectral_newton(c, rho, b2, np.array([-complex(x_to[0], eta)]), th, n_nodes)
+        ok = new is not None and np.max(np.abs(new - th) / (np.abs(th) + 1e-3)) < _SPECTRAL_MAX_CHANGE
+        if ok:
+            th = new
+        return np.array([ok]), np.array([res])
+
+    cur = np.array([x0])
+    out = np.empty(x.shape, dtype=complex)
+    for i in np.argsort(-x):
+        continue_to(cur, x[i], step, max_ratio=None, max_attempts=_SPECTRAL_MAX_ATTEMPTS,
+                    problem="spectral fixed point", label=lambda b: label,
+                    point=lambda v: f"z={v:.6g}+{eta:g}i")
+        I = _moments(c, rho, th[0:1], th[1:2], th[2:3], n_nodes, jac=False)[0]
+        out[i] = (1.0 - I[2, 0]) / th[0]
+    return out

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .bulk import BulkSolution, sigma_rule
+from ._bulk import BulkSolution, sigma_rule
 
 __all__ = ["pencil_integrals", "label_quadratic_form"]
 

@@ -1,0 +1,101 @@
+r"""Continuation in a decreasing parameter with a step-size limit and step halving.
+
+The fixed points of the theory are solved from a large parameter ``t`` (``gamma``, or
+``x = -Re gamma`` for the spectral problem), where a cold start is good, down to the targets.
+One driver does the stepping for the bulk solver (``attn_lib.theory._bulk``, real and spectral)
+and the finite-size theory (``attn_lib.theory._finite_size``); each caller passes its own
+predictor-corrector ``step`` and keeps its own solution state.
+
+Rule, per element of a batch (all elements step together):
+
+    a step goes from t to e = max(target, t / max_ratio);
+    an attempt at the goal t' (first t' = e) that fails is halved in log t: t' <- sqrt(t t');
+    one that succeeds moves t to t' and the next attempt is at e again,
+
+until ``t = e``. A step that needs more than ``max_attempts`` attempts, or an attempt that fails
+at a goal within a relative ``1e-9`` of ``t``, raises :class:`~attn_lib.theory.ConvergenceError`
+with the element, the point, the last residual and the reason.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from ._errors import _gamma, check_converged, not_converged
+
+__all__ = ["Step", "continue_to"]
+
+Step = Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+"""``step(idx, t_from, t_to) -> (ok, residual)`` on the elements ``idx`` (shapes ``(k,)``): predict
+the solution at ``t_to`` from the caller's solution at ``t_from``, correct it, store the elements
+that converged (``ok``) and return the last residuals."""
+
+_SAME = 1e-15       # an element within this relative distance of its target has reached it
+_MIN_STEP = 1e-9    # a failing step shorter than this (relative) is not halved further
+
+
+def continue_to(t: np.ndarray, target: np.ndarray, step: Step, *, max_ratio: float | None,
+                max_attempts: int, problem: str, label: Callable[[int], str] | None = None,
+                point: Callable[[float], str] = _gamma, max_steps: int = 10000,
+                on_step: Callable[[np.ndarray], None] | None = None) -> None:
+    """Advance the parameters ``t`` (shape ``(B,)``, updated in place) down to ``target``.
+
+    Parameters
+    ----------
+    t : ndarray of shape (B,)
+        Current parameters (``> 0``), at which the caller's state is a solution.
+    target : ndarray of shape (B,) or scalar
+        Where to go; elements with ``t <= target (1 + 1e-15)`` do not move.
+    step : callable
+        The caller's predictor-corrector, see :data:`Step`.
+    max_ratio : float or None
+        Largest ratio ``t / e`` of one step (``None``: one step to the target).
+    max_attempts : int
+        Attempts (calls of ``step``) allowed per step, counting the first one.
+    problem, label, point
+        For the error message (see :func:`attn_lib.theory._errors.check_converged`).
+    max_steps : int, default 10000
+        Cap on the number of steps.
+    on_step : callable, optional
+        ``on_step(idx)`` after every step, with the elements that moved (all reached ``e``).
+
+    Raises
+    ------
+    ConvergenceError
+        When an element cannot advance (see the module docstring).
+    """
+    target = np.broadcast_to(np.asarray(target, dtype=float), t.shape)
+    where = label if label is not None else (lambda b: f"batch element {b}")  # noqa: E731
+    residual = np.full(t.shape, np.inf)
+    for _ in range(max_steps):
+        moving = t > target * (1 + _SAME)
+        if not np.any(moving):
+            return
+        moved = moving.copy()
+        end = np.where(moving, target if max_ratio is None else np.maximum(target, t / max_ratio), t)
+        goal = end.copy()
+        for _attempt in range(max_attempts):
+            idx = np.flatnonzero(moving)
+            if idx.size == 0:
+                break
+            ok, res = step(idx, t[idx].copy(), goal[idx].copy())
+            ok = np.asarray(ok, dtype=bool)
+            residual[idx] = res
+            done, fail = idx[ok], idx[~ok]
+            t[done] = goal[done]
+            moving[done[goal[done] == end[done]]] = False
+            goal[done] = end[done]
+            short = t[fail] / goal[fail] < 1 + _MIN_STEP
+            if np.any(short):
+                b = int(fail[np.flatnonzero(short)[0]])
+                raise not_converged(problem, where(b), point(float(goal[b])), float(residual[b]),
+                                    f"step from {point(float(t[b]))} below a relative 1e-9")
+            goal[fail] = np.sqrt(t[fail] * goal[fail])
+        check_converged(~moving, residual, goal, problem=problem, label=where, point=point,
+                        reason=f"{max_attempts} attempts at one continuation step")
+        if on_step is not None:
+            on_step(np.flatnonzero(moved))
+    check_converged(t <= target * (1 + _SAME), residual, t, problem=problem, label=where,
+                    point=point, reason=f"more than {max_steps} continuation steps")
