@@ -18,18 +18,21 @@ studies
     One module per chapter's study (sweeps, linearisation, GPT-2, phase diagrams, convergence,
     the nonlinearity atlas, strong alignment).
 book
-    The book's support: the result cache, the plotting style and the figures (imports
+    The book's support: the plotting style, the page helpers and the figures (imports
     matplotlib; not loaded by ``import attn_lib``).
+
+Beside the layers, ``_validation`` checks every public function's input and ``cache`` stores
+computed results on disk, keyed by the code they depend on; both are used by every layer.
 
 ``attn_lib.Setting``, ``attn_lib.nonlinearity``, ``attn_lib.hermite``, ``attn_lib.data``, ``attn_lib.kernel``,
 ``attn_lib.simulate`` and ``attn_lib.theory`` are re-exported here.
 """
 
-from . import model, simulation, studies, theory
+from . import cache, model, simulation, studies, theory
 from .model import data, hermite, kernel, nonlinearity
 from .model.setting import Setting
 from .simulation import simulate
 
-__all__ = ["Setting", "data", "hermite", "kernel", "model", "nonlinearity", "simulate",
+__all__ = ["Setting", "cache", "data", "hermite", "kernel", "model", "nonlinearity", "simulate",
            "simulation", "studies", "theory"]
 __version__ = "0.1.0"

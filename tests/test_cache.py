@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from attn_lib import Setting, simulate, theory
-from attn_lib.book import cache
+from attn_lib import cache
 from attn_lib.model import nonlinearity
 from attn_lib.studies import sweeps
 

@@ -9,7 +9,7 @@ import pytest
 from scipy import special
 
 from attn_lib import Setting, hermite, simulate
-from attn_lib.book import cache
+from attn_lib import cache
 from attn_lib.model import kernel
 from attn_lib.model.nonlinearity import (REGISTRY, Nonlinearity, check_nonlinearity, mixture,
                                          normalised, reflected, scaled)

@@ -9,7 +9,7 @@ import pytest
 
 from attn_lib import Setting, hermite, simulate
 from attn_lib.model.nonlinearity import REGISTRY, mixture, normalised
-from attn_lib.book import cache
+from attn_lib import cache
 from attn_lib.studies import sweeps
 from attn_lib.theory import ridge_error
 

@@ -1,7 +1,5 @@
-"""The book's support: the result cache, the plotting style, the page helpers and the figures.
+"""The book's support: the plotting style, the page helpers and the figures.
 
-``cache``
-    Disk cache of computed results.
 ``style``
     The book's plotting style and plotting primitives.
 ``page``

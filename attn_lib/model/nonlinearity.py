@@ -1,7 +1,7 @@
 r"""The attention nonlinearity ``f``: one type for every function the library evaluates.
 
 A :class:`Nonlinearity` is a frozen, hashable dataclass described by its fields only (no
-lambdas), so settings that hold one can be keys of the disk cache (:mod:`attn_lib.book.cache`)
+lambdas), so settings that hold one can be keys of the disk cache (:mod:`attn_lib.cache`)
 and of the Hermite-data cache. It knows its *break points* ``breaks``, the kinks and jumps where
 ``f`` is not smooth, which the Gaussian quadratures of :mod:`attn_lib.model.hermite` and
 :mod:`attn_lib.theory.shift` put on panel edges.

@@ -308,7 +308,7 @@ def run(settings: Sequence[Setting], n: Sequence[int], trials: int | Sequence[in
     seed : int, default 0
         Root seed of :func:`attn_lib.studies.sweeps.simulations` at every size.
     use_cache : bool, default True
-        Read and write each setting and size through :mod:`attn_lib.book.cache`.
+        Read and write each setting and size through :mod:`attn_lib.cache`.
 
     Returns
     -------

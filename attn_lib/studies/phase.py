@@ -280,7 +280,7 @@ def spot_checks(make: MakeSetting, points: object, gamma: object, n: int, trials
     seed : int, default 0
         Root seed.
     use_cache : bool, default True
-        Read and write each cell through the disk cache (:mod:`attn_lib.book.cache`).
+        Read and write each cell through the disk cache (:mod:`attn_lib.cache`).
 
     Returns
     -------

@@ -51,7 +51,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..book import cache
+from .. import cache
 from ..model import data, kernel
 from ..simulation.resolvent import interpolation_error
 from ..simulation.trials import Trials
@@ -236,7 +236,7 @@ def surrogate_errors(setting: Setting, gammas: object, n: int, trials: int = 2,
 def finite_size_theory(settings: Sequence[Setting], gammas: object, n: int) -> np.ndarray:
     """The finite-size theory ``attention_error(s, gammas, n=n)`` of many settings, cached.
 
-    Each setting's curve is read from or written to the disk cache (:func:`attn_lib.book.cache.cached`),
+    Each setting's curve is read from or written to the disk cache (:func:`attn_lib.cache.cached`),
     since the finite-size equivalent costs up to a second per setting.
 
     Parameters

@@ -6,7 +6,7 @@ module holds the pieces those sweeps share:
 
 * :func:`equivalents` -- the attention or ridge deterministic equivalent of many settings, ``(B, G)``;
 * :func:`simulations` -- :func:`attn_lib.simulation.simulate.errors` for many settings through the disk
-  cache (:mod:`attn_lib.book.cache`), collected in a :class:`SweepResult` that also gives the paired
+  cache (:mod:`attn_lib.cache`), collected in a :class:`SweepResult` that also gives the paired
   difference attention minus ridge of each draw.
 
 The families of nonlinearities swept over (:func:`~attn_lib.model.nonlinearity.normalised`,
@@ -21,7 +21,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..book import cache
+from .. import cache
 from ..simulation import simulate
 from ..simulation.trials import Stats
 from .._validation import check_choice, check_gammas, check_int, check_seed, check_settings
@@ -141,7 +141,7 @@ def simulations(settings: Sequence[Setting], gammas: object, n: int | Sequence[i
     attention : bool, default True
         ``False`` simulates ridge regression only.
     use_cache : bool, default True
-        Read and write each setting's result through :func:`attn_lib.book.cache.cached`.
+        Read and write each setting's result through :func:`attn_lib.cache.cached`.
 
     Returns
     -------

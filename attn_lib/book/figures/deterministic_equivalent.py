@@ -17,7 +17,8 @@ import numpy as np
 
 from ... import Setting, simulate, theory
 from ..._validation import check_int
-from .. import cache, style
+from ... import cache
+from .. import style
 from ..page import Figure
 
 __all__ = ["gamma_sweep", "c_sweep", "snr_sweep"]

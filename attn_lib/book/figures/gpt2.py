@@ -24,7 +24,8 @@ from IPython.display import Markdown
 
 from ... import Setting, theory
 from ...studies import gpt2
-from .. import cache, style
+from ... import cache
+from .. import style
 from ..page import Figure
 
 __all__ = ["LAYERS", "weights_source", "orientation", "scale", "singular_values", "eigenvalues",

@@ -21,7 +21,8 @@ from ..._validation import check_int, check_seed
 from ...model import nonlinearity
 from ...studies import hermite_linearisation
 from ...theory.kernel_spectrum import kernel_density
-from .. import cache, style
+from ... import cache
+from .. import style
 from ..page import Figure
 
 __all__ = ["coefficient_table", "nonlinearities", "spectra", "kernel_gap",

@@ -19,7 +19,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .. import cache, style
+from ... import cache
+from .. import style
 from ..page import Figure
 from ...model import data
 from ...model.setting import Setting

@@ -51,7 +51,7 @@ is a file the lines are appended to, e.g. one log for a whole book build.
 Examples
 --------
 >>> from attn_lib import Setting, simulate
->>> from attn_lib.book import cache
+>>> from attn_lib import cache
 >>> res = cache.cached(simulate.errors, setting=Setting(c=0.5, snr=1.0), gammas=[1e-2, 1.0],
 ...                    n=64, trials=2, seed=0)                      # doctest: +SKIP
 >>> "attn_lib.model.kernel.attention_kernel" in cache.dependencies(simulate.errors)
@@ -83,7 +83,7 @@ __all__ = ["cache_dir", "dependencies", "code_hash", "key", "cached", "memoize",
 T = TypeVar("T")
 
 #: Folder of the library whose definitions are followed (its name is the package's import name).
-PACKAGE_DIR = Path(__file__).resolve().parents[1]
+PACKAGE_DIR = Path(__file__).resolve().parent
 _FORMAT = 2  # bump when the on-disk layout or the key's recipe changes
 _PYTHON = "{}.{}".format(*sys.version_info[:2])
 _LOG_OFF = {"", "0", "off", "no", "false"}
