@@ -119,7 +119,8 @@ def test_page_states_its_profile(path):
     nb = nbformat.read(path, as_version=4)
     code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
     prose = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
-    assert re.search(r"glue\(\s*[\"']profile[\"']", code), f"{path.name}: glue the profile name"
+    # page.setup(profile) glues the profile name (attn_lib.book.page.setup)
+    assert re.search(r"page\.setup\(\s*profile\s*\)", code), f"{path.name}: glue the profile name"
     assert "{glue:md}`profile`" in prose, f"{path.name}: state the profile in the text"
 
 

@@ -376,7 +376,7 @@ BOTH = {"simulate.errors", "sweeps.simulations"}
     (edit_code, "book/style.py", first_function, set()),
     # the theory: cached theory results only
     (edit_code, "theory/attention.py", "attention_error", {"attention_error"}),
-    (edit_code, "theory/bulk.py", "solve_bulk", {"attention_error"}),
+    (edit_code, "theory/_bulk.py", "solve_bulk", {"attention_error"}),
     # the simulator's arithmetic: the simulations (the theory does not use them)
     (edit_code, "model/kernel.py", "apply", BOTH),
     (edit_code, "simulation/simulate.py", "draw_errors", BOTH),
