@@ -55,7 +55,7 @@ from .. import cache
 from ..model import data, kernel
 from ..simulation.resolvent import interpolation_error
 from ..simulation.trials import Trials
-from .._validation import check_gammas, check_int, check_seed, check_setting
+from .._validation import check_gammas, check_int, check_seed, check_setting, check_settings
 from ..model.nonlinearity import NonlinearityLike, check_nonlinearity
 from ..model.setting import Setting
 from ..theory import attention_error
@@ -250,9 +250,7 @@ def finite_size_theory(settings: Sequence[Setting], gammas: object, n: int) -> n
     -------
     ndarray of shape ``(B, G)``.
     """
-    settings = list(settings)
-    if not settings or not all(isinstance(s, Setting) for s in settings):
-        raise TypeError("settings must be a non-empty sequence of attn_lib.Setting")
+    settings = check_settings(settings)
     g = np.atleast_1d(check_gammas(gammas))
     n = check_int(n, "n")
     return np.array([cache.cached(attention_error, setting=s, gammas=g, n=n) for s in settings])

@@ -22,7 +22,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .._validation import check_gammas, check_int, check_real, check_setting
+from .._validation import check_gammas, check_int, check_real, check_setting, check_settings
 from ..model.setting import Setting
 from ._bulk import BulkSolution, solve_bulk, spectral_g1
 from ._errors import ConvergenceError
@@ -185,11 +185,7 @@ def attention_error_batch(settings: Sequence[Setting], gamma: object, *, max_ite
     -------
     ndarray of shape ``(B,)`` (scalar or per-setting ``gamma``) or ``(B, G)``.
     """
-    settings = list(settings)
-    if not settings:
-        raise ValueError("settings must not be empty")
-    for s in settings:
-        check_setting(s)
+    settings = check_settings(settings)
     g = np.asarray(gamma, dtype=float)
     B = len(settings)
     if g.ndim == 0:
