@@ -2,6 +2,8 @@
 
 ``style``
     The book's plotting style and plotting primitives.
+``claims``
+    Checked findings: a sentence's verdict, evidence and wording (:mod:`~attn_lib.book.claims`).
 ``page``
     What a chapter notebook calls: :func:`~attn_lib.book.page.setup`,
     :func:`~attn_lib.book.page.show` (a figure and its numbers) and

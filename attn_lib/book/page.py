@@ -17,7 +17,10 @@ numbers by name::
     ```
 
 Numbers are glued as plain Python ``float``/``int``/``str`` (NumPy scalars are converted), and
-Markdown objects (tables) as they are, all with ``display=False``.
+Markdown objects (tables) as they are, all with ``display=False``. A
+:class:`~attn_lib.book.claims.Claim` is glued as its wording (under its name) and its evidence
+(under ``<name>_evidence``); with the ``full`` profile of :func:`setup`, gluing a required claim
+that does not hold raises :class:`~attn_lib.book.claims.ClaimError`, naming the claim.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from typing import Any, Mapping
 import numpy as np
 
 __all__ = ["Figure", "setup", "glue", "show"]
+
+_STATE: dict[str, str | None] = {"profile": None}
 
 
 @dataclass
@@ -47,12 +52,16 @@ class Figure:
 
 
 def setup(profile: str) -> None:
-    """Apply the book's plotting style and glue the profile name as ``profile`` (bold)."""
+    """Apply the book's plotting style, glue the profile name as ``profile`` (bold), and remember
+    the profile for the claim checks of :func:`glue`."""
     from IPython.display import Markdown
 
     from . import style
 
+    if not isinstance(profile, str):
+        raise TypeError(f"profile must be a str, got {type(profile).__name__}")
     style.use()
+    _STATE["profile"] = profile
     glue({"profile": Markdown(f"**{profile}**")})
 
 
@@ -79,9 +88,16 @@ def glue(numbers: Mapping[str, Any] | Any) -> None:
     if not isinstance(numbers, Mapping):
         raise TypeError(f"numbers must be a mapping or a dataclass instance, got "
                         f"{type(numbers).__name__}")
+    from .claims import Claim
+
     for name, value in numbers.items():
         if not isinstance(name, str):
             raise TypeError(f"glued names must be str, got {name!r}")
+        if isinstance(value, Claim):
+            value.enforce(_STATE["profile"] or "")
+            _glue(name, value.text, display=False)
+            _glue(f"{name}_evidence", value.evidence, display=False)
+            continue
         _glue(name, _plain(value), display=False)
 
 
