@@ -1,4 +1,4 @@
-"""Shared helpers of the book tests: the build script as a module, the repository layout."""
+"""Shared helpers of the book tests: the build script as a module, the layout, the figures."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import importlib.util
 import re
 import sys
 from pathlib import Path
+from typing import Any, Iterable
 
 REPO = Path(__file__).resolve().parents[1]
 BOOK = REPO / "book"
@@ -60,3 +61,21 @@ def figure_rows(html_dir: Path) -> list[tuple[str, str, str, str]]:
                       r"<td><p>(.*?)</p></td>\n<td>.*?</td>\n<td><p>(.*?)</p></td>", page, re.S)
     return [(href, num, re.sub(r"<[^>]+>", "", cap), re.sub(r"<[^>]+>", "", cmd))
             for href, num, cap, cmd in rows]
+
+
+def check_figure(figure: Any, names: Iterable[str], n_axes: int) -> dict[str, Any]:
+    """Assert ``figure`` is a :class:`~attn_lib.book.page.Figure` with the numbers ``names``.
+
+    Its numbers must be exactly ``names`` and its drawing must have ``n_axes`` axes (colour
+    bars count). The figure is closed (its axes stay readable) and its numbers are returned.
+    """
+    # imported here: the build-script and HTML tests that use this module need neither
+    import matplotlib.pyplot as plt
+
+    from attn_lib.book.page import Figure
+
+    assert isinstance(figure, Figure)
+    assert set(figure.numbers) == set(names)
+    assert len(figure.fig.axes) == n_axes
+    plt.close(figure.fig)
+    return figure.numbers

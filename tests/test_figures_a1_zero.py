@@ -2,28 +2,13 @@
 
 from __future__ import annotations
 
-import matplotlib
+import pytest
 
-matplotlib.use("Agg")
+from attn_lib.book.figures import a1_zero as figs
 
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
+from book_helpers import check_figure
 
-from attn_lib.book.figures import a1_zero as figs  # noqa: E402
-from attn_lib.book.page import Figure  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("ATTN_BOOK_CACHE", str(tmp_path / "cache"))
-    yield
-    plt.close("all")
-
-
-def check(figure, names, n_axes):
-    assert isinstance(figure, Figure)
-    assert set(figure.numbers) == set(names)
-    assert len(figure.fig.axes) == n_axes
+pytestmark = pytest.mark.usefixtures("book_cache")
 
 
 def test_hermite_data():
@@ -33,22 +18,22 @@ def test_hermite_data():
 
 
 def test_snr_and_weights():
-    check(figs.snr_and_weights(n=8, trials=2, seed=0, n_points=2),
-          ["cos_snr_spread_th", "cos_level", "cos_snr_spread_mc", "cos_snr_std_mc", "tanh_snr0",
-           "tanh_snr4", "cos_over_tanh", "cos_w_spread_th", "cos_w_spread_mc", "tanh_w_change",
-           "sign_w_change", "delta_max", "trials"], 2)
+    check_figure(figs.snr_and_weights(n=8, trials=2, seed=0, n_points=2),
+                 ["cos_snr_spread_th", "cos_level", "cos_snr_spread_mc", "cos_snr_std_mc",
+                  "tanh_snr0", "tanh_snr4", "cos_over_tanh", "cos_w_spread_th", "cos_w_spread_mc",
+                  "tanh_w_change", "sign_w_change", "delta_max", "trials"], 2)
 
 
 def test_universality():
-    check(figs.universality(n=16, trials=2, seed=0, n_points=2),
-          ["cos_c_lo", "cos_c_hi", "cos_c_snr_diff", "univ_th_diff", "univ_a2_cos",
-           "univ_a2_abs", "univ_mc_dev", "univ_mc_dev_small"], 2)
+    check_figure(figs.universality(n=16, trials=2, seed=0, n_points=2),
+                 ["cos_c_lo", "cos_c_hi", "cos_c_snr_diff", "univ_th_diff", "univ_a2_cos",
+                  "univ_a2_abs", "univ_mc_dev", "univ_mc_dev_small"], 2)
 
 
 def test_mixture():
     fig = figs.mixture(n=8, trials=2, seed=0, n_points=2)
-    check(fig, ["mix_a1_err", "mix_nu_err", "mix_spread_lin", "mix_spread_zero", "mix_a1_half",
-                "mix_mc_spread_zero", "mix_mc_spread_lin"], 1)
+    check_figure(fig, ["mix_a1_err", "mix_nu_err", "mix_spread_lin", "mix_spread_zero",
+                       "mix_a1_half", "mix_mc_spread_zero", "mix_mc_spread_lin"], 1)
     assert fig.numbers["mix_a1_err"] < 1e-6 and fig.numbers["mix_nu_err"] < 1e-6
 
 

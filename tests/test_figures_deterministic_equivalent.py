@@ -2,45 +2,30 @@
 
 from __future__ import annotations
 
-import matplotlib
+import pytest
 
-matplotlib.use("Agg")
+from attn_lib.book.figures import deterministic_equivalent as figs
 
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
+from book_helpers import check_figure
 
-from attn_lib.book.figures import deterministic_equivalent as figs  # noqa: E402
-from attn_lib.book.page import Figure  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("ATTN_BOOK_CACHE", str(tmp_path / "cache"))
-    yield
-    plt.close("all")
-
-
-def check(figure, names, n_axes):
-    assert isinstance(figure, Figure)
-    assert set(figure.numbers) == set(names)
-    assert len(figure.fig.axes) == n_axes
+pytestmark = pytest.mark.usefixtures("book_cache")
 
 
 def test_gamma_sweep():
     fig = figs.gamma_sweep(n=16, trials=2, seed=0, n_points=3)
-    check(fig, ["gamma_sweep_p", "gamma_sweep_n", "gamma_sweep_gap", "gamma_sweep_att_abs",
-                "gamma_sweep_min_ratio", "trials"], 1)
+    check_figure(fig, ["gamma_sweep_p", "gamma_sweep_n", "gamma_sweep_gap", "gamma_sweep_att_abs",
+                       "gamma_sweep_min_ratio", "trials"], 1)
     assert (fig.numbers["gamma_sweep_p"], fig.numbers["gamma_sweep_n"]) == (64, 16)
 
 
 def test_c_sweep():
     fig = figs.c_sweep(n=16, trials=2, seed=0, n_points=3)
-    check(fig, ["p_sweep_n", "p_sweep_gap", "p_sweep_max_above", "p_sweep_att_abs"], 1)
+    check_figure(fig, ["p_sweep_n", "p_sweep_gap", "p_sweep_max_above", "p_sweep_att_abs"], 1)
 
 
 def test_snr_sweep():
     fig = figs.snr_sweep(n=32, trials=2, seed=0, n_points=3)
-    check(fig, ["snr_sweep_gap", "snr1_limit", "snr1_theory", "snr_sweep_att_abs"], 1)
+    check_figure(fig, ["snr_sweep_gap", "snr1_limit", "snr1_theory", "snr_sweep_att_abs"], 1)
     assert fig.numbers["snr1_limit"] == pytest.approx(0.375)
 
 

@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-import matplotlib
+import pytest
+from IPython.display import Markdown
 
-matplotlib.use("Agg")
+from attn_lib.book.figures import finite_size as figs
 
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
-from IPython.display import Markdown  # noqa: E402
+from book_helpers import check_figure
 
-from attn_lib.book.page import Figure  # noqa: E402
-from attn_lib.book.figures import finite_size as figs  # noqa: E402
+pytestmark = pytest.mark.usefixtures("book_cache")
 
 KW = dict(n_ladder=[32, 64], trials=[4, 3], gamma=1.0, seed=0)
 KEYS = ("random", "snr1", "al1", "al2", "cos")
-
-
-@pytest.fixture(autouse=True)
-def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("ATTN_BOOK_CACHE", str(tmp_path))
 
 
 def test_overview():
@@ -30,14 +23,11 @@ def test_overview():
 
 
 def test_bias_fluctuation():
-    figure = figs.bias_fluctuation(**KW)
-    assert isinstance(figure, Figure) and len(figure.fig.axes) == 4
-    assert set(figure.numbers) == {
+    nums = check_figure(figs.bias_fluctuation(**KW), {
         "fl_min", "fl_max", "fl_count", "fl_half", "fl_mean", "ridge_resolved", "ridge_points",
         "ridge_bound_max", "ridge_fl_min", "att_neg", "att_pos", "att_count", "flat_resolved",
-        "flat_points", "al_resolved", "al_points"}
-    assert figure.numbers["fl_count"] == 8 and figure.numbers["ridge_points"] == 6
-    plt.close(figure.fig)
+        "flat_points", "al_resolved", "al_points"}, 4)
+    assert nums["fl_count"] == 8 and nums["ridge_points"] == 6
 
 
 def test_slope_tables():
@@ -50,14 +40,12 @@ def test_slope_tables():
 
 
 def test_bias_shift():
-    figure = figs.bias_shift(**KW)
-    assert isinstance(figure, Figure) and len(figure.fig.axes) == 2
     dk = {f"dk_{k}{se}" for k in ("al1", "al2", "cos") for se in ("", "_se")}
     cmp = {f"cmp_{k}" for k in ("delta", "al2", "al2_se", "al1_law", "ratio", "al1_range_lo",
                                 "al1_range_hi")}
-    assert set(figure.numbers) == {"cos_verdict", "bd_min", "bd_max", "bd_points"} | dk | cmp
-    assert isinstance(figure.numbers["cos_verdict"], Markdown)
-    plt.close(figure.fig)
+    nums = check_figure(figs.bias_shift(**KW),
+                        {"cos_verdict", "bd_min", "bd_max", "bd_points"} | dk | cmp, 2)
+    assert isinstance(nums["cos_verdict"], Markdown)
 
 
 def test_slowest():

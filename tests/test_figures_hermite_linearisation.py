@@ -2,30 +2,15 @@
 
 from __future__ import annotations
 
-import matplotlib
+import pytest
+from IPython.display import Markdown
 
-matplotlib.use("Agg")
+from attn_lib.model import nonlinearity
+from attn_lib.book.figures import hermite_linearisation as figs
 
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
-from IPython.display import Markdown  # noqa: E402
+from book_helpers import check_figure
 
-from attn_lib.model import nonlinearity  # noqa: E402
-from attn_lib.book.figures import hermite_linearisation as figs  # noqa: E402
-from attn_lib.book.page import Figure  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("ATTN_BOOK_CACHE", str(tmp_path / "cache"))
-    yield
-    plt.close("all")
-
-
-def check(figure, names, n_axes):
-    assert isinstance(figure, Figure)
-    assert set(figure.numbers) == set(names)
-    assert len(figure.fig.axes) == n_axes
+pytestmark = pytest.mark.usefixtures("book_cache")
 
 
 def test_coefficient_table():
@@ -38,24 +23,26 @@ def test_coefficient_table():
 
 
 def test_nonlinearities():
-    check(figs.nonlinearities(), [], 1)
+    check_figure(figs.nonlinearities(), [], 1)
 
 
 def test_spectra():
     fig = figs.spectra(n=32, seed=0)
-    check(fig, ["n_spectrum", "ks_tanh", "ks_cos"], 2)
+    check_figure(fig, ["n_spectrum", "ks_tanh", "ks_cos"], 2)
     assert fig.numbers["n_spectrum"] == 32 and 0 <= fig.numbers["ks_cos"] <= 1
 
 
 def test_kernel_gap():
     fig = figs.kernel_gap(n_ladder=[16, 24], trials=2, seed=0)
-    check(fig, ["gap_n_small", "gap_n_large", "gap_small", "gap_large", "res_large", "trials"], 2)
+    check_figure(fig, ["gap_n_small", "gap_n_large", "gap_small", "gap_large", "res_large",
+                       "trials"], 2)
     assert (fig.numbers["gap_n_small"], fig.numbers["gap_n_large"]) == (16, 24)
 
 
 def test_interpolation_error():
     fig = figs.interpolation_error(n=24, trials=2, seed=0, n_gamma=3)
-    check(fig, ["gamma_min", "err_att_tanh", "err_att_cos", "err_ridge", "err_ridge_theory"], 1)
+    check_figure(fig, ["gamma_min", "err_att_tanh", "err_att_cos", "err_ridge",
+                       "err_ridge_theory"], 1)
     assert fig.numbers["gamma_min"] == pytest.approx(1e-4)
 
 

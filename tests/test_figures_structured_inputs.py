@@ -2,31 +2,17 @@
 
 from __future__ import annotations
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+from IPython.display import Markdown
 
-matplotlib.use("Agg")
+from attn_lib import Setting
+from attn_lib.book.figures import structured_inputs as figs
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-from IPython.display import Markdown  # noqa: E402
+from book_helpers import check_figure
 
-from attn_lib import Setting  # noqa: E402
-from attn_lib.book.figures import structured_inputs as figs  # noqa: E402
-from attn_lib.book.page import Figure  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("ATTN_BOOK_CACHE", str(tmp_path / "cache"))
-    yield
-    plt.close("all")
-
-
-def check(figure, names, n_axes):
-    assert isinstance(figure, Figure)
-    assert set(figure.numbers) == set(names)
-    assert len(figure.fig.axes) == n_axes
+pytestmark = pytest.mark.usefixtures("book_cache")
 
 
 def test_theory_and_simulation_draws_one_model():
@@ -41,26 +27,27 @@ def test_theory_and_simulation_draws_one_model():
 
 
 def test_random_inputs():
-    check(figs.random_inputs(n=16, n_c2=8, trials=2, seed=0),
-          ["mu0_att_half", "mu0_ridge_half", "mu0_att_two", "mu0_ridge_two", "mu0_att_two_small",
-           "mu0_dev_half", "mu0_dev_two", "tanh_b2", "mu0_w_diff", "trials"], 2)
+    check_figure(figs.random_inputs(n=16, n_c2=8, trials=2, seed=0),
+                 ["mu0_att_half", "mu0_ridge_half", "mu0_att_two", "mu0_ridge_two",
+                  "mu0_att_two_small", "mu0_dev_half", "mu0_dev_two", "tanh_b2", "mu0_w_diff",
+                  "trials"], 2)
 
 
 def test_snr():
-    check(figs.snr(n=16, trials=2, seed=0, n_points=2),
-          ["snr0_gap", "snr4_gap_orth", "snr4_gap_al1", "rev_lo", "rev_hi", "rev_max",
-           "mc_al2_gap", "mc_al2_gap_std", "delta_al2"], 1)
+    check_figure(figs.snr(n=16, trials=2, seed=0, n_points=2),
+                 ["snr0_gap", "snr4_gap_orth", "snr4_gap_al1", "rev_lo", "rev_hi", "rev_max",
+                  "mc_al2_gap", "mc_al2_gap_std", "delta_al2"], 1)
 
 
 def test_gap_maps():
     fig = figs.gap_maps()
-    check(fig, ["map_cos_best", "map_cos0_min", "map_gamma_best", "map_gamma_small"], 4)
+    check_figure(fig, ["map_cos_best", "map_cos0_min", "map_gamma_best", "map_gamma_small"], 4)
 
 
 def test_aspect_ratio():
-    check(figs.aspect_ratio(n=20, trials=2, seed=0, n_points=2),
-          ["c_spread_ridge", "c_spread_att", "c_spread_ridge_01", "c_spread_att_01",
-           "c_spread_att_mc", "c_spread_ridge_mc"], 2)
+    check_figure(figs.aspect_ratio(n=20, trials=2, seed=0, n_points=2),
+                 ["c_spread_ridge", "c_spread_att", "c_spread_ridge_01", "c_spread_att_01",
+                  "c_spread_att_mc", "c_spread_ridge_mc"], 2)
 
 
 def test_worked_example():
@@ -74,9 +61,9 @@ def test_worked_example():
 
 def test_coherent_shift():
     fig = figs.coherent_shift(n=20, n_ladder=[16, 20], trials=2, seed=0, n_points=2)
-    check(fig, ["d_first", "d_first_dev", "d_ridge_dev", "d_large", "d_large_delta",
-                "ladder_n0", "ladder_n1", "ladder_r0", "ladder_r1", "ladder_d0", "ladder_d1",
-                "n_needed"], 2)
+    check_figure(fig, ["d_first", "d_first_dev", "d_ridge_dev", "d_large", "d_large_delta",
+                       "ladder_n0", "ladder_n1", "ladder_r0", "ladder_r1", "ladder_d0",
+                       "ladder_d1", "n_needed"], 2)
     assert (fig.numbers["ladder_n0"], fig.numbers["ladder_n1"]) == (16, 20)
     assert np.isfinite(fig.numbers["ladder_r1"])
 

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from attn_lib.book import style  # noqa: E402
+from attn_lib.book import style
 
 
 def test_use_sets_rcparams():

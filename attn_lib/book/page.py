@@ -17,21 +17,22 @@ numbers by name::
     ```
 
 Numbers are glued as plain Python ``float``/``int``/``str`` (NumPy scalars are converted), and
-Markdown objects (tables) as they are, all with ``display=False``. A
-:class:`~attn_lib.book.claims.Claim` is glued as its wording (under its name) and its evidence
-(under ``<name>_evidence``); with the ``full`` profile of :func:`setup`, gluing a required claim
-that does not hold raises :class:`~attn_lib.book.claims.ClaimError`, naming the claim.
+Markdown objects (tables, written by :func:`markdown_table`) as they are, all with
+``display=False``. A :class:`~attn_lib.book.claims.Claim` is glued as its wording (under its
+name) and its evidence (under ``<name>_evidence``); with the ``full`` profile of :func:`setup`,
+gluing a required claim that does not hold raises :class:`~attn_lib.book.claims.ClaimError`,
+naming the claim.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["Figure", "setup", "glue", "show"]
+__all__ = ["Figure", "setup", "glue", "show", "markdown_table"]
 
 _STATE: dict[str, str | None] = {"profile": None}
 
@@ -111,3 +112,55 @@ def show(name: str, figure: Figure) -> None:
     _glue(name, figure.fig, display=False)
     plt.close(figure.fig)
     glue(figure.numbers)
+
+
+def markdown_table(rows: Any, formats: Mapping[str, str] | None = None,
+                   right: Sequence[str] | None = None, left: bool = False) -> Any:
+    """A Markdown table (:class:`IPython.display.Markdown`) of ``rows``, to glue like a number.
+
+    Parameters
+    ----------
+    rows : sequence of dict, or pandas.DataFrame
+        One dict per row, column name to value; the columns are the keys of the first row. A
+        data frame gives one row per line, its index as the first columns.
+    formats : dict of str to str, optional
+        Format spec per column for values that are not strings (e.g. ``{"a1": ".4f"}``);
+        other values are written with :class:`str`.
+    right : sequence of str, optional
+        Columns to right-align; default those whose value in the first row is a number.
+    left : bool, default False
+        Mark the other columns left-aligned (rule ``:---``); by default their rule is ``---``
+        and the renderer's default alignment applies.
+
+    Returns
+    -------
+    IPython.display.Markdown
+        A header line, an alignment rule and one line per row; a ``|`` inside a cell is
+        escaped. Show it with ``{glue:md}`` and ``:format: myst``.
+
+    Raises
+    ------
+    ValueError
+        If ``rows`` is empty.
+    """
+    import pandas as pd
+    from IPython.display import Markdown
+
+    if isinstance(rows, pd.DataFrame):
+        rows = rows.reset_index().to_dict("records")
+    rows, formats = list(rows), dict(formats or {})
+    if not rows:
+        raise ValueError("rows must not be empty")
+    columns = list(rows[0])
+
+    def cell(column: str, value: Any) -> str:
+        text = value if isinstance(value, str) else format(value, formats.get(column, ""))
+        return str(text).replace("|", "\\|")
+
+    if right is None:
+        right = [c for c in columns if isinstance(rows[0][c], (int, float, np.number))]
+    other = ":---" if left else "---"
+    lines = ["| " + " | ".join(cell("", c) for c in columns) + " |",
+             "|" + "|".join("---:" if c in right else other for c in columns) + "|"]
+    lines += ["| " + " | ".join(cell(c, row[c]) for c in columns) + " |" for row in rows]
+    return Markdown("\n".join(lines))

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["COLORS", "use", "color", "plot_theory", "plot_sim", "plot_theory_vs_sim",
-           "label_axes", "gap_map", "markdown_table"]
+           "label_axes", "gap_map"]
 
 #: Fixed colours (seaborn "colorblind" palette) for the models and nonlinearities of the book.
 COLORS: dict[str, str] = {
@@ -193,42 +193,3 @@ def plain_ticks(axis: Any, ticks: Any, fmt: str = "%g") -> None:
     axis.set_major_locator(FixedLocator(ticks))
     axis.set_major_formatter(FormatStrFormatter(fmt))
     axis.set_minor_formatter(NullFormatter())
-
-
-def markdown_table(rows: Any, formats: dict[str, str] | None = None,
-                   right: list[str] | tuple[str, ...] | None = None) -> Any:
-    """A Markdown table (:class:`IPython.display.Markdown`) of ``rows``, to glue like a number.
-
-    Parameters
-    ----------
-    rows : sequence of dict
-        One dict per row, column name to value; the columns are the keys of the first row.
-    formats : dict of str to str, optional
-        Format spec per column for values that are not strings (e.g. ``{"a1": ".4f"}``);
-        other values are written with :class:`str`.
-    right : sequence of str, optional
-        Columns to right-align; default those whose value in the first row is a number.
-
-    Returns
-    -------
-    IPython.display.Markdown
-        A header line, an alignment rule and one line per row; a ``|`` inside a cell is
-        escaped. Show it with ``{glue:md}`` and ``:format: myst``.
-    """
-    from IPython.display import Markdown
-
-    rows, formats = list(rows), dict(formats or {})
-    if not rows:
-        raise ValueError("rows must not be empty")
-    columns = list(rows[0])
-
-    def cell(column: str, value: Any) -> str:
-        text = value if isinstance(value, str) else format(value, formats.get(column, ""))
-        return str(text).replace("|", "\\|")
-
-    if right is None:
-        right = [c for c in columns if isinstance(rows[0][c], (int, float, np.number))]
-    lines = ["| " + " | ".join(cell("", c) for c in columns) + " |",
-             "|" + "|".join("---:" if c in right else "---" for c in columns) + "|"]
-    lines += ["| " + " | ".join(cell(c, row[c]) for c in columns) + " |" for row in rows]
-    return Markdown("\n".join(lines))

@@ -20,7 +20,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .. import style
-from ..page import Figure
+from ..page import Figure, markdown_table
 from ...model.setting import Setting
 from ...model import nonlinearity
 from ...studies import convergence
@@ -274,8 +274,8 @@ def slope_tables(*, n_ladder: Sequence[int], trials: Sequence[int] | int, gamma:
             s = ch.study.series("attention", b, k)
             row[f"γ = {g:g}"] = f"{_pm(s.bias_fit())} ({s.resolved.sum()}/{s.n.size})"
         by_gamma.append(row)
-    return {"slopes_table": style.markdown_table(rows, {"δ, n min": ".3f", "δ, n max": ".3f"}),
-            "gamma_slopes_table": style.markdown_table(by_gamma)}
+    return {"slopes_table": markdown_table(rows, {"δ, n min": ".3f", "δ, n max": ".3f"}),
+            "gamma_slopes_table": markdown_table(by_gamma)}
 
 
 def bias_shift(*, n_ladder: Sequence[int], trials: Sequence[int] | int, gamma: float,

@@ -26,7 +26,7 @@ from ... import Setting, theory
 from ...studies import gpt2
 from ... import cache
 from .. import style
-from ..page import Figure
+from ..page import Figure, markdown_table
 
 __all__ = ["LAYERS", "weights_source", "orientation", "scale", "singular_values", "eigenvalues",
            "fit_table", "shares", "layer_errors", "theory_vs_simulation", "takeaway"]
@@ -113,20 +113,6 @@ def _gap_table(summary: dict[int, gpt2.Summary], mc: dict, snrs: Sequence[float]
                          "E ridge (aligned draw)": r.ridge["aligned"].values[:, i_rep].mean(),
                          "verdict": sm.verdict})
     return pd.DataFrame(rows).set_index(["layer", "SNR"])
-
-
-def _markdown_table(table: pd.DataFrame, formats: dict[str, str]) -> Markdown:
-    """A DataFrame (index included) as a Markdown table; ``formats``: column -> format spec.
-
-    Numeric columns are right-aligned, the others left-aligned.
-    """
-    flat = table.reset_index()
-    cols = list(flat.columns)
-    cells = {c_: [format(v, formats.get(c_, "")) for v in flat[c_]] for c_ in cols}
-    align = ["---:" if flat[c_].dtype.kind in "iuf" else ":---" for c_ in cols]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join(align) + "|"]
-    lines += ["| " + " | ".join(cells[c_][i] for c_ in cols) + " |" for i in range(len(flat))]
-    return Markdown("\n".join(lines))
 
 
 def weights_source() -> str:
@@ -335,7 +321,7 @@ def fit_table(*, k_max: int, seed: int, layers: Sequence[int] = LAYERS) -> dict[
     formats[r"$\lVert A\rVert_F/\sqrt{p}$"] = ".1f"
     return {"gpt2_head_rank": int(np.sum(s_head > 1e-9 * s_head[0])),
             "gpt2_layer_rank": int(np.sum(s_layer > 1e-9 * s_layer[0])),
-            "gpt2_fit_table": _markdown_table(table, formats)}
+            "gpt2_fit_table": markdown_table(table, formats, left=True)}
 
 
 def shares(*, k_max: int, seed: int, layers: Sequence[int] = LAYERS) -> Figure:
@@ -430,7 +416,8 @@ def layer_errors(*, f: str, c: float, snrs: Sequence[float], detail_layers: Sequ
                          title=f"SNR = {snr:g}, $n = {n}$, $p = {gpt2.P}$, {trials} trial(s)")
     formats = {c_: ".4f" for c_ in table.columns if c_ != "verdict"} | {"SNR": "g"}
     return Figure(fig, {"gpt2_gamma_rep": float(gammas[i_rep]), "gpt2_n_tokens": n,
-                        "gpt2_trials": trials, "gpt2_gap_table": _markdown_table(table, formats)})
+                        "gpt2_trials": trials,
+                        "gpt2_gap_table": markdown_table(table, formats, left=True)})
 
 
 def theory_vs_simulation(*, f: str, c: float, snrs: Sequence[float], detail_layers: Sequence[int],
@@ -510,7 +497,7 @@ def theory_vs_simulation(*, f: str, c: float, snrs: Sequence[float], detail_laye
         numbers[f"gpt2_fit_vs_theory_{key}"] = float(fit_vs_th.xs(key, level="mu").max())
         numbers[f"gpt2_delta_{key}"] = float(table["delta"].xs(key, level="mu").max())
     formats = {c_: ".4f" for c_ in table.columns} | {"SNR": "g"}
-    numbers["gpt2_detail_table"] = _markdown_table(table, formats)
+    numbers["gpt2_detail_table"] = markdown_table(table, formats, left=True)
     return Figure(fig, numbers)
 
 
@@ -557,18 +544,18 @@ def takeaway(*, f: str, c: float, snrs: Sequence[float], detail_layers: Sequence
                 f"the aligned error averages {sub[neg].mean():.3f}, against "
                 f"{sub.drop(index=neg).mean():.3f} in the other layers.")
     sem = table["gap sem"]
-    vt = []
-    for l in layers:
-        ft = fits[l]
-        vt.append(f"| {l} | {ft.alpha:+.3f} | {ft.share(0):.2g} | {ft.share(1):.3f} | {ft.share(8):.3f} "
-                  f"| {ft.k_for(0.5)} | {summary[l].verdict} | "
-                  + " / ".join(f"{gap[l, s]:.3f}" + (f" ± {sem[l, s]:.3f}" if trials > 1 else "")
-                               for s in snrs) + " |")
-    header = ("| layer | $\\alpha$ | share $\\alpha I$ | share +1 | share +8 | $k_{50}$ | verdict "
-              "| gap at SNR "
-              + " / ".join(f"{s:g}" for s in snrs) + " |\n|---|---|---|---|---|---|---|---|")
+    gap_column = "gap at SNR " + " / ".join(f"{s:g}" for s in snrs)
+    verdicts = [{"layer": l, r"$\alpha$": fits[l].alpha, r"share $\alpha I$": fits[l].share(0),
+                 "share +1": fits[l].share(1), "share +8": fits[l].share(8),
+                 "$k_{50}$": fits[l].k_for(0.5), "verdict": summary[l].verdict,
+                 gap_column: " / ".join(f"{gap[l, s]:.3f}"
+                                        + (f" ± {sem[l, s]:.3f}" if trials > 1 else "")
+                                        for s in snrs)}
+                for l in layers]
+    verdict_formats = {r"$\alpha$": "+.3f", r"share $\alpha I$": ".2g", "share +1": ".3f",
+                       "share +8": ".3f"}
     return {"gpt2_gap_summary": Markdown("\n".join(lines)),
             "gpt2_gap_mean_first": float(gap.xs(snrs[0], level="SNR").mean()),
             "gpt2_gap_mean_last": float(gap.xs(snrs[-1], level="SNR").mean()),
             "gpt2_gap_min_all": float(gap.min()),
-            "gpt2_verdict_table": Markdown(header + "\n" + "\n".join(vt))}
+            "gpt2_verdict_table": markdown_table(verdicts, verdict_formats, right=())}

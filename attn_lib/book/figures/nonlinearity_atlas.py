@@ -22,7 +22,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .. import style
-from ..page import Figure
+from ..page import Figure, markdown_table
 from ...model import nonlinearity
 from ...studies import atlas, sweeps
 
@@ -174,7 +174,7 @@ def tables(*, names: Sequence[str], partners: Sequence[str], reflect: Sequence[s
 
 def _markdown(frame: Any, spec: str, columns: Sequence[str]) -> Any:
     """A data frame (its index as the first column) as a Markdown table, ``columns`` at ``spec``."""
-    return style.markdown_table(frame.reset_index().to_dict("records"), dict.fromkeys(columns, spec))
+    return markdown_table(frame, dict.fromkeys(columns, spec))
 
 
 def error_ratio(*, names: Sequence[str], partners: Sequence[str], reflect: Sequence[str],

@@ -21,7 +21,7 @@ import numpy as np
 
 from ... import cache
 from .. import style
-from ..page import Figure
+from ..page import Figure, markdown_table
 from ...model import data
 from ...model.setting import Setting
 from ...studies import strong_alignment as sa
@@ -215,8 +215,8 @@ def surrogates(*, n: int, trials: int, seed: int = 0) -> dict[str, Any]:
             for s, r in sur.items()]
     rel = {k: np.array([100 * (r.mean(k)[0] / r.mean("attention")[0] - 1) for r in sur.values()])
            for k in ("latent", "coherent")}
-    return {"sur_table": style.markdown_table(rows, {"SNR": "g", "$\\delta$": ".2f"},
-                                              right=list(rows[0])),
+    return {"sur_table": markdown_table(rows, {"SNR": "g", "$\\delta$": ".2f"},
+                                        right=list(rows[0])),
             "sur_lat_max": np.abs(rel["latent"]).max(), "sur_coh_first": rel["coherent"][0],
             "sur_coh_last": rel["coherent"][-1],
             "sur_d_first": example(SNR_SURROGATES[0]).delta(n),
