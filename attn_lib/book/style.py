@@ -232,3 +232,7 @@ def markdown_table(rows: Any, formats: dict[str, str] | None = None,
              "|" + "|".join("---:" if c in right else "---" for c in columns) + "|"]
     lines += ["| " + " | ".join(cell(c, row[c]) for c in columns) + " |" for row in rows]
     return Markdown("\n".join(lines))
+
+#: The control of the random-input mechanism (chapters 2 and 3): linear ``f`` with the kernel's
+#: diagonal kept (linear ``f`` with the zero diagonal is ``"linear"``).
+COLORS["linear_diagonal"] = "#000000"
