@@ -34,14 +34,14 @@ def test_hermite_data():
 
 def test_snr_and_weights():
     check(figs.snr_and_weights(n=8, trials=2, seed=0, n_points=2),
-          ["cos_snr_spread_th", "cos_level", "cos_snr_spread_mc", "cos_snr_std_mc", "tanh_snr0",
+          ["cos_snr_spread_th", "cos_level", "cos_snr_spread_mc", "cos_snr_sem_mc", "cos_drift", "tanh_snr0",
            "tanh_snr4", "cos_over_tanh", "cos_w_spread_th", "cos_w_spread_mc", "tanh_w_change",
            "sign_w_change", "delta_max", "trials"], 2)
 
 
 def test_universality():
     check(figs.universality(n=16, trials=2, seed=0, n_points=2),
-          ["cos_c_lo", "cos_c_hi", "cos_c_snr_diff", "univ_th_diff", "univ_a2_cos",
+          ["cos_c_lo", "cos_c_hi", "cos_below_lo", "cos_below_hi", "raw_below_lo", "raw_below_hi", "cos_c_snr_diff", "univ_th_diff", "univ_a2_cos",
            "univ_a2_abs", "univ_mc_dev", "univ_mc_dev_small"], 2)
 
 
