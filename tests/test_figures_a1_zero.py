@@ -48,7 +48,7 @@ def test_universality():
 def test_mixture():
     fig = figs.mixture(n=8, trials=2, seed=0, n_points=2)
     check(fig, ["mix_a1_err", "mix_nu_err", "mix_spread_lin", "mix_spread_zero", "mix_a1_half",
-                "mix_mc_spread_zero", "mix_mc_spread_lin"], 1)
+                "mix_mc_spread_zero", "mix_mc_spread_lin", "mix_snr0_range"], 1)
     assert fig.numbers["mix_a1_err"] < 1e-6 and fig.numbers["mix_nu_err"] < 1e-6
 
 

@@ -21,6 +21,7 @@ import numpy as np
 from ... import Setting, hermite
 from ..._validation import check_int
 from ...model import nonlinearity
+from ...simulation.trials import standard_error
 from ...studies import sweeps
 from .. import style
 from ..page import Figure
@@ -56,7 +57,6 @@ def _matched(f: Any, c: float = C) -> float:
 
 def _drift(values: np.ndarray) -> Any:
     """Claim on the end-to-end drift of a sweep, ``values`` of shape ``(B, T)``, paired over draws."""
-    from ...simulation.trials import standard_error
     from .. import claims
 
     d = values[-1] - values[0]
@@ -290,7 +290,8 @@ def mixture(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
         ``mix_spread_lin``, ``mix_spread_zero`` (range of the DE over the SNRs at ``a1 = 1`` and
         0); ``mix_a1_half`` (largest ``a1`` where that range is at most half of
         ``mix_spread_lin``); ``mix_mc_spread_lin``, ``mix_mc_spread_zero`` (the same ranges of
-        the simulated means).
+        the simulated means); ``mix_snr0_range``, the range of the SNR-0 DE over ``a1``. Each
+        ``f_theta`` is evaluated at its matched ``gamma`` (:func:`_matched`).
     """
     a1_mc = np.linspace(0.0, 1.0, check_int(n_points, "n_points"))
     a1_th = np.linspace(0.0, 1.0, 41)
@@ -298,24 +299,33 @@ def mixture(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     res_m = {}
     snr_mix = (0.0, 1.0, 4.0)
+    # each f_theta at its own matched gamma (tau = 1 + a1^2 / c varies along the sweep)
+    point = lambda a, snr: (_aligned(nonlinearity.mixture(_theta(a)), snr),  # noqa: E731
+                            _matched(nonlinearity.mixture(_theta(a))))
     for k, snr in enumerate(snr_mix):
-        res_m[snr] = theory_and_simulation(
-            ax, a1_th, [_aligned(nonlinearity.mixture(_theta(a)), snr) for a in a1_th], a1_mc,
-            [_aligned(nonlinearity.mixture(_theta(a)), snr) for a in a1_mc], [GAMMA], n=n,
-            trials=trials, seed=seed, label=f"SNR {snr:g}",
-            color=("#9ecae1", "#3182bd", "#08306b")[k], marker="osD"[k])
+        th = np.array([sweeps.equivalents([s_], g_)[0] for s_, g_ in
+                       (point(a, snr) for a in a1_th)])
+        mc = [sweeps.simulations([s_], g_, n=n, trials=trials, seed=seed).values("attention")[0, :, 0]
+              for s_, g_ in (point(a, snr) for a in a1_mc)]
+        mc_mean = np.array([v.mean() for v in mc])
+        style.plot_theory_vs_sim(ax, a1_th, th, mc_mean,
+                                 [float(standard_error(v, axis=0)) for v in mc],
+                                 label=f"SNR {snr:g}", color=("#9ecae1", "#3182bd", "#08306b")[k],
+                                 x_sim=a1_mc, fmt="osD"[k])
+        res_m[snr] = (th, mc_mean)
     ax.invert_xaxis()
     style.label_axes(ax, r"linear Hermite coefficient $a_1 = \cos\theta$ (at $\nu = 1$)",
                      r"interpolation error $E(\gamma)$",
                      title=f"$f_\\theta$, aligned $\\|w\\| = 1$, $c = {C:g}$ ($n = {n}$), "
-                           f"$\\gamma = {GAMMA:g}$")
+                           f"ridge's $\\gamma = {GAMMA:g}$")
 
     spread = np.ptp(np.array([res_m[s][0] for s in snr_mix]), axis=0)  # over SNR, per a1
     half = a1_th[spread <= spread[-1] / 2]
-    mc_spread = np.ptp(np.array([res_m[s][1].mean("attention")[:, 0] for s in snr_mix]), axis=0)
+    mc_spread = np.ptp(np.array([res_m[s][1] for s in snr_mix]), axis=0)
     return Figure(fig, {
         "mix_a1_err": float(max(abs(h.a1 - a) for h, a in zip(check, a1_mc))),
         "mix_nu_err": float(max(abs(h.nu - 1.0) for h in check)),
         "mix_spread_lin": float(spread[-1]), "mix_spread_zero": float(spread[0]),
         "mix_a1_half": float(half.max()) if half.size else float("nan"),
-        "mix_mc_spread_zero": float(mc_spread[0]), "mix_mc_spread_lin": float(mc_spread[-1])})
+        "mix_mc_spread_zero": float(mc_spread[0]), "mix_mc_spread_lin": float(mc_spread[-1]),
+        "mix_snr0_range": float(np.ptp(res_m[0.0][0]))})
