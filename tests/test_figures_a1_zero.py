@@ -19,21 +19,21 @@ def test_hermite_data():
 
 def test_snr_and_weights():
     check_figure(figs.snr_and_weights(n=8, trials=2, seed=0, n_points=2),
-                 ["cos_snr_spread_th", "cos_level", "cos_snr_spread_mc", "cos_snr_std_mc",
-                  "tanh_snr0", "tanh_snr4", "cos_over_tanh", "cos_w_spread_th", "cos_w_spread_mc",
-                  "tanh_w_change", "sign_w_change", "delta_max", "trials"], 2)
+          ["cos_snr_spread_th", "cos_level", "cos_snr_spread_mc", "cos_snr_sem_mc", "cos_drift", "tanh_snr0",
+           "tanh_snr4", "cos_over_tanh", "cos_w_spread_th", "cos_w_spread_mc", "tanh_w_change",
+           "sign_w_change", "delta_max", "trials"], 2)
 
 
 def test_universality():
     check_figure(figs.universality(n=16, trials=2, seed=0, n_points=2),
-                 ["cos_c_lo", "cos_c_hi", "cos_c_snr_diff", "univ_th_diff", "univ_a2_cos",
-                  "univ_a2_abs", "univ_mc_dev", "univ_mc_dev_small"], 2)
+          ["cos_c_lo", "cos_c_hi", "cos_below_lo", "cos_below_hi", "raw_below_lo", "raw_below_hi", "cos_c_snr_diff", "univ_th_diff", "univ_a2_cos",
+           "univ_a2_abs", "univ_mc_dev", "univ_mc_dev_small"], 2)
 
 
 def test_mixture():
     fig = figs.mixture(n=8, trials=2, seed=0, n_points=2)
-    check_figure(fig, ["mix_a1_err", "mix_nu_err", "mix_spread_lin", "mix_spread_zero",
-                       "mix_a1_half", "mix_mc_spread_zero", "mix_mc_spread_lin"], 1)
+    check_figure(fig, ["mix_a1_err", "mix_nu_err", "mix_spread_lin", "mix_spread_zero", "mix_a1_half",
+                "mix_mc_spread_zero", "mix_mc_spread_lin", "mix_snr0_range"], 1)
     assert fig.numbers["mix_a1_err"] < 1e-6 and fig.numbers["mix_nu_err"] < 1e-6
 
 

@@ -41,9 +41,21 @@ def test_kernel_gap():
 
 def test_interpolation_error():
     fig = figs.interpolation_error(n=24, trials=2, seed=0, n_gamma=3)
-    check_figure(fig, ["gamma_min", "err_att_tanh", "err_att_cos", "err_ridge",
-                       "err_ridge_theory"], 1)
+    check_figure(fig, ["gamma_min", "err_att_tanh", "err_att_cos", "err_ridge", "err_ridge_theory",
+                "tau_tanh", "tau_cos", "tau_ridge", "cross_raw", "cross_scaled",
+                "tanh_wins_large_raw", "tanh_wins_large_scaled", "scale_moves_crossing"], 2)
     assert fig.numbers["gamma_min"] == pytest.approx(1e-4)
+    assert fig.numbers["tau_ridge"] == pytest.approx(0.5)
+    # the theory crossings do not depend on n: raw 1.59, rescaled 4.84 (measured)
+    assert 1.0 < fig.numbers["cross_raw"] < 2.5 < fig.numbers["cross_scaled"] < 8.0
+    assert fig.numbers["scale_moves_crossing"].holds is True
+
+
+def test_kernel_gap_bars_stop_at_zero():
+    fig = figs.kernel_gap(n_ladder=[16, 24], trials=3, seed=0)
+    for line in fig.fig.axes[0].collections:  # error-bar segments
+        for seg in line.get_segments():
+            assert min(seg[:, 1]) >= 0.0
 
 
 def test_bad_input_names_the_parameter():

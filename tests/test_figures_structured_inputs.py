@@ -28,20 +28,22 @@ def test_theory_and_simulation_draws_one_model():
 
 def test_random_inputs():
     check_figure(figs.random_inputs(n=16, n_c2=8, trials=2, seed=0),
-                 ["mu0_att_half", "mu0_ridge_half", "mu0_att_two", "mu0_ridge_two",
-                  "mu0_att_two_small", "mu0_dev_half", "mu0_dev_two", "tanh_b2", "mu0_w_diff",
-                  "trials"], 2)
+          ["mu0_att_half", "mu0_ridge_half", "mu0_att_two", "mu0_ridge_two", "mu0_att_two_small",
+           "mu0_dev_half", "mu0_dev_two", "tanh_b2", "mu0_w_diff", "trials"]
+          + [f"{k}{tag}" for tag in ("_half", "_two")
+             for k in ("g_at", "lin_ridge_gap", "nonlin_gap", "linear_loses", "diagonal_helps",
+                       "nonlinearity_helps", "nonlinearity_minor")], 4)
 
 
 def test_snr():
     check_figure(figs.snr(n=16, trials=2, seed=0, n_points=2),
-                 ["snr0_gap", "snr4_gap_orth", "snr4_gap_al1", "rev_lo", "rev_hi", "rev_max",
-                  "mc_al2_gap", "mc_al2_gap_std", "delta_al2"], 1)
+          ["snr0_gap", "snr4_gap_orth", "snr4_gap_al1", "rev_lo", "rev_hi", "rev_max",
+           "mc_al2_gap", "mc_al2_gap_sem", "mc_al2_below", "g_att", "raw_rev_max", "min_gap_al2", "delta_al2"], 1)
 
 
 def test_gap_maps():
     fig = figs.gap_maps()
-    check_figure(fig, ["map_cos_best", "map_cos0_min", "map_gamma_best", "map_gamma_small"], 4)
+    check_figure(fig, ["map_cos_best", "map_cos_min", "map_cos0_min", "map_gamma_best", "map_gamma_small", "map_gamma_cross"], 4)
 
 
 def test_aspect_ratio():
@@ -53,7 +55,7 @@ def test_aspect_ratio():
 def test_worked_example():
     out = figs.worked_example(n=20, trials=2, seed=0)
     assert set(out) == {"ex_table", "ex_n", "ex_p", "ex_delta", "ex_mc", "ex_de", "ex_ridge",
-                        "ex_factor", "ex_delta_2048", "ex_erf", "ex_lin"}
+                        "ex_factor", "ex_delta_2048", "ex_erf", "ex_lin", "ex_block_smaller"}
     assert isinstance(out["ex_table"], Markdown)
     assert len(out["ex_table"].data.splitlines()) == 2 + len(figs.EXAMPLE_GAMMAS)
     assert out["ex_n"] == 20 and out["ex_p"] == 6
@@ -61,9 +63,9 @@ def test_worked_example():
 
 def test_coherent_shift():
     fig = figs.coherent_shift(n=20, n_ladder=[16, 20], trials=2, seed=0, n_points=2)
-    check_figure(fig, ["d_first", "d_first_dev", "d_ridge_dev", "d_large", "d_large_delta",
-                       "ladder_n0", "ladder_n1", "ladder_r0", "ladder_r1", "ladder_d0",
-                       "ladder_d1", "n_needed"], 2)
+    check_figure(fig, ["d_first", "d_first_dev", "d_ridge_dev", "d_large", "d_large_delta", "sim_below_de",
+                "ladder_n0", "ladder_n1", "ladder_r0", "ladder_r1", "ladder_d0", "ladder_d1",
+                "n_needed"], 2)
     assert (fig.numbers["ladder_n0"], fig.numbers["ladder_n1"]) == (16, 20)
     assert np.isfinite(fig.numbers["ladder_r1"])
 

@@ -157,3 +157,53 @@ def test_monte_carlo_validation(kwargs, exc):
     args.update(kwargs)
     with pytest.raises(exc):
         sweeps.simulations(**args)
+
+
+# ------------------------------------------------------------------ the scale convention
+@pytest.mark.parametrize("f, c, keep", [("tanh", 0.5, False), ("cos", 2.0, False),
+                                        ("relu", 1.0, False), ("linear", 0.5, False),
+                                        ("linear", 2.0, True)])
+def test_feature_scale_matches_the_mean_feature_eigenvalue(f, c, keep):
+    from attn_lib.model import data, kernel
+    from attn_lib.model.nonlinearity import check_nonlinearity
+    s = Setting(c=c, snr=1.0, f=f, wk_norm=1.0, wq_norm=1.0)
+    n, rng = 1024, np.random.default_rng(3)
+    d = data.draw(s, n, rng)
+    K = kernel.attention_kernel(d.X, check_nonlinearity(s.f), d.w_K, d.w_Q, 1.0, keep,
+                                a0=s.hermite.a0)
+    tau = np.sum((d.X @ K) ** 2) / n ** 2
+    # measured at n = 1024: within 3.5 % (tanh, c = 1/2: 1.167 against 1.128; the O(p^{-1/2})
+    # corrections of the logits' variance); 8 % leaves room for the draw, a wrong term is >= 25 %
+    assert tau == pytest.approx(sweeps.feature_scale(s, keep_diagonal=keep), rel=0.08)
+    assert np.sum(d.X ** 2) / n ** 2 == pytest.approx(sweeps.feature_scale(s, "ridge"), rel=0.02)
+
+
+def test_feature_scale_makes_gamma_scale_free():
+    # E_{s Phi}(s^2 gamma) = E_Phi(gamma): measured in units of tau the error does not see s
+    base = Setting(c=0.5, snr=1.0, f="tanh")
+    twice = Setting(c=0.5, snr=1.0, f=normalised("tanh", 4.0 * hermite.coefficients("tanh").nu))
+    assert sweeps.feature_scale(twice) == pytest.approx(4.0 * sweeps.feature_scale(base))
+    g = np.array([1e-2, 1.0])
+    from attn_lib.theory import attention_error
+    np.testing.assert_allclose(attention_error(twice, sweeps.feature_scale(twice) * g),
+                               attention_error(base, sweeps.feature_scale(base) * g), rtol=1e-6)
+
+
+def test_feature_scale_rejects_bad_input():
+    with pytest.raises(ValueError, match="keep_diagonal"):
+        sweeps.feature_scale(Setting(c=0.5, f="tanh"), keep_diagonal=True)
+    with pytest.raises(ValueError, match="keep_diagonal"):
+        sweeps.feature_scale(Setting(c=0.5), "ridge", keep_diagonal=True)
+    with pytest.raises(ValueError, match="model"):
+        sweeps.feature_scale(Setting(c=0.5), "kernel")
+    with pytest.raises(TypeError, match="keep_diagonal"):
+        sweeps.feature_scale(Setting(c=0.5), keep_diagonal=1)
+
+
+def test_matched_gamma_is_the_ratio_of_scales():
+    s = Setting(c=0.5, f="tanh")
+    ratio = sweeps.feature_scale(s) / sweeps.feature_scale(s, "ridge")
+    assert sweeps.matched_gamma(s, 0.1) == pytest.approx(0.1 * ratio)
+    np.testing.assert_allclose(sweeps.matched_gamma(s, GAMMAS), GAMMAS * ratio)
+    with pytest.raises(ValueError, match="gamma"):
+        sweeps.matched_gamma(s, -1.0)

@@ -29,6 +29,9 @@ COLORS: dict[str, str] = {
     "sin": "#ca9161",
     "erf": "#fbafe4",
     "linear": "#949494",
+    # the control of the random-input mechanism (chapters 2 and 3): linear f with the kernel's
+    # diagonal kept ("linear" is linear f with the zero diagonal)
+    "linear_diagonal": "#000000",
     "trunc_relu": "#ece133",
     "trunc_exp": "#56b4e9",
 }

@@ -7,7 +7,10 @@ module holds the pieces those sweeps share:
 * :func:`equivalents` -- the attention or ridge deterministic equivalent of many settings, ``(B, G)``;
 * :func:`simulations` -- :func:`attn_lib.simulation.simulate.errors` for many settings through the disk
   cache (:mod:`attn_lib.cache`), collected in a :class:`SweepResult` that also gives the paired
-  difference attention minus ridge of each draw.
+  difference attention minus ridge of each draw;
+* :func:`feature_scale` -- the book's one scale convention for comparing two models: the mean
+  eigenvalue of their feature Gram matrix, the unit in which ``gamma`` is measured, and
+  :func:`matched_gamma`, attention's ``gamma`` that matches ridge's under it.
 
 The families of nonlinearities swept over (:func:`~attn_lib.model.nonlinearity.normalised`,
 :func:`~attn_lib.model.nonlinearity.mixture`) live in :mod:`attn_lib.model.nonlinearity`; they are
@@ -24,10 +27,11 @@ import numpy as np
 from .. import cache
 from ..simulation import simulate
 from ..simulation.trials import Stats
-from .._validation import check_choice, check_gammas, check_int, check_seed, check_settings
+from .._validation import (check_bool, check_choice, check_gammas, check_int, check_seed,
+                           check_setting, check_settings)
 from ..model.setting import Setting
 
-__all__ = ["equivalents", "simulations", "SweepResult", "MODELS"]
+__all__ = ["equivalents", "simulations", "SweepResult", "MODELS", "feature_scale", "matched_gamma"]
 
 #: The models a sweep can compute.
 MODELS = ("attention", "ridge")
@@ -165,3 +169,91 @@ def simulations(settings: Sequence[Setting], gammas: object, n: int | Sequence[i
     ridge = np.stack([r.ridge.values for r in results])
     return SweepResult(attention=att, ridge=ridge, n=np.array([r.n for r in results]),
                        p=np.array([r.p for r in results]), gammas=g)
+
+
+def feature_scale(setting: Setting, model: str = "attention", keep_diagonal: bool = False) -> float:
+    r"""Mean eigenvalue ``tau = tr(Phi^T Phi / n) / n`` of a model's features: the unit of ``gamma``.
+
+    **The book's scale convention.** ``E(gamma)`` is not scale free: features ``s Phi`` have
+    ``E_{s Phi}(s^2 gamma) = E_Phi(gamma)``. Attention's features ``X K`` and ridge's ``X`` (or
+    those of two nonlinearities) have different scales, so a comparison at one raw ``gamma``
+    compares them at different effective regularisations. Every cross-model comparison of the
+    book therefore puts two models side by side at the same ``gamma / tau`` (each model at its
+    own ``gamma = tau g``, ``g`` shared); in the ridgeless limit ``gamma -> 0`` the scale drops
+    out and both conventions agree.
+
+    Deterministic equivalent, in the proportional limit with a vanishing coherent shift
+    (``delta -> 0``; finite-rank parts of ``X`` and ``K`` change the trace by ``O(1/n)``), with the
+    Hermite data ``a1, b2 = nu - a1^2`` of the canonical ``f`` and the moments
+    ``tr(S^k) / n -> 1, 1 + 1/c, 1 + 3/c + 1/c^2`` (``k = 1, 2, 3``) of ``S = Z^T Z / p``:
+
+    * ridge, ``Phi = X``: ``tau = c``;
+    * attention, zero diagonal, ``K ~ a1 (S - I) + sqrt(b2) W / sqrt(p)``:
+      ``Phi^T Phi / n ~ c K S K`` and ``tau = a1^2 (1 + 1/c) + b2``;
+    * attention with the diagonal kept, linear ``f`` only (``b2 = 0``, ``K = a1 S``):
+      ``tau = a1^2 (c + 3 + 1/c)``.
+
+    Parameters
+    ----------
+    setting : Setting
+        Only ``c`` and, for attention, the Hermite data of ``f`` enter.
+    model : {"attention", "ridge"}, default "attention"
+    keep_diagonal : bool, default False
+        The attention kernel keeps its diagonal (as ``simulate.errors(..., keep_diagonal=True)``).
+
+    Returns
+    -------
+    float
+        ``tau > 0``.
+
+    Raises
+    ------
+    ValueError
+        For ``keep_diagonal=True`` with a nonlinear ``f`` (its diagonal ``f(||x_i||^2 / sqrt p) /
+        sqrt p`` has no universal limit) or with ``model="ridge"``; for ``a1 = b2 = 0``.
+    """
+    setting = check_setting(setting)
+    model = check_choice(model, "model", MODELS)
+    keep_diagonal = check_bool(keep_diagonal, "keep_diagonal")
+    c = setting.c
+    if model == "ridge":
+        if keep_diagonal:
+            raise ValueError("keep_diagonal applies to model='attention' only")
+        return float(c)
+    h = setting.hermite
+    if keep_diagonal:
+        if h.b2 > 1e-12 * max(h.nu, 1e-300):
+            raise ValueError(f"keep_diagonal=True has a feature scale only for a linear f "
+                             f"(b2 = 0), got b2 = {h.b2:.3g} for {setting.f!r}")
+        tau = h.a1 ** 2 * (c + 3.0 + 1.0 / c)
+    else:
+        tau = h.a1 ** 2 * (1.0 + 1.0 / c) + max(h.b2, 0.0)
+    if not tau > 0:
+        raise ValueError(f"the features of {setting!r} vanish (a1 = b2 = 0): no scale")
+    return float(tau)
+
+
+def matched_gamma(setting: Setting, gamma: object, keep_diagonal: bool = False) -> np.ndarray | float:
+    r"""Attention's ridge parameter at the same ``gamma / tau`` as ridge regression's ``gamma``.
+
+    ``gamma_att = gamma tau_att / tau_ridge`` (:func:`feature_scale`): the book's convention for
+    comparing attention at ``setting`` with ridge regression at ridge parameter ``gamma``, so that
+    a comparison quoted "at ``gamma``" keeps ridge's curve and moves attention's.
+
+    Parameters
+    ----------
+    setting : Setting
+    gamma : float or array_like
+        Positive ridge parameters of ridge regression.
+    keep_diagonal : bool, default False
+        As in :func:`feature_scale`.
+
+    Returns
+    -------
+    float or ndarray shaped like ``gamma``.
+    """
+    g = check_gammas(gamma)
+    ratio = (feature_scale(setting, keep_diagonal=keep_diagonal)
+             / feature_scale(setting, "ridge"))
+    out = g * ratio
+    return float(out) if out.ndim == 0 else out

@@ -6,7 +6,7 @@ rescaled to ``nu = 1`` (:func:`attn_lib.model.nonlinearity.normalised`; the cent
 ``theta = pi/2`` end of :func:`attn_lib.model.nonlinearity.mixture`). Unless stated otherwise
 ``c = 2``, ``gamma = 0.1`` and ``w_K = w_Q = w`` aligned with ``mu``. Lines are the deterministic
 equivalent (:func:`attn_lib.studies.sweeps.equivalents`), markers Monte Carlo
-(:func:`attn_lib.studies.sweeps.simulations`, cached; mean ± one standard deviation over
+(:func:`attn_lib.studies.sweeps.simulations`, cached; mean ± one standard error over
 trials), drawn along a sweep with
 :func:`attn_lib.book.figures.structured_inputs.theory_and_simulation`.
 """
@@ -21,6 +21,7 @@ import numpy as np
 from ... import Setting, hermite
 from ..._validation import check_int
 from ...model import nonlinearity
+from ...simulation.trials import standard_error
 from ...studies import sweeps
 from .. import style
 from ..page import Figure
@@ -48,6 +49,22 @@ def _a1(name: str) -> float:
     return hermite.coefficients(FUNCS[name]).a1
 
 
+def _matched(f: Any, c: float = C) -> float:
+    """Attention's ``gamma`` at the same ``gamma / tau`` as ridge's :data:`GAMMA` (the book's scale
+    convention, :func:`attn_lib.studies.sweeps.matched_gamma`)."""
+    return float(sweeps.matched_gamma(Setting(c=float(c), f=f), GAMMA))
+
+
+def _drift(values: np.ndarray) -> Any:
+    """Claim on the end-to-end drift of a sweep, ``values`` of shape ``(B, T)``, paired over draws."""
+    from .. import claims
+
+    d = values[-1] - values[0]
+    return claims.exceeds("cos_drift", float(d.mean()), float(standard_error(d, axis=0)),
+                          wording=("a rise beyond", "a fall beyond", "no drift beyond"),
+                          required=False)
+
+
 def hermite_data() -> dict[str, float]:
     """Hermite data quoted by the chapter.
 
@@ -65,8 +82,9 @@ def snr_and_weights(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
     r"""Attention error of the :data:`FUNCS` against the SNR and against the weight norm.
 
     Two axes: the SNR (``linspace(0, 4, n_points)``) with aligned weights of norm 1, and the
-    weight norm ``|w_K| = |w_Q|`` (``linspace(0, 2, n_points)``) at SNR 2; the ridge theory
-    (dashed) for reference.
+    weight norm ``|w_K| = |w_Q|`` (``linspace(0, 2, n_points)``) at SNR 2; the ridge theory at
+    :data:`GAMMA` (dashed) for reference, each nonlinearity at its matched ``gamma``
+    (:func:`_matched`).
 
     Parameters
     ----------
@@ -84,8 +102,9 @@ def snr_and_weights(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
     Figure
         Numbers: ``cos_snr_spread_th``, ``cos_w_spread_th`` (range of the cosine's DE over the
         SNR and the weight sweep), ``cos_level`` (its value), ``cos_snr_spread_mc``,
-        ``cos_w_spread_mc`` (range of the simulated means), ``cos_snr_std_mc`` (mean
-        trial-to-trial std over the SNR sweep); ``tanh_snr0``, ``tanh_snr4`` (tanh's DE at SNR 0
+        ``cos_w_spread_mc`` (range of the simulated means), ``cos_snr_sem_mc`` (mean standard
+        error of the simulated means over the SNR sweep); claim ``cos_drift``: the simulated
+        cosine error at SNR 4 minus SNR 0, paired over draws (common seeds), against 3 s.e.; ``tanh_snr0``, ``tanh_snr4`` (tanh's DE at SNR 0
         and 4), ``cos_over_tanh`` (their ratio at SNR 4); ``tanh_w_change``, ``sign_w_change``
         (percent change of the DE from ``|w| = 0`` to 2); ``delta_max``, the largest coherent
         shift of the sweeps; ``trials``.
@@ -98,12 +117,13 @@ def snr_and_weights(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
     common = dict(n=n, trials=trials, seed=seed)
     for name, f in FUNCS.items():
         label, color = f"{name}, $a_1 = {_a1(name):.2f}$", style.color(name)
+        g = [_matched(f)]
         res_snr[name] = theory_and_simulation(
             axes[0], snr_th, [_aligned(f, s) for s in snr_th], snr_mc,
-            [_aligned(f, s) for s in snr_mc], [GAMMA], label=label, color=color, **common)
+            [_aligned(f, s) for s in snr_mc], g, label=label, color=color, **common)
         res_w[name] = theory_and_simulation(
             axes[1], w_th, [_aligned(f, 2.0, w) for w in w_th], w_mc,
-            [_aligned(f, 2.0, w) for w in w_mc], [GAMMA], label=label, color=color, **common)
+            [_aligned(f, 2.0, w) for w in w_mc], g, label=label, color=color, **common)
     ridge_th = sweeps.equivalents([Setting(c=C, snr=float(s)) for s in snr_th], GAMMA,
                                   model="ridge")
     style.plot_theory(axes[0], snr_th, ridge_th, label="ridge (theory)",
@@ -123,7 +143,8 @@ def snr_and_weights(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
     numbers = {
         "cos_snr_spread_th": float(np.ptp(th_cos)), "cos_level": float(th_cos[0]),
         "cos_snr_spread_mc": float(np.ptp(mc_cos.mean("attention")[:, 0])),
-        "cos_snr_std_mc": float(mc_cos.std("attention")[:, 0].mean()),
+        "cos_snr_sem_mc": float(mc_cos.sem("attention")[:, 0].mean()),
+        "cos_drift": _drift(mc_cos.values("attention")[:, :, 0]),
         "tanh_snr0": float(th_tanh[0]), "tanh_snr4": float(th_tanh[-1]),
         "cos_over_tanh": float(th_cos[-1] / th_tanh[-1]),
         "cos_w_spread_th": float(np.ptp(res_w["cos"][0])),
@@ -141,7 +162,8 @@ def universality(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
     r"""The ``a1 = 0`` error depends on ``c`` but not on the SNR, and only on ``a1`` and ``nu``.
 
     Two axes. Left: the cosine's error against ``c`` (``geomspace(1/4, 4, n_points)``) for
-    SNR 0, 2, 4 (one DE curve for all), with tanh's DE at SNR 0 and 4. Right: three ``a1 = 0``
+    SNR 0, 2, 4 (one DE curve for all), with tanh's DE at SNR 0 and 4, each at the ``gamma``
+    matching ridge's :data:`GAMMA` (:func:`_matched`). Right: three ``a1 = 0``
     nonlinearities at ``nu = 1`` (the centred cosine, the centred ``|t|`` and tanh minus its
     linear part, :func:`~attn_lib.model.nonlinearity.mixture` at ``theta = pi/2``) against
     ``gamma`` (simulated on ``logspace(-2, 1, 7)``) at SNR 2, sharing one DE curve.
@@ -161,6 +183,8 @@ def universality(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
     -------
     Figure
         Numbers: ``cos_c_lo``, ``cos_c_hi`` (the cosine's DE at ``c = 1/4`` and 4);
+        ``cos_below_lo``, ``cos_below_hi`` (the range of ``c`` where the cosine's DE is below
+        tanh's at SNR 0; ``raw_below_lo``, ``raw_below_hi`` the same at the raw ``gamma``);
         ``cos_c_snr_diff`` (largest difference between its SNR curves); ``univ_th_diff``
         (largest spread of the three DEs); ``univ_a2_cos``, ``univ_a2_abs`` (``a2`` of the
         cosine and of ``|t|``); ``univ_mc_dev``, ``univ_mc_dev_small`` (largest relative
@@ -173,22 +197,31 @@ def universality(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
     fig, axes = plt.subplots(1, 2, figsize=(10.5, 4.3))
     ax = axes[0]
     res_c = {}
+    # each c at its own matched gamma (tau depends on c): one setting per call
+    de = lambda name, snr, cs: np.array([  # noqa: E731
+        sweeps.equivalents([_aligned(FUNCS[name], snr, c=c)], _matched(FUNCS[name], c))[0]
+        for c in cs])
     for k, snr in enumerate(snr_set):
-        mc = sweeps.simulations([_aligned(FUNCS["cos"], snr, c=c) for c in c_mc], GAMMA, n=n,
-                                trials=trials, seed=seed)
-        res_c[snr] = (sweeps.equivalents([_aligned(FUNCS["cos"], snr, c=c) for c in c_th], GAMMA),
-                      mc)
-        style.plot_sim(ax, c_mc, mc.mean("attention")[:, 0], mc.std("attention")[:, 0],
+        mc = [sweeps.simulations([_aligned(FUNCS["cos"], snr, c=c)], _matched(FUNCS["cos"], c),
+                                 n=n, trials=trials, seed=seed) for c in c_mc]
+        res_c[snr] = (de("cos", snr, c_th), mc)
+        style.plot_sim(ax, c_mc, [m.mean("attention")[0, 0] for m in mc],
+                       [m.sem("attention")[0, 0] for m in mc],
                        color=shades[snr], fmt="osD"[k], label=f"cos, SNR {snr:g} (simulation)")
     style.plot_theory(ax, c_th, res_c[0.0][0], label="cos, any SNR (theory)",
                       color=style.color("cos"))
+    tanh_th = {}
     for snr, ls in ((0.0, ":"), (4.0, "--")):
-        th = sweeps.equivalents([_aligned(FUNCS["tanh"], snr, c=c) for c in c_th], GAMMA)
-        style.plot_theory(ax, c_th, th, label=f"tanh, SNR {snr:g} (theory)",
+        tanh_th[snr] = de("tanh", snr, c_th)
+        style.plot_theory(ax, c_th, tanh_th[snr], label=f"tanh, SNR {snr:g} (theory)",
                           color=style.color("tanh"), linestyle=ls)
-    style.label_axes(ax, r"$c = p / n$", r"interpolation error $E(\gamma)$", logx=True,
-                     title=f"aligned $\\|w\\| = 1$, $n = {n}$, $\\gamma = {GAMMA:g}$")
-    ax.legend(fontsize=7.5)
+    below = c_th[res_c[0.0][0] < tanh_th[0.0]]
+    raw_cos = sweeps.equivalents([_aligned(FUNCS["cos"], 0.0, c=c) for c in c_th], GAMMA)
+    raw_tanh = sweeps.equivalents([_aligned(FUNCS["tanh"], 0.0, c=c) for c in c_th], GAMMA)
+    raw_below = c_th[raw_cos < raw_tanh]
+    style.label_axes(ax, r"$c = p / n$", r"interpolation error $E$", logx=True,
+                     title=f"aligned $\\|w\\| = 1$, $n = {n}$, ridge's $\\gamma = {GAMMA:g}$")
+    ax.legend(fontsize=8)
     style.plain_ticks(ax.xaxis, [0.25, 0.5, 1, 2, 4])
 
     ax = axes[1]
@@ -201,7 +234,7 @@ def universality(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
         s = _aligned(f, 2.0)
         mc = sweeps.simulations([s], g_mc, n=n, trials=trials, seed=seed)
         res_u[label] = (sweeps.equivalents([s], g_th)[0], mc, hermite.coefficients(f))
-        style.plot_sim(ax, g_mc, mc.mean("attention")[0], mc.std("attention")[0],
+        style.plot_sim(ax, g_mc, mc.mean("attention")[0], mc.sem("attention")[0],
                        color=("#d55e00", "#029e73", "#0173b2")[k], fmt="osD"[k],
                        label=f"{label} (simulation)")
     style.plot_theory(ax, g_th, res_u["centred cos"][0],
@@ -218,6 +251,10 @@ def universality(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
     rel_dev = np.abs(means / th_at_mc - 1)
     return Figure(fig, {
         "cos_c_lo": float(th0[0]), "cos_c_hi": float(th0[-1]),
+        "cos_below_lo": float(below.min()) if below.size else float("nan"),
+        "cos_below_hi": float(below.max()) if below.size else float("nan"),
+        "raw_below_lo": float(raw_below.min()) if raw_below.size else float("nan"),
+        "raw_below_hi": float(raw_below.max()) if raw_below.size else float("nan"),
         "cos_c_snr_diff": float(max(np.max(np.abs(res_c[s][0] - th0)) for s in snr_set)),
         "univ_th_diff": float(np.max(np.ptp(theories, axis=0))),
         "univ_a2_cos": float(res_u["centred cos"][2].a2),
@@ -253,7 +290,8 @@ def mixture(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
         ``mix_spread_lin``, ``mix_spread_zero`` (range of the DE over the SNRs at ``a1 = 1`` and
         0); ``mix_a1_half`` (largest ``a1`` where that range is at most half of
         ``mix_spread_lin``); ``mix_mc_spread_lin``, ``mix_mc_spread_zero`` (the same ranges of
-        the simulated means).
+        the simulated means); ``mix_snr0_range``, the range of the SNR-0 DE over ``a1``. Each
+        ``f_theta`` is evaluated at its matched ``gamma`` (:func:`_matched`).
     """
     a1_mc = np.linspace(0.0, 1.0, check_int(n_points, "n_points"))
     a1_th = np.linspace(0.0, 1.0, 41)
@@ -261,24 +299,33 @@ def mixture(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     res_m = {}
     snr_mix = (0.0, 1.0, 4.0)
+    # each f_theta at its own matched gamma (tau = 1 + a1^2 / c varies along the sweep)
+    point = lambda a, snr: (_aligned(nonlinearity.mixture(_theta(a)), snr),  # noqa: E731
+                            _matched(nonlinearity.mixture(_theta(a))))
     for k, snr in enumerate(snr_mix):
-        res_m[snr] = theory_and_simulation(
-            ax, a1_th, [_aligned(nonlinearity.mixture(_theta(a)), snr) for a in a1_th], a1_mc,
-            [_aligned(nonlinearity.mixture(_theta(a)), snr) for a in a1_mc], [GAMMA], n=n,
-            trials=trials, seed=seed, label=f"SNR {snr:g}",
-            color=("#9ecae1", "#3182bd", "#08306b")[k], marker="osD"[k])
+        th = np.array([sweeps.equivalents([s_], g_)[0] for s_, g_ in
+                       (point(a, snr) for a in a1_th)])
+        mc = [sweeps.simulations([s_], g_, n=n, trials=trials, seed=seed).values("attention")[0, :, 0]
+              for s_, g_ in (point(a, snr) for a in a1_mc)]
+        mc_mean = np.array([v.mean() for v in mc])
+        style.plot_theory_vs_sim(ax, a1_th, th, mc_mean,
+                                 [float(standard_error(v, axis=0)) for v in mc],
+                                 label=f"SNR {snr:g}", color=("#9ecae1", "#3182bd", "#08306b")[k],
+                                 x_sim=a1_mc, fmt="osD"[k])
+        res_m[snr] = (th, mc_mean)
     ax.invert_xaxis()
     style.label_axes(ax, r"linear Hermite coefficient $a_1 = \cos\theta$ (at $\nu = 1$)",
                      r"interpolation error $E(\gamma)$",
                      title=f"$f_\\theta$, aligned $\\|w\\| = 1$, $c = {C:g}$ ($n = {n}$), "
-                           f"$\\gamma = {GAMMA:g}$")
+                           f"ridge's $\\gamma = {GAMMA:g}$")
 
     spread = np.ptp(np.array([res_m[s][0] for s in snr_mix]), axis=0)  # over SNR, per a1
     half = a1_th[spread <= spread[-1] / 2]
-    mc_spread = np.ptp(np.array([res_m[s][1].mean("attention")[:, 0] for s in snr_mix]), axis=0)
+    mc_spread = np.ptp(np.array([res_m[s][1] for s in snr_mix]), axis=0)
     return Figure(fig, {
         "mix_a1_err": float(max(abs(h.a1 - a) for h, a in zip(check, a1_mc))),
         "mix_nu_err": float(max(abs(h.nu - 1.0) for h in check)),
         "mix_spread_lin": float(spread[-1]), "mix_spread_zero": float(spread[0]),
         "mix_a1_half": float(half.max()) if half.size else float("nan"),
-        "mix_mc_spread_zero": float(mc_spread[0]), "mix_mc_spread_lin": float(mc_spread[-1])})
+        "mix_mc_spread_zero": float(mc_spread[0]), "mix_mc_spread_lin": float(mc_spread[-1]),
+        "mix_snr0_range": float(np.ptp(res_m[0.0][0]))})

@@ -5,11 +5,12 @@ attention (``f = tanh``, ``W_K^T W_Q = I_p``) against ``gamma``, ``c = p/n`` and
 are the deterministic equivalents (:func:`attn_lib.theory.ridge_error`,
 :func:`attn_lib.theory.attention_error`, :func:`attn_lib.theory.attention_error_batch`),
 markers Monte Carlo (:func:`attn_lib.simulation.simulate.errors`, cached; mean ± one standard
-deviation over trials). Attention and ridge are simulated on the same draws.
+error over trials). Attention and ridge are simulated on the same draws.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
@@ -17,11 +18,12 @@ import numpy as np
 
 from ... import Setting, simulate, theory
 from ..._validation import check_int
+from ...simulation.trials import standard_error
 from ... import cache
 from .. import style
 from ..page import Figure
 
-__all__ = ["gamma_sweep", "c_sweep", "snr_sweep"]
+__all__ = ["controls", "gamma_sweep", "c_sweep", "snr_sweep"]
 
 #: Fine grid of the theory lines of the ``c`` and SNR sweeps.
 LINE_POINTS = 200
@@ -36,9 +38,9 @@ def _run(setting: Setting, gammas: object, n: int, trials: int,
 
 def _at_gamma(results: Sequence[simulate.SimulationResult],
               model: str) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and std over trials of one model, one value per result (single gamma)."""
+    """Mean and standard error over trials of one model, one value per result (single gamma)."""
     stats = [getattr(r, model) for r in results]
-    return np.array([s.mean[0] for s in stats]), np.array([s.std[0] for s in stats])
+    return np.array([s.mean[0] for s in stats]), np.array([s.sem[0] for s in stats])
 
 
 def _ridge_theory(settings: Sequence[Setting], gamma: float) -> np.ndarray:
@@ -52,10 +54,116 @@ def _rel_gap(theory_values: object, sim_mean: object) -> float:
     return float(np.max(np.abs(t - m) / np.abs(t)))
 
 
+def controls(ax: object, setting: Setting, gammas: np.ndarray, fine: np.ndarray, n: int,
+             trials: int, seed: int, *, at: int = 0, suffix: str = "",
+             logy: bool = True, legend: bool = True) -> dict[str, object]:
+    r"""Draw the random-input controls at ``gamma / tau`` and return their paired claims.
+
+    Four models at ``setting.c, setting.snr`` (the weights of ``setting``), each at its own
+    ``gamma = tau g`` (:func:`attn_lib.studies.sweeps.feature_scale`, ``g`` in ``gammas``):
+    ridge regression (``Phi^T Phi / n = c S_x``, ``S_x = X^T X / p``); attention with linear
+    ``f`` and the zero diagonal (``K = S_x - I`` on noise: ``c S_x (S_x - I)^2``, a root at
+    ``S_x = 1`` inside the Marchenko–Pastur bulk when ``c > 1/4``); linear ``f`` with the
+    diagonal kept (``K = S_x``: ``c S_x^3``, no root but a cubed lower edge; simulation only);
+    and ``setting.f``. Lines: deterministic equivalents on ``fine``; markers: Monte Carlo,
+    mean ± one standard error. All runs share ``seed`` and so the tokens: the claims compare
+    paired draws at ``g = gammas[at]``.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+    setting : Setting
+        The nonlinear model (its ``c``, ``snr``, weights and ``f``).
+    gammas : ndarray of shape (G,)
+        Rescaled ridge parameters ``g = gamma / tau`` of the simulation.
+    fine : ndarray
+        Rescaled ridge parameters of the theory lines.
+    n, trials, seed : int
+        Monte Carlo sizes and root seed.
+    at : int, default 0
+        Index into ``gammas`` of the paired comparisons.
+    suffix : str, default ""
+        Appended to every returned name (two panels on one page).
+    logy, legend : bool, default True
+        Log scale of the error axis; draw the legend.
+
+    Returns
+    -------
+    dict
+        With ``s = suffix``: ``g_at{s}`` (``gammas[at]``); ``lin_ridge_gap{s}``,
+        ``nonlin_gap{s}``: the DE of linear ``f`` minus ridge's and of ``f`` minus linear
+        ``f``'s at ``g``; claims (paired over draws, 3 standard errors)
+        ``linear_loses{s}`` (linear ``f``, zero diagonal, above ridge: required),
+        ``diagonal_helps{s}`` (``log(E_zero / E_kept) > 0``) and ``nonlinearity_helps{s}``
+        (``log(E_linear / E_f) > 0``), the last two reported either way; the exact (theory)
+        claim ``nonlinearity_minor{s}``: ``|nonlin_gap| < lin_ridge_gap / 3``.
+    """
+    from ...studies.sweeps import feature_scale
+    from .. import claims
+
+    at = check_int(at, "at", low=0, high=len(gammas) - 1)
+    f = setting.f
+    linear = dataclasses.replace(setting, f="linear")
+    models = {"ridge": (linear, "ridge", False), "linear": (linear, "attention", False),
+              "linear_diagonal": (linear, "attention", True), "f": (setting, "attention", False)}
+    labels = {"ridge": "ridge", "linear": "linear $f$, zero diagonal",
+              "linear_diagonal": "linear $f$, diagonal kept",
+              "f": f"$f = \\{f}$" if isinstance(f, str) else "$f$"}
+    colors = {"ridge": style.color("ridge"), "linear": style.color("linear"),
+              "linear_diagonal": style.color("linear_diagonal"),
+              "f": style.color(f if isinstance(f, str) else "attention")}
+    values, de = {}, {}
+    for name, (s, model, keep) in models.items():
+        tau = feature_scale(s, model, keep_diagonal=keep)
+        res = cache.cached(simulate.errors, setting=s, gammas=tau * gammas, n=n, trials=trials,
+                           seed=seed, keep_diagonal=keep, attention=(model == "attention"))
+        st = getattr(res, model)
+        values[name] = st.values[:, at]
+        if keep:
+            style.plot_sim(ax, gammas, st.mean, st.sem, color=colors[name], fmt="D",
+                           label=f"{labels[name]} (simulation)")
+            continue
+        error = theory.ridge_error if model == "ridge" else theory.attention_error
+        style.plot_theory_vs_sim(ax, fine, error(s, tau * fine), st.mean, st.sem,
+                                 label=labels[name], color=colors[name], x_sim=gammas)
+        de[name] = float(error(s, tau * gammas[at : at + 1])[0])
+    style.label_axes(ax, r"rescaled $\gamma / \tau$", r"interpolation error $E$",
+                     title=f"controls, $c = {setting.c:g}$, in units of $\\tau$",
+                     logx=True, logy=logy, legend=legend)
+
+    def paired(name: str, d: np.ndarray, wording: tuple[str, str, str],
+               required: bool) -> claims.Claim:
+        return claims.exceeds(name + suffix, float(d.mean()), float(standard_error(d, axis=0)),
+                              wording=wording, required=required)
+
+    v = values
+    return {
+        f"g_at{suffix}": float(gammas[at]),
+        f"lin_ridge_gap{suffix}": de["linear"] - de["ridge"],
+        f"nonlin_gap{suffix}": de["f"] - de["linear"],
+        f"linear_loses{suffix}": paired(
+            "linear_loses", v["linear"] - v["ridge"],
+            ("loses to", "beats", "is not distinguishable from"), True),
+        f"diagonal_helps{suffix}": paired(
+            "diagonal_helps", np.log(v["linear"] / v["linear_diagonal"]),
+            ("is below", "is above", "is not distinguishable from"), False),
+        f"nonlinearity_minor{suffix}": claims.exact(
+            "nonlinearity_minor" + suffix, abs(de["f"] - de["linear"]) < (de["linear"] - de["ridge"]) / 3,
+            f"DE at g = {gammas[at]:.2g}: f minus linear f {de['f'] - de['linear']:+.3g}, linear f "
+            f"minus ridge {de['linear'] - de['ridge']:+.3g}",
+            wording=("less than a third of", "not small against", "(exact)")),
+        f"nonlinearity_helps{suffix}": paired(
+            "nonlinearity_helps", np.log(v["linear"] / v["f"]),
+            ("lowers", "raises", "does not measurably change"), False),
+    }
+
+
 def gamma_sweep(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
     r"""Error against ``gamma`` at ``c = 4``, SNR 1, on ``gammas = logspace(-4, 2, n_points)``.
 
-    One axes (log-log): ridge and attention, theory and simulation.
+    Two axes (log-log). Left, the paper's Figure 1 (left): ridge and attention (``tanh``),
+    theory and simulation against the raw ``gamma``. Right, the controls of the random-input
+    mechanism against ``gamma / tau`` (:func:`controls`). Markers: mean ± one standard error.
 
     Parameters
     ----------
@@ -74,27 +182,49 @@ def gamma_sweep(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
         Numbers: ``gamma_sweep_p``, ``gamma_sweep_n`` (the simulated sizes);
         ``gamma_sweep_gap``, the largest relative gap (percent) between the ridge theory and
         its Monte Carlo mean; ``gamma_sweep_att_abs``, the largest absolute gap for attention;
-        ``gamma_sweep_min_ratio``, the smallest theory ratio ``E_att / E_ridge`` on the grid;
-        ``trials``.
+        ``gamma_sweep_min_ratio``, the smallest theory ratio ``E_att / E_ridge`` on the grid
+        at the same ``gamma / tau``, and ``gamma_sweep_cross``, the smallest ``gamma / tau`` of a
+        fine grid where that ratio is below 1 (nan if none); ``gamma_sweep_min_ratio_raw``, the
+        smallest ratio at the raw ``gamma``; ``slope_small``, the log-log slope of the attention DE over
+        the two smallest ``gamma``; ``trials``; and the numbers and claims of :func:`controls`.
     """
+    from ...studies.sweeps import feature_scale
+
     setting = Setting(c=4.0, snr=1.0)
     gammas = np.logspace(-4, 2, check_int(n_points, "n_points"))
     res = _run(setting, gammas, n, trials, seed)
     ridge_th = theory.ridge_error(setting, gammas)
-    fig, ax = plt.subplots()
-    style.plot_theory_vs_sim(ax, gammas, ridge_th, res.ridge.mean, res.ridge.std,
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    style.plot_theory_vs_sim(axes[0], gammas, ridge_th, res.ridge.mean, res.ridge.sem,
                              label="ridge")
     att_th = theory.attention_error(setting, gammas)
-    style.plot_theory_vs_sim(ax, gammas, att_th, res.attention.mean, res.attention.std,
+    style.plot_theory_vs_sim(axes[0], gammas, att_th, res.attention.mean, res.attention.sem,
                              label="attention")
-    style.label_axes(ax, r"ridge parameter $\gamma$", r"interpolation error $E(\gamma)$",
+    style.label_axes(axes[0], r"ridge parameter $\gamma$", r"interpolation error $E(\gamma)$",
                      title=f"$p = {res.p}$, $n = {res.n}$, $\\mathrm{{SNR}} = 1$",
                      logx=True, logy=True)
+    tanh = Setting(c=4.0, snr=1.0, f="tanh")
+    # the paired comparisons at g ~ 1e-2: small enough for the spectral hole to dominate, large
+    # enough that finite n does not (at g = 1e-4 and n = 128 the smoothed hole decides them)
+    at = int(np.argmin(np.abs(np.log10(gammas) + 2)))
+    ctrl = controls(axes[1], tanh, gammas, np.logspace(-4, 2, LINE_POINTS), n, trials, seed,
+                    at=at)
+    ctrl["controls_at_gamma"] = ctrl.pop("g_at")
+    scaled_ratio = (theory.attention_error(tanh, feature_scale(tanh) * gammas)
+                    / theory.ridge_error(setting, feature_scale(setting, "ridge") * gammas))
+    fine = np.logspace(-4, 2, LINE_POINTS)
+    fine_ratio = (theory.attention_error(tanh, feature_scale(tanh) * fine)
+                  / theory.ridge_error(setting, feature_scale(setting, "ridge") * fine))
+    below = fine[fine_ratio < 1]
     return Figure(fig, {
         "gamma_sweep_p": res.p, "gamma_sweep_n": res.n,
         "gamma_sweep_gap": 100 * _rel_gap(ridge_th, res.ridge.mean),
         "gamma_sweep_att_abs": float(np.max(np.abs(att_th - res.attention.mean))),
-        "gamma_sweep_min_ratio": float(np.min(att_th / ridge_th)), "trials": trials})
+        "gamma_sweep_min_ratio": float(np.min(scaled_ratio)),
+        "gamma_sweep_min_ratio_raw": float(np.min(att_th / ridge_th)),
+        "gamma_sweep_cross": float(below.min()) if below.size else float("nan"),
+        "slope_small": float(np.log(att_th[1] / att_th[0]) / np.log(gammas[1] / gammas[0])),
+        "trials": trials, **ctrl})
 
 
 def c_sweep(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
@@ -126,20 +256,21 @@ def c_sweep(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
     cs = np.geomspace(1 / 8, 2, check_int(n_points, "n_points"))
     settings = [Setting(c=float(c), snr=1.0) for c in cs]
     sims = [_run(s, gamma, n, trials, seed) for s in settings]
-    ridge_mean, ridge_std = _at_gamma(sims, "ridge")
-    att_mean, att_std = _at_gamma(sims, "attention")
+    ridge_mean, ridge_sem = _at_gamma(sims, "ridge")
+    att_mean, att_sem = _at_gamma(sims, "attention")
     c_grid = np.geomspace(cs[0], cs[-1], LINE_POINTS)
     ridge_th = _ridge_theory([Setting(c=float(c), snr=1.0) for c in c_grid], gamma)
 
     fig, ax = plt.subplots()
-    style.plot_theory_vs_sim(ax, c_grid, ridge_th, ridge_mean, ridge_std, label="ridge",
+    style.plot_theory_vs_sim(ax, c_grid, ridge_th, ridge_mean, ridge_sem, label="ridge",
                              x_sim=cs)
     att_th = theory.attention_error_batch([Setting(c=float(c), snr=1.0) for c in c_grid], gamma)
-    style.plot_theory_vs_sim(ax, c_grid, att_th, att_mean, att_std, label="attention",
+    style.plot_theory_vs_sim(ax, c_grid, att_th, att_mean, att_sem, label="attention",
                              x_sim=cs)
     ax.axvline(1.0, color="0.5", linestyle=":", linewidth=1)
     style.label_axes(ax, r"$c = p / n$", r"interpolation error $E(\gamma)$", logx=True,
                      title=f"$n = {n}$, $\\gamma = 10^{{-5}}$, $\\mathrm{{SNR}} = 1$")
+    style.plain_ticks(ax.xaxis, [0.125, 0.25, 0.5, 1, 2])
     below = cs < 0.9
     att_at = theory.attention_error_batch(settings, gamma)
     return Figure(fig, {
@@ -177,16 +308,16 @@ def snr_sweep(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
     snrs = np.linspace(0.0, 4.0, check_int(n_points, "n_points"))
     settings = [Setting(c=c, snr=float(s)) for s in snrs]
     sims = [_run(s, gamma, n, trials, seed) for s in settings]
-    ridge_mean, ridge_std = _at_gamma(sims, "ridge")
-    att_mean, att_std = _at_gamma(sims, "attention")
+    ridge_mean, ridge_sem = _at_gamma(sims, "ridge")
+    att_mean, att_sem = _at_gamma(sims, "attention")
     snr_grid = np.linspace(snrs[0], snrs[-1], LINE_POINTS)
     ridge_th = _ridge_theory([Setting(c=c, snr=float(s)) for s in snr_grid], gamma)
 
     fig, ax = plt.subplots()
-    style.plot_theory_vs_sim(ax, snr_grid, ridge_th, ridge_mean, ridge_std, label="ridge",
+    style.plot_theory_vs_sim(ax, snr_grid, ridge_th, ridge_mean, ridge_sem, label="ridge",
                              x_sim=snrs)
     att_th = theory.attention_error_batch([Setting(c=c, snr=float(s)) for s in snr_grid], gamma)
-    style.plot_theory_vs_sim(ax, snr_grid, att_th, att_mean, att_std, label="attention",
+    style.plot_theory_vs_sim(ax, snr_grid, att_th, att_mean, att_sem, label="attention",
                              x_sim=snrs)
     style.label_axes(ax, r"$\mathrm{SNR} = \|\mu\|^2$", r"interpolation error $E(\gamma)$",
                      title=f"$p = {sims[0].p}$, $n = {n}$, $\\gamma = 10^{{-5}}$")

@@ -19,6 +19,7 @@ from IPython.display import Markdown
 from ... import Setting, hermite, simulate, theory
 from ..._validation import check_int, check_seed
 from ...model import nonlinearity
+from ...simulation.trials import standard_error
 from ...studies import hermite_linearisation
 from ...theory.kernel_spectrum import kernel_density
 from ... import cache
@@ -124,8 +125,8 @@ def kernel_gap(*, n_ladder: Sequence[int], trials: int, seed: int) -> Figure:
     At ``c = 1/2``, SNR 1, ``tanh``, aligned weights of norm 1; the draws at each ``n`` are
     :func:`~attn_lib.studies.hermite_linearisation.error_gap` with ``trials`` spawned streams
     of ``seed`` (cached).
-    Two axes: the gap at ``gamma = 1e-2`` and ``1`` (markers: mean ± one standard deviation
-    over trials), and the residual's spectral norm over the semicircle edge ``2 sqrt(b2 n / p)``.
+    Two axes: the gap at ``gamma = 1e-2`` and ``1`` (markers: mean ± one standard error over
+    trials; the lower bar stops at zero, the gap being non-negative), and the residual's spectral norm over the semicircle edge ``2 sqrt(b2 n / p)``.
 
     Parameters
     ----------
@@ -154,13 +155,16 @@ def kernel_gap(*, n_ladder: Sequence[int], trials: int, seed: int) -> Figure:
 
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
     for k, gamma in enumerate(gammas):
-        style.plot_sim(axes[0], n_ladder, [gap[n][:, k].mean() for n in n_ladder],
-                       [gap[n][:, k].std() for n in n_ladder], label=f"$\\gamma = {gamma:g}$",
-                       color=f"C{k}")
+        mean = np.array([gap[n][:, k].mean() for n in n_ladder])
+        sem = np.array([standard_error(gap[n][:, k], axis=0) for n in n_ladder])
+        # |gap| >= 0: the lower bar stops at zero
+        style.plot_sim(axes[0], n_ladder, mean, np.vstack([np.minimum(sem, mean), sem]),
+                       label=f"$\\gamma = {gamma:g}$", color=f"C{k}")
     style.label_axes(axes[0], "$n$", r"$|E_{K_{\mathrm{lin}}} - E_K|$", logx=True,
                      title="error gap on the same draw")
     style.plot_sim(axes[1], n_ladder, [res[n].mean() for n in n_ladder],
-                   [res[n].std() for n in n_ladder], label="residual norm / semicircle edge",
+                   [standard_error(res[n], axis=0) for n in n_ladder],
+                   label="residual norm / semicircle edge",
                    color="C2")
     axes[1].axhline(1.0, color="0.5", linestyle=":")
     style.label_axes(axes[1], "$n$", "ratio", logx=True, title="Wigner-like residual")
@@ -173,13 +177,27 @@ def kernel_gap(*, n_ladder: Sequence[int], trials: int, seed: int) -> Figure:
         "res_large": float(res[n_ladder[-1]].mean()), "trials": trials})
 
 
-def interpolation_error(*, n: int, trials: int, seed: int, n_gamma: int) -> Figure:
-    r"""Interpolation error ``E(gamma)`` of attention (``tanh``, ``cos``) and ridge regression.
+def _crossing(gammas: np.ndarray, gap: np.ndarray) -> float:
+    """First ``gamma`` where ``gap`` turns negative (log-linear interpolation); ``nan`` if never."""
+    neg = np.flatnonzero(gap < 0)
+    if neg.size == 0:
+        return float("nan")
+    k = neg[0]
+    if k == 0:
+        return float(gammas[0])
+    t = gap[k - 1] / (gap[k - 1] - gap[k])
+    return float(np.exp(np.log(gammas[k - 1]) + t * np.log(gammas[k] / gammas[k - 1])))
 
-    At ``c = 1/2``, SNR 1, ``w_K = w_Q = 0``, on ``gammas = logspace(-4, 1, n_gamma)``:
-    Monte Carlo (:func:`attn_lib.simulation.simulate.errors`, cached; markers: mean ± one
-    standard deviation over trials) and the ridge theory (:func:`attn_lib.theory.ridge_error`,
-    line). One axes.
+
+def interpolation_error(*, n: int, trials: int, seed: int, n_gamma: int) -> Figure:
+    r"""Interpolation error of attention (``tanh``, ``cos``) and ridge: raw and rescaled ``gamma``.
+
+    At ``c = 1/2``, SNR 1, ``w_K = w_Q = 0``. Left: against the raw ``gamma`` on
+    ``logspace(-4, 1, n_gamma)``; right: against ``gamma / tau``, each model at its own
+    ``gamma = tau g`` with ``tau`` its mean feature eigenvalue
+    (:func:`attn_lib.studies.sweeps.feature_scale`, the book's scale convention). Markers: Monte
+    Carlo (:func:`attn_lib.simulation.simulate.errors`, cached), mean ± one standard error over
+    trials; lines: the deterministic equivalents of ridge and of attention with ``tanh``.
 
     Parameters
     ----------
@@ -188,7 +206,7 @@ def interpolation_error(*, n: int, trials: int, seed: int, n_gamma: int) -> Figu
     trials : int
         Draws per nonlinearity.
     seed : int
-        Root seed of the draws (the same for both nonlinearities).
+        Root seed of the draws (the same for every run).
     n_gamma : int
         Number of ridge parameters.
 
@@ -197,25 +215,67 @@ def interpolation_error(*, n: int, trials: int, seed: int, n_gamma: int) -> Figu
     Figure
         Numbers at the smallest ``gamma`` (``gamma_min``): ``err_att_tanh``, ``err_att_cos``
         (attention, simulated mean), ``err_ridge`` (ridge, simulated mean, from the ``tanh``
-        run) and ``err_ridge_theory``.
+        run) and ``err_ridge_theory``; ``tau_tanh``, ``tau_cos``, ``tau_ridge``;
+        ``cross_raw``, ``cross_scaled``: the ``gamma`` (raw) and ``gamma / tau`` (rescaled) where
+        the ``tanh`` DE drops below ridge's; claims ``tanh_wins_large_raw``,
+        ``tanh_wins_large_scaled`` (simulated ``tanh`` below ridge at the largest ``gamma``,
+        resp. ``gamma / tau``, beyond 3 standard errors) and ``scale_moves_crossing`` (theory:
+        the crossing moves to larger ``gamma`` once the scales are matched).
     """
+    from ...studies.sweeps import feature_scale
+    from .. import claims
+
     gammas = np.logspace(-4, 1, check_int(n_gamma, "n_gamma"))
-    results = {}
-    fig, ax = plt.subplots()
-    for name, marker in (("tanh", "o"), ("cos", "s")):
-        setting = Setting(c=0.5, snr=1.0, f=name)
-        results[name] = res = cache.cached(simulate.errors, setting=setting, gammas=gammas,
-                                           n=n, trials=trials, seed=seed)
-        style.plot_sim(ax, gammas, res.attention.mean, res.attention.std, fmt=marker,
-                       color=style.color(name), label=f"attention, $f = \\{name}$ (simulation)")
-    ridge_th = theory.ridge_error(Setting(c=0.5, snr=1.0), gammas)
-    ridge = results["tanh"].ridge  # the ridge error does not depend on f
-    style.plot_theory_vs_sim(ax, gammas, ridge_th, ridge.mean, ridge.std, label="ridge")
-    style.label_axes(ax, r"ridge parameter $\gamma$", r"interpolation error $E(\gamma)$",
-                     title=f"$c = 1/2$, $\\mathrm{{SNR}} = 1$, $n = {n}$, {trials} trials",
-                     logx=True)
+    ridge_setting = Setting(c=0.5, snr=1.0)
+    tau = {name: feature_scale(Setting(c=0.5, snr=1.0, f=name)) for name in ("tanh", "cos")}
+    tau["ridge"] = feature_scale(ridge_setting, "ridge")
+    run = lambda s, g, att=True: cache.cached(simulate.errors, setting=s, gammas=g, n=n,  # noqa: E731
+                                              trials=trials, seed=seed, attention=att)
+    raw = {name: run(Setting(c=0.5, snr=1.0, f=name), gammas) for name in ("tanh", "cos")}
+    scaled = {name: run(Setting(c=0.5, snr=1.0, f=name), tau[name] * gammas).attention
+              for name in ("tanh", "cos")}
+    scaled["ridge"] = run(ridge_setting, tau["ridge"] * gammas, False).ridge
+
+    fine = np.logspace(-4, 1, 200)
+    tanh = Setting(c=0.5, snr=1.0, f="tanh")
+    th = {"raw": (theory.attention_error(tanh, fine), theory.ridge_error(ridge_setting, fine)),
+          "scaled": (theory.attention_error(tanh, tau["tanh"] * fine),
+                     theory.ridge_error(ridge_setting, tau["ridge"] * fine))}
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    curves = {"raw": {**{k: v.attention for k, v in raw.items()}, "ridge": raw["tanh"].ridge},
+              "scaled": scaled}
+    for ax, key, xlabel in ((axes[0], "raw", r"ridge parameter $\gamma$"),
+                            (axes[1], "scaled", r"rescaled $\gamma / \tau$")):
+        for name, marker in (("tanh", "o"), ("cos", "s")):
+            st = curves[key][name]
+            style.plot_sim(ax, gammas, st.mean, st.sem, fmt=marker, color=style.color(name),
+                           label=f"attention, $f = \\{name}$ (simulation)")
+        style.plot_theory(ax, fine, th[key][0], color=style.color("tanh"),
+                          label=r"attention, $f = \tanh$ (theory)")
+        style.plot_theory_vs_sim(ax, fine, th[key][1], curves[key]["ridge"].mean,
+                                 curves[key]["ridge"].sem, label="ridge", x_sim=gammas)
+        style.label_axes(ax, xlabel, r"interpolation error $E(\gamma)$" if key == "raw" else "",
+                         title=("raw $\\gamma$" if key == "raw" else
+                                "in units of the mean feature eigenvalue $\\tau$"),
+                         logx=True, legend=(key == "scaled"))
+    cross = {k: _crossing(fine, a - r) for k, (a, r) in th.items()}
+    wins = {}
+    for key in ("raw", "scaled"):
+        a, r = curves[key]["tanh"], curves[key]["ridge"]
+        wins[key] = claims.exceeds(
+            f"tanh_wins_large_{key}", r.mean[-1], r.sem[-1], a.mean[-1], a.sem[-1],
+            wording=("is below", "is above", "is not distinguishable from"))
     return Figure(fig, {
         "gamma_min": float(gammas[0]),
-        "err_att_tanh": float(results["tanh"].attention.mean[0]),
-        "err_att_cos": float(results["cos"].attention.mean[0]),
-        "err_ridge": float(ridge.mean[0]), "err_ridge_theory": float(ridge_th[0])})
+        "err_att_tanh": float(raw["tanh"].attention.mean[0]),
+        "err_att_cos": float(raw["cos"].attention.mean[0]),
+        "err_ridge": float(raw["tanh"].ridge.mean[0]), "err_ridge_theory": float(th["raw"][1][0]),
+        "tau_tanh": tau["tanh"], "tau_cos": tau["cos"], "tau_ridge": tau["ridge"],
+        "cross_raw": cross["raw"], "cross_scaled": cross["scaled"],
+        "tanh_wins_large_raw": wins["raw"], "tanh_wins_large_scaled": wins["scaled"],
+        "scale_moves_crossing": claims.exact(
+            "scale_moves_crossing", cross["scaled"] > 2 * cross["raw"],
+            f"theory crossing at gamma = {cross['raw']:.3g} (raw), gamma/tau = "
+            f"{cross['scaled']:.3g} (rescaled)",
+            wording=("moves to a larger", "does not move to a larger", "(exact)")),
+    })
