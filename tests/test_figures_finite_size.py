@@ -7,11 +7,13 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from IPython.display import Markdown  # noqa: E402
 
 from attn_lib.book.page import Figure  # noqa: E402
 from attn_lib.book.figures import finite_size as figs  # noqa: E402
+from attn_lib.studies import convergence  # noqa: E402
 
 KW = dict(n_ladder=[32, 64], trials=[4, 3], gamma=1.0, seed=0)
 KEYS = ("random", "snr1", "al1", "al2", "cos")
@@ -69,5 +71,19 @@ def test_slowest():
     assert set(out) == slow | {
         "slowest", "shallowest", "shallow_slope", "shallow_slope_se", "shallow_chi",
         "shallow_points", "target", "al1_beta", "cos_beta", "cos_beta_se", "al1_beta_n",
-        "al1_beta_n_se", "others_dcoef"}
+        "al1_beta_n_se", "others_dcoef", "slow_law_misfit", "al1_law_chi"}
     assert out["target"] == figs.TARGET
+    # two sizes: the law goes through two points and cannot be tested
+    assert out["slow_law_misfit"].holds is None and np.isnan(out["al1_law_chi"])
+
+
+@pytest.mark.parametrize("chi2, dof, holds", [(81.6 * 2, 2, True), (2.0, 2, False),
+                                               (0.0, 0, None)])
+def test_misfit_claim(chi2, dof, holds):
+    # chi^2/dof = 81.6 (the value of the full-profile fit of issue 17) is far beyond the 3-s.e. tail
+    # 0.0027; chi^2 = 2 on 2 dof has tail 0.37
+    fit = convergence.PowerLawFit(slope=-0.5, slope_se=0.1, log_amplitude=0.0,
+                                  log_amplitude_se=0.1, chi2=chi2, dof=dof,
+                                  points=dof + 2)
+    claim = figs._misfit_claim(fit)
+    assert claim.holds is holds and claim.name == "slow_law_misfit"

@@ -77,10 +77,14 @@ def test_attention_with_the_real_weights():
     nums = _check(gpt2_figs.layer_errors(**MC, layers=(0,)),
                   {"gpt2_gamma_rep", "gpt2_n_tokens", "gpt2_trials", "gpt2_gap_table"}, 1)
     assert nums["gpt2_n_tokens"] == 192 and nums["gpt2_gamma_rep"] == pytest.approx(1e-3)
-    _check(gpt2_figs.theory_vs_simulation(**MC), {
+    nums = _check(gpt2_figs.theory_vs_simulation(**MC), {
         "gpt2_real_vs_fit_max", "gpt2_delta_max", "gpt2_fit_vs_theory_aligned",
         "gpt2_fit_vs_theory_random", "gpt2_delta_aligned", "gpt2_delta_random",
-        "gpt2_detail_table"}, 1)
+        "gpt2_detail_table", "gpt2_sign_aligned", "gpt2_sign_random"}, 1)
+    for key in ("aligned", "random"):  # one trial has no standard error: the sign is undecided
+        claim = nums[f"gpt2_sign_{key}"]
+        assert claim.holds is None and claim.text.startswith("cannot be judged")
+        assert "resolved beyond 3 s.e. in 0 of 1" in claim.evidence
     out = gpt2_figs.takeaway(**MC, layers=(0,))
     assert set(out) == {"gpt2_gap_summary", "gpt2_gap_mean_first", "gpt2_gap_mean_last",
                         "gpt2_gap_min_all", "gpt2_verdict_table"}

@@ -7,6 +7,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from IPython.display import Markdown  # noqa: E402
 
@@ -67,8 +68,32 @@ def test_paired_deviations():
 def test_shift_ladder():
     figure = figs.shift_ladder(**KW, n_ladder=[16, 24])
     _check(figure, 2, {f"ladder_{k}" for k in ("n0", "n1", "d0", "d1", "spread0", "spread1",
-                                               "verdict", "conclusion")})
+                                               "q0", "q0_se", "q1", "q1_se", "verdict",
+                                               "conclusion")})
     assert (figure.numbers["ladder_n0"], figure.numbers["ladder_n1"]) == (16, 24)
+    # two draws per size: no jackknife error, the verdict and its conclusion are undecided
+    verdict = figure.numbers["ladder_verdict"]
+    assert verdict.holds is None and not verdict.required
+    assert "cannot tell" in figure.numbers["ladder_conclusion"].data
+
+
+def test_spread_statistic():
+    rng = np.random.default_rng(0)
+    # three functions with true deviations -10, 0, +10 (mean square 200/3) plus paired noise:
+    # the noise-corrected statistic is unbiased, the naive mean square of the means is not
+    true = np.array([-10.0, 0.0, 10.0])[:, None]
+    est = [figs._spread_stat(true + rng.normal(0.0, 20.0, (3, 8))) for _ in range(2000)]
+    assert np.mean(est) == pytest.approx(200 / 3, rel=0.1)  # s.e. of the mean ~ 2 %
+    q, se = figs._spread_jackknife(true + rng.normal(0.0, 1.0, (3, 50)))
+    assert q == pytest.approx(200 / 3, abs=5 * se) and 0 < se < 5
+    assert figs._spread_jackknife(true + rng.normal(0.0, 1.0, (3, 2)))[1] == np.inf
+
+
+def test_equality_claim():
+    verdict = figs.paired_deviations(**KW).numbers["verdict_small"]
+    assert verdict.name == "verdict_small" and not verdict.required
+    assert f"margin of {figs.EQUAL_MARGIN:.0f} %" in verdict.evidence
+    plt.close("all")
 
 
 def test_reflection():

@@ -73,6 +73,30 @@ def test_finite_size():
 @pytest.mark.usefixtures("_cheap_theory")
 def test_maps():
     # two maps and their shared colour bar
-    _check(figs.maps(map_size=2, n_map=128), 3,
+    figure = figs.maps(map_size=3, n_map=128, map_checks=2, map_trials=2, seed=0)
+    numbers = dict(figure.numbers)
+    _check(figure, 3,
            {"n_map", "map_win_fs", "map_win_lim", "map_best_fs", "map_best_lim", "map_factor_fs",
-            "map_w0_lo", "map_w0_hi", "map_w0_delta"})
+            "map_w0_lo", "map_w0_hi", "map_w0_delta", "map_check_table", "map_check_dev",
+            "map_check_sign"})
+    # two checked cells, the corners of the diagonal; the colour bar is symmetric about zero
+    assert len(numbers["map_check_table"].data.splitlines()) == 2 + 2
+    assert numbers["map_check_sign"].name == "map_check_sign" and numbers["map_check_dev"] >= 0
+    ticks = figure.fig.axes[-1].get_yticks()
+    assert ticks[0] == pytest.approx(-ticks[-1]) and len(ticks) == 5
+
+
+def test_derivation_example():
+    out = figs.derivation_example(n_check=N, trials_check=4, trials_first=2, seed=0)
+    assert set(out) == {"dv_n", "dv_p", "dv_delta", "dv_trials", "dv_first", "dv_table",
+                        "dv_z_first", "dv_rel_first", "dv_agree"}
+    assert isinstance(out["dv_table"], Markdown)
+    assert len(out["dv_table"].data.splitlines()) == 2 + len(figs.GAMMAS_EXAMPLE)
+    assert out["dv_agree"].name == "dv_agree" and "margin" in out["dv_agree"].evidence
+    # the first draws are those of a shorter run of the same seed (the reconciliation's premise)
+    ex, g = figs.example(figs.SNR_EXAMPLE), list(figs.GAMMAS_EXAMPLE)
+    short = sweeps.simulations([ex], g, n=N, trials=2, seed=0).mean("attention")[0][1]
+    th = figs.sa.finite_size_theory([ex], g, n=N)[0][1]
+    assert out["dv_rel_first"] == pytest.approx(100 * (short / th - 1), rel=1e-12)
+    with pytest.raises(ValueError, match="trials_first"):
+        figs.derivation_example(n_check=N, trials_check=2, trials_first=3)

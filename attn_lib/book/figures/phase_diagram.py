@@ -85,7 +85,11 @@ def _draw_map(ax: Any, m: phase.PhaseMap, spots: phase.SpotChecks, n: int, xlabe
               ylabel: str, logx: bool = False) -> None:
     """The DE gap (:func:`attn_lib.book.style.gap_map`), hatching where ``delta(n) > DELTA_MAX``
     and the numbered spot checks coloured by their simulated gap on the map's scale."""
-    mesh = style.gap_map(ax, m.x, m.y, m.gap, shading="nearest", rasterized=True)
+    # one symmetric linear scale per map: the colour of a cell is proportional to |Delta|, so a
+    # shallow pocket is painted pale (the black zero contour shows where it is)
+    v = float(max(np.abs(m.gap).max(), np.abs(spots.gap_mean).max()))
+    mesh = style.gap_map(ax, m.x, m.y, m.gap, vmin=-v, vmax=v, shading="nearest",
+                         rasterized=True)
     norm = mesh.norm
     d = m.delta(n)
     if d.max() > DELTA_MAX:
@@ -98,12 +102,16 @@ def _draw_map(ax: Any, m: phase.PhaseMap, spots: phase.SpotChecks, n: int, xlabe
                    marker="s" if big else "o", s=90, edgecolors="k", linewidths=1.2, zorder=4,
                    clip_on=False)
         ax.annotate(str(k + 1), (spots.x[k], spots.y[k]), xytext=(6, 5),
-                    textcoords="offset points", fontsize=9, fontweight="bold", zorder=5)
+                    textcoords="offset points", fontsize=9, fontweight="bold", zorder=5,
+                    bbox=dict(boxstyle="round,pad=0.15", facecolor="white", edgecolor="none",
+                              alpha=0.85), annotation_clip=False)
     cbar = ax.get_figure().colorbar(mesh, ax=ax, label=_LABEL)
-    cbar.set_ticks(np.concatenate([np.linspace(norm.vmin, 0.0, 3)[:-1],
-                                   np.linspace(0.0, norm.vmax, 5)]))
-    cbar.ax.yaxis.set_major_formatter(FormatStrFormatter("%.3g"))
+    cbar.set_ticks(np.linspace(-v, v, 5))
+    cbar.ax.yaxis.set_major_formatter(FormatStrFormatter("%+.3g"))
     style.label_axes(ax, xlabel, ylabel, logx=logx, legend=False)
+    if logx:  # label the decades' steps: a log axis from 0.1 to 4 has only one major tick
+        lo, hi = ax.get_xlim()
+        style.plain_ticks(ax.xaxis, [t for t in (0.1, 0.2, 0.5, 1, 2, 4) if lo <= t <= hi])
     ax.get_figure().legend(
         handles=[Line2D([], [], color="k", lw=1.5, label=r"$\Delta = 0$ (theory)"),
                  Patch(facecolor="none", edgecolor="0.3", hatch="//",
@@ -161,7 +169,7 @@ def snr_angle(*, grid: Sequence[int], n: int, trials: int, seed: int) -> Figure:
     s1 = _spots(1, n, trials, seed)
     fig, ax = plt.subplots(figsize=(7.6, 5.0))
     _draw_map(ax, m1, s1, n, r"$\mathrm{SNR} = \|\mu\|^2$",
-              r"angle $\theta$ between $w$ and $\mu$ (degrees)")
+              r"angle $\varphi$ between $w$ and $\mu$ (degrees)")
     ax.set_title(fr"$c = {C1:g}$, $\|w\| = {NORM1:g}$, $\gamma = {GAMMA:g}$, $f = \tanh$ "
                  fr"({m1.x.size} $\times$ {m1.y.size} grid)")
     i_best, j_best = np.unravel_index(np.argmin(m1.gap), m1.gap.shape)
@@ -177,7 +185,7 @@ def snr_angle(*, grid: Sequence[int], n: int, trials: int, seed: int) -> Figure:
         "orth_gap_min": float(m1.gap[-1].min()),                # theta = 90 degrees: every SNR
         "worst1": float(m1.gap.max()), "gap_snr_max": float(m1.gap[0, -1]),
         "snr_max": float(m1.x[-1]),
-        "table1": _spot_table(s1, "SNR", "$\\theta$ (°)", ".1f", ".0f"),
+        "table1": _spot_table(s1, "SNR", "$\\varphi$ (°)", ".1f", ".0f"),
     })
 
 
