@@ -81,6 +81,8 @@ def test_attention_with_the_real_weights():
         "gpt2_real_vs_fit_max", "gpt2_delta_max", "gpt2_fit_vs_theory_aligned",
         "gpt2_fit_vs_theory_random", "gpt2_delta_aligned", "gpt2_delta_random",
         "gpt2_detail_table", "gpt2_sign_aligned", "gpt2_sign_random"}, 1)
+    assert nums["gpt2_detail_table"].data.splitlines()[0].startswith(
+        "| layer | SNR | $\\mu$ | $E$, real $A$ (simulation) |")
     for key in ("aligned", "random"):  # one trial has no standard error: the sign is undecided
         claim = nums[f"gpt2_sign_{key}"]
         assert claim.holds is None and claim.text.startswith("cannot be judged")

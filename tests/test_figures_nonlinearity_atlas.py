@@ -44,11 +44,15 @@ def test_gamma_choice():
 
 def test_tables():
     out = figs.tables(**KW)
-    assert set(out) == ({"nu_err", "hermite_table", "errors_table", "groups_table"}
-                        | {f"ridge_{s}" for s in SETTINGS})
-    for name, rows in (("hermite_table", 9), ("errors_table", 9), ("groups_table", 3)):
+    assert set(out) == ({"nu_err", "hermite_table", "errors_table", "errors_table_more",
+                         "groups_table"} | {f"ridge_{s}" for s in SETTINGS})
+    # the errors of the 2 named functions, the 7 others folded away
+    for name, rows in (("hermite_table", 9), ("errors_table", 2), ("errors_table_more", 7),
+                       ("groups_table", 3)):
         assert isinstance(out[name], Markdown)
         assert len(out[name].data.splitlines()) == 2 + rows, name
+    assert out["hermite_table"].data.splitlines()[0] == (
+        "| $f$ | kind | $a_1$ | $a_2$ | $a_1^2/\\nu$ |")
 
 
 def test_error_ratio():

@@ -116,16 +116,30 @@ def _gap_table(summary: dict[int, gpt2.Summary], mc: dict, snrs: Sequence[float]
     return pd.DataFrame(rows).set_index(["layer", "SNR"])
 
 
-def _markdown_table(table: pd.DataFrame, formats: dict[str, str]) -> Markdown:
+#: Headers of the gap table (:func:`layer_errors`) and of the detail table
+#: (:func:`theory_vs_simulation`) in the book's notation.
+_GAP_HEADERS = {"E aligned": r"$E$, $\mu$ aligned", "E random": r"$E$, $\mu$ random",
+                "gap (random - aligned)": r"$E_{\mathrm{random}} - E_{\mathrm{aligned}}$",
+                "gap sem": "s.e. of the gap", "E ridge": r"$E_{\mathrm{ridge}}$",
+                "E ridge (aligned draw)": r"$E_{\mathrm{ridge}}$, aligned draw"}
+_DETAIL_HEADERS = {"mu": r"$\mu$", "E real": r"$E$, real $A$ (simulation)",
+                   "E fit (MC)": r"$E$, fit (simulation)", "E fit (theory)": r"$E$, fit (DE)",
+                   "E ridge (theory)": r"$E_{\mathrm{ridge}}$ (DE)", "delta": r"$\delta$"}
+
+
+def _markdown_table(table: pd.DataFrame, formats: dict[str, str],
+                    headers: dict[str, str] | None = None) -> Markdown:
     """A DataFrame (index included) as a Markdown table; ``formats``: column -> format spec.
 
-    Numeric columns are right-aligned, the others left-aligned.
+    Numeric columns are right-aligned, the others left-aligned; ``headers`` renames columns
+    for the page.
     """
     flat = table.reset_index()
     cols = list(flat.columns)
     cells = {c_: [format(v, formats.get(c_, "")) for v in flat[c_]] for c_ in cols}
     align = ["---:" if flat[c_].dtype.kind in "iuf" else ":---" for c_ in cols]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join(align) + "|"]
+    names = [(headers or {}).get(c_, c_) for c_ in cols]
+    lines = ["| " + " | ".join(names) + " |", "|" + "|".join(align) + "|"]
     lines += ["| " + " | ".join(cells[c_][i] for c_ in cols) + " |" for i in range(len(flat))]
     return Markdown("\n".join(lines))
 
@@ -431,7 +445,8 @@ def layer_errors(*, f: str, c: float, snrs: Sequence[float], detail_layers: Sequ
                          title=f"SNR = {snr:g}, $n = {n}$, $p = {gpt2.P}$, {trials} trial(s)")
     formats = {c_: ".4f" for c_ in table.columns if c_ != "verdict"} | {"SNR": "g"}
     return Figure(fig, {"gpt2_gamma_rep": float(gammas[i_rep]), "gpt2_n_tokens": n,
-                        "gpt2_trials": trials, "gpt2_gap_table": _markdown_table(table, formats)})
+                        "gpt2_trials": trials,
+                        "gpt2_gap_table": _markdown_table(table, formats, _GAP_HEADERS)})
 
 
 def theory_vs_simulation(*, f: str, c: float, snrs: Sequence[float], detail_layers: Sequence[int],
@@ -511,8 +526,8 @@ def theory_vs_simulation(*, f: str, c: float, snrs: Sequence[float], detail_laye
     for key in ("aligned", "random"):
         numbers[f"gpt2_fit_vs_theory_{key}"] = float(fit_vs_th.xs(key, level="mu").max())
         numbers[f"gpt2_delta_{key}"] = float(table["delta"].xs(key, level="mu").max())
-    formats = {c_: ".4f" for c_ in table.columns} | {"SNR": "g"}
-    numbers["gpt2_detail_table"] = _markdown_table(table, formats)
+    formats = {c_: ".4f" for c_ in table.columns} | {"SNR": "g", "delta": ".2f"}
+    numbers["gpt2_detail_table"] = _markdown_table(table, formats, _DETAIL_HEADERS)
     for key in ("aligned", "random"):
         numbers[f"gpt2_sign_{key}"] = _sign_claim(key, mc, curves, ridge, detail_layers, snrs,
                                                   trials, i_rep)

@@ -142,8 +142,9 @@ def tables(*, names: Sequence[str], partners: Sequence[str], reflect: Sequence[s
     -------
     dict
         ``hermite_table`` (``kind, a1, a2, a1^2/nu`` of every function, sorted by
-        ``a1^2/nu``), ``nu_err`` (largest ``|nu - 1|``); ``errors_table`` (per setting the DE
-        and the simulated mean ± its standard error), ``ridge_<setting>`` (ridge DE);
+        ``a1^2/nu``), ``nu_err`` (largest ``|nu - 1|``); ``errors_table`` (the named functions:
+        per setting the DE and the simulated mean ± its standard error), ``errors_table_more``
+        (the same for the partners, reflections and the sweep), ``ridge_<setting>`` (ridge DE);
         ``groups_table`` (per group of equal ``a1^2/nu`` and setting, the relative spread of the
         simulated means and the largest paired ``|z|``,
         :meth:`~attn_lib.studies.atlas.Atlas.groups_summary`).
@@ -154,28 +155,40 @@ def tables(*, names: Sequence[str], partners: Sequence[str], reflect: Sequence[s
     hermite_table = table[["kind", "a1", "a2", "a1^2/nu"]].sort_values("a1^2/nu", kind="stable")
     errors = table[["a1^2/nu"]].copy()
     for key in settings:
-        errors[f"DE {key}"] = table[f"DE {key}"]
-        errors[f"MC {key}"] = [f"{m:.4f} ± {e:.4f}"
-                               for m, e in zip(table[f"MC {key}"], table[f"SEM {key}"])]
+        errors[f"DE, {key}"] = table[f"DE {key}"]
+        errors[f"simulation, {key}"] = [f"{m:.4f} ± {e:.4f}"
+                                        for m, e in zip(table[f"MC {key}"], table[f"SEM {key}"])]
     errors = errors.sort_values("a1^2/nu", kind="stable")
+    named = (table["kind"] == "named").reindex(errors.index)
     wide = A.groups_summary().pivot(index="group", columns="setting",
                                     values=["rel. spread", "max |z|"])
     wide = wide.reindex(columns=settings, level=1)
-    wide.columns = [f"{value} ({key})" for value, key in wide.columns]
+    wide.columns = [f"{'max $|z|$' if value == 'max |z|' else value} ({key})"
+                    for value, key in wide.columns]
+    de_cols = ["a1^2/nu"] + [c for c in errors.columns if c.startswith("DE")]
     out: dict[str, Any] = {
         "nu_err": float(np.abs(table["nu"] - 1.0).max()),
         "hermite_table": _markdown(hermite_table, ".4f", ["a1", "a2", "a1^2/nu"]),
-        "errors_table": _markdown(errors, ".4f",
-                                  [c for c in errors.columns if not c.startswith("MC")]),
+        "errors_table": _markdown(errors[named.to_numpy()], ".4f", de_cols),
+        "errors_table_more": _markdown(errors[~named.to_numpy()], ".4f", de_cols),
         "groups_table": _markdown(wide, ".2f", list(wide.columns)),
     }
     out.update({f"ridge_{key}": value for key, value in zip(settings, A.ridge_theory)})
     return out
 
 
+#: Column headers of the atlas's tables, in the book's notation.
+_HEADERS = {"f": "$f$", "a1": "$a_1$", "a2": "$a_2$", "a1^2/nu": "$a_1^2/\\nu$"}
+
+
 def _markdown(frame: Any, spec: str, columns: Sequence[str]) -> Any:
-    """A data frame (its index as the first column) as a Markdown table, ``columns`` at ``spec``."""
-    return style.markdown_table(frame.reset_index().to_dict("records"), dict.fromkeys(columns, spec))
+    """A data frame (its index as the first column) as a Markdown table, ``columns`` at ``spec``.
+
+    Headers of :data:`_HEADERS` are written in math.
+    """
+    rows = [{_HEADERS.get(k, k): v for k, v in row.items()}
+            for row in frame.reset_index().to_dict("records")]
+    return style.markdown_table(rows, dict.fromkeys([_HEADERS.get(c, c) for c in columns], spec))
 
 
 def error_ratio(*, names: Sequence[str], partners: Sequence[str], reflect: Sequence[str],

@@ -290,7 +290,8 @@ def finite_size(*, n: int, trials: int, n_points: int, n_line: int, funcs: Seque
         "mc_sign_last": mc_sign.mean("attention")[-1, 0]})
 
 
-def maps(*, map_size: int, n_map: int, map_checks: int, map_trials: int, seed: int = 0) -> Figure:
+def maps(*, map_size: int, n_map: int, map_checks: int, map_trials: int,
+         seed: int = 0) -> Figure:
     r"""Where attention beats ridge: the relative gap over SNR and weight norm, two theories.
 
     ``100 (E_att / E_ridge - 1)`` at :data:`GAMMA` for ``f = sign``, ``c =`` :data:`C` and
@@ -358,15 +359,17 @@ def maps(*, map_size: int, n_map: int, map_checks: int, map_trials: int, seed: i
                          annotation_clip=False, bbox=dict(boxstyle="round,pad=0.15",
                                                           facecolor="white", edgecolor="none",
                                                           alpha=0.85))
-    cbar = fig.colorbar(mesh, ax=axes, label=r"$100\,(E_{\mathrm{att}} / E_{\mathrm{ridge}} - 1)$")
+    cbar = fig.colorbar(mesh, ax=axes,
+                        label=r"$100\,(E_{\mathrm{att}} / E_{\mathrm{ridge}} - 1)$")
     cbar.set_ticks(np.linspace(-v, v, 5))
     cbar.ax.yaxis.set_major_formatter(FormatStrFormatter("%+.0f"))
 
-    rows = [{"#": k + 1, "SNR": snr_ax[i], "$\\|w\\|$": w_ax[i], "$\\delta$": delta_map[i, i],
+    w_name = "$\\lVert w\\rVert$"
+    rows = [{"#": k + 1, "SNR": snr_ax[i], w_name: w_ax[i], "$\\delta$": delta_map[i, i],
              "finite-size DE (%)": fs_cells[k], "limit DE (%)": lim_cells[k],
              "simulation (%, ± s.e.)": f"{rel_m[k]:+.1f} ± {rel_se[k]:.1f}"}
             for k, i in enumerate(cells)]
-    table = style.markdown_table(rows, {"SNR": ".2f", "$\\|w\\|$": ".2f", "$\\delta$": ".2f",
+    table = style.markdown_table(rows, {"SNR": ".2f", w_name: ".2f", "$\\delta$": ".2f",
                                         "finite-size DE (%)": "+.1f", "limit DE (%)": "+.1f"})
     resolved = np.abs(rel_m) > Z * rel_se
     wrong = int(np.sum(resolved & (np.sign(rel_m) != np.sign(fs_cells))))
