@@ -9,6 +9,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from IPython.display import Markdown  # noqa: E402
 
@@ -63,8 +64,17 @@ def test_delta_check():
     assert set(out) == {
         "n_spots", "n_resolved", "n_agree", "n_small", "n_agree_small", "n_flip_small", "n_large",
         "n_agree_large", "n_below_large", "n_red_to_blue", "dev_small_max", "dev_large_min",
-        "pocket_large_delta", "map1_large_delta", "map2_large_delta", "n_needed"}
+        "pocket_large_delta", "map1_large_delta", "map2_large_delta", "n_needed",
+        "finite_better"}
     assert out["n_spots"] == len(figs.POINTS1) + len(figs.POINTS2)
     assert out["n_small"] + out["n_large"] == out["n_spots"]
     assert out["n_agree_small"] + out["n_flip_small"] == out["n_small"]
     assert math.isnan(out["dev_small_max"]) or out["dev_small_max"] >= 0.0
+
+
+@pytest.mark.parametrize("dev, holds", [([-0.05, -0.001], True), ([-0.05, 0.05], False),
+                                        ([0.001, -0.001], None)])
+def test_finite_better(dev, holds):
+    # standard errors 0.01: -0.05 and +0.05 are resolved at 3 s.e., +-0.001 are not
+    claim = figs._finite_better(np.array(dev), np.full(2, 0.01))
+    assert claim.holds is holds and claim.name == "finite_better"

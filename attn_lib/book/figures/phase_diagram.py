@@ -29,6 +29,7 @@ from matplotlib.ticker import FormatStrFormatter
 from ... import Setting, hermite
 from ...studies import phase
 from .. import style
+from ..claims import Z, Claim
 from ..page import Figure
 
 __all__ = ["F", "GAMMA", "C1", "NORM1", "SNR2", "DELTA_MAX", "FUNCS", "POINTS1", "POINTS2",
@@ -302,7 +303,8 @@ def delta_check(*, grid: Sequence[int], n: int, trials: int, seed: int) -> dict[
         ``n_red_to_blue`` (DE positive, simulation negative). Shares (%) of hatched cells:
         ``map1_large_delta``, ``map2_large_delta``, ``pocket_large_delta`` (of plane 1's win
         pocket); ``n_needed``: tokens (to the hundred) for the deepest point of the pocket to reach
-        ``delta = DELTA_MAX`` at ``c = 1/2``.
+        ``delta = DELTA_MAX`` at ``c = 1/2``; ``finite_better``: the claim of
+        :func:`_finite_better`.
     """
     m1 = phase.phase_map(_plane1(), *_axes1(grid), GAMMA)
     m2 = phase.phase_map(_plane2(), *_axes2(grid), GAMMA)
@@ -312,6 +314,7 @@ def delta_check(*, grid: Sequence[int], n: int, trials: int, seed: int) -> dict[
     dev = np.concatenate([s.gap_mean - s.gap_theory for s in spots])
     gap_de = np.concatenate([s.gap_theory for s in spots])
     gap_mc = np.concatenate([s.gap_mean for s in spots])
+    sem = np.concatenate([s.gap_sem for s in spots])
     small = delta <= DELTA_MAX
     pocket = m1.gap < 0
     deepest = m1.settings[int(np.argmin(m1.gap))]
@@ -330,4 +333,29 @@ def delta_check(*, grid: Sequence[int], n: int, trials: int, seed: int) -> dict[
         "map1_large_delta": 100 * float(np.mean(m1.delta(n) > DELTA_MAX)),
         "map2_large_delta": 100 * float(np.mean(m2.delta(n) > DELTA_MAX)),
         "n_needed": 100 * round(p_needed / C1 / 100),
+        "finite_better": _finite_better(dev[~small], sem[~small]),
     }
+
+
+def _finite_better(dev: np.ndarray, sem: np.ndarray) -> Claim:
+    """The finding that at large ``delta`` simulated attention does better than the DE says.
+
+    ``dev`` is the simulated minus the DE's gap at the spots beyond :data:`DELTA_MAX`, ``sem``
+    its standard error (the DE has none). A spot is resolved when ``|dev| > Z sem``. ``holds``
+    is ``True`` when some spot is resolved below and none above, ``False`` when some spot is
+    resolved above, ``None`` when none is resolved.
+    """
+    below = int(np.sum(dev < -Z * sem))
+    above = int(np.sum(dev > Z * sem))
+    holds = None if below + above == 0 else above == 0
+    return Claim("finite_better", holds,
+                 f"of {dev.size} spots with delta > {DELTA_MAX:g}, simulated minus DE gap below "
+                 f"-{Z:g} s.e. at {below}, above +{Z:g} s.e. at {above}",
+                 (f"attention does better than the limit theory predicts: the simulated gap is "
+                  f"below the DE's by more than three standard errors at {below} of these spots "
+                  f"and above it at none",
+                  f"attention is not uniformly better than the limit theory predicts: at {above} "
+                  f"of these spots the simulated gap is above the DE's by more than three "
+                  f"standard errors",
+                  "the draws cannot tell the simulated gaps from the DE's at three standard "
+                  "errors"))
