@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
-import pytest
-from IPython.display import Markdown
+import matplotlib
 
-from attn_lib.book.figures import finite_size as figs
+matplotlib.use("Agg")
 
-from book_helpers import check_figure
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from IPython.display import Markdown  # noqa: E402
 
-pytestmark = pytest.mark.usefixtures("book_cache")
+from attn_lib.book.page import Figure  # noqa: E402
+from attn_lib.book.figures import finite_size as figs  # noqa: E402
+from attn_lib.studies import convergence  # noqa: E402
 
 KW = dict(n_ladder=[32, 64], trials=[4, 3], gamma=1.0, seed=0)
 KEYS = ("random", "snr1", "al1", "al2", "cos")
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTN_BOOK_CACHE", str(tmp_path))
 
 
 def test_overview():
@@ -23,11 +32,14 @@ def test_overview():
 
 
 def test_bias_fluctuation():
-    nums = check_figure(figs.bias_fluctuation(**KW), {
+    figure = figs.bias_fluctuation(**KW)
+    assert isinstance(figure, Figure) and len(figure.fig.axes) == 4
+    assert set(figure.numbers) == {
         "fl_min", "fl_max", "fl_count", "fl_half", "fl_mean", "ridge_resolved", "ridge_points",
         "ridge_bound_max", "ridge_fl_min", "att_neg", "att_pos", "att_count", "flat_resolved",
-        "flat_points", "al_resolved", "al_points"}, 4)
-    assert nums["fl_count"] == 8 and nums["ridge_points"] == 6
+        "flat_points", "al_resolved", "al_points"}
+    assert figure.numbers["fl_count"] == 8 and figure.numbers["ridge_points"] == 6
+    plt.close(figure.fig)
 
 
 def test_slope_tables():
@@ -40,12 +52,14 @@ def test_slope_tables():
 
 
 def test_bias_shift():
+    figure = figs.bias_shift(**KW)
+    assert isinstance(figure, Figure) and len(figure.fig.axes) == 2
     dk = {f"dk_{k}{se}" for k in ("al1", "al2", "cos") for se in ("", "_se")}
     cmp = {f"cmp_{k}" for k in ("delta", "al2", "al2_se", "al1_law", "ratio", "al1_range_lo",
                                 "al1_range_hi")}
-    nums = check_figure(figs.bias_shift(**KW),
-                        {"cos_verdict", "bd_min", "bd_max", "bd_points"} | dk | cmp, 2)
-    assert isinstance(nums["cos_verdict"], Markdown)
+    assert set(figure.numbers) == {"cos_verdict", "bd_min", "bd_max", "bd_points"} | dk | cmp
+    assert isinstance(figure.numbers["cos_verdict"], Markdown)
+    plt.close(figure.fig)
 
 
 def test_slowest():
@@ -57,5 +71,19 @@ def test_slowest():
     assert set(out) == slow | {
         "slowest", "shallowest", "shallow_slope", "shallow_slope_se", "shallow_chi",
         "shallow_points", "target", "al1_beta", "cos_beta", "cos_beta_se", "al1_beta_n",
-        "al1_beta_n_se", "others_dcoef"}
+        "al1_beta_n_se", "others_dcoef", "slow_law_misfit", "al1_law_chi"}
     assert out["target"] == figs.TARGET
+    # two sizes: the law goes through two points and cannot be tested
+    assert out["slow_law_misfit"].holds is None and np.isnan(out["al1_law_chi"])
+
+
+@pytest.mark.parametrize("chi2, dof, holds", [(81.6 * 2, 2, True), (2.0, 2, False),
+                                               (0.0, 0, None)])
+def test_misfit_claim(chi2, dof, holds):
+    # chi^2/dof = 81.6 (the value of the full-profile fit of issue 17) is far beyond the 3-s.e. tail
+    # 0.0027; chi^2 = 2 on 2 dof has tail 0.37
+    fit = convergence.PowerLawFit(slope=-0.5, slope_se=0.1, log_amplitude=0.0,
+                                  log_amplitude_se=0.1, chi2=chi2, dof=dof,
+                                  points=dof + 2)
+    claim = figs._misfit_claim(fit)
+    assert claim.holds is holds and claim.name == "slow_law_misfit"

@@ -2,18 +2,32 @@
 
 from __future__ import annotations
 
-import pytest
-from IPython.display import Markdown
+import matplotlib
 
-from attn_lib.book.figures import nonlinearity_atlas as figs
+matplotlib.use("Agg")
 
-from book_helpers import check_figure
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from IPython.display import Markdown  # noqa: E402
 
-pytestmark = pytest.mark.usefixtures("book_cache")
+from attn_lib.book.page import Figure  # noqa: E402
+from attn_lib.book.figures import nonlinearity_atlas as figs  # noqa: E402
 
 KW = dict(names=["tanh", "relu"], partners=["cos", "sign"], reflect=["relu"], n_sweep=1, n=24,
           trials=2, seed=0)
 SETTINGS = ("random", "aligned", "orthogonal", "strong")
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTN_BOOK_CACHE", str(tmp_path))
+
+
+def _check(figure, axes, names):
+    assert isinstance(figure, Figure) and len(figure.fig.axes) == axes
+    assert set(figure.numbers) == set(names)
+    plt.close(figure.fig)
 
 
 def test_overview():
@@ -25,21 +39,25 @@ def test_overview():
 
 
 def test_gamma_choice():
-    check_figure(figs.gamma_choice(), {f"contrast_{s}" for s in SETTINGS}, 4)
+    _check(figs.gamma_choice(), 4, {f"contrast_{s}" for s in SETTINGS})
 
 
 def test_tables():
     out = figs.tables(**KW)
-    assert set(out) == ({"nu_err", "hermite_table", "errors_table", "groups_table"}
-                        | {f"ridge_{s}" for s in SETTINGS})
-    for name, rows in (("hermite_table", 9), ("errors_table", 9), ("groups_table", 3)):
+    assert set(out) == ({"nu_err", "hermite_table", "errors_table", "errors_table_more",
+                         "groups_table"} | {f"ridge_{s}" for s in SETTINGS})
+    # the errors of the 2 named functions, the 7 others folded away
+    for name, rows in (("hermite_table", 9), ("errors_table", 2), ("errors_table_more", 7),
+                       ("groups_table", 3)):
         assert isinstance(out[name], Markdown)
         assert len(out[name].data.splitlines()) == 2 + rows, name
+    assert out["hermite_table"].data.splitlines()[0] == (
+        "| $f$ | kind | $a_1$ | $a_2$ | $a_1^2/\\nu$ |")
 
 
 def test_error_ratio():
-    check_figure(figs.error_ratio(**KW), {"random_monotone"} | {f"{k}_{s}" for s in SETTINGS
-                                                                for k in ("r2", "de_range")}, 4)
+    _check(figs.error_ratio(**KW), 4, {"random_monotone"} | {f"{k}_{s}" for s in SETTINGS
+                                                             for k in ("r2", "de_range")})
 
 
 def test_paired_deviations():
@@ -48,14 +66,38 @@ def test_paired_deviations():
     names |= {"z_max", "sem_rel_small", "worst_small", "worst_small_z", "verdict_small",
               "dev_cos_strong", "dev_sign_strong", "dev_named_strong", "dev_min_strong",
               "dev_max_strong", "dev_min_label", "dev_max_label", "closest_kind"}
-    check_figure(figs.paired_deviations(**KW), names, 4)
+    _check(figs.paired_deviations(**KW), 4, names)
 
 
 def test_shift_ladder():
     figure = figs.shift_ladder(**KW, n_ladder=[16, 24])
-    check_figure(figure, {f"ladder_{k}" for k in ("n0", "n1", "d0", "d1", "spread0", "spread1",
-                                                  "verdict", "conclusion")}, 2)
+    _check(figure, 2, {f"ladder_{k}" for k in ("n0", "n1", "d0", "d1", "spread0", "spread1",
+                                               "q0", "q0_se", "q1", "q1_se", "verdict",
+                                               "conclusion")})
     assert (figure.numbers["ladder_n0"], figure.numbers["ladder_n1"]) == (16, 24)
+    # two draws per size: no jackknife error, the verdict and its conclusion are undecided
+    verdict = figure.numbers["ladder_verdict"]
+    assert verdict.holds is None and not verdict.required
+    assert "cannot tell" in figure.numbers["ladder_conclusion"].data
+
+
+def test_spread_statistic():
+    rng = np.random.default_rng(0)
+    # three functions with true deviations -10, 0, +10 (mean square 200/3) plus paired noise:
+    # the noise-corrected statistic is unbiased, the naive mean square of the means is not
+    true = np.array([-10.0, 0.0, 10.0])[:, None]
+    est = [figs._spread_stat(true + rng.normal(0.0, 20.0, (3, 8))) for _ in range(2000)]
+    assert np.mean(est) == pytest.approx(200 / 3, rel=0.1)  # s.e. of the mean ~ 2 %
+    q, se = figs._spread_jackknife(true + rng.normal(0.0, 1.0, (3, 50)))
+    assert q == pytest.approx(200 / 3, abs=5 * se) and 0 < se < 5
+    assert figs._spread_jackknife(true + rng.normal(0.0, 1.0, (3, 2)))[1] == np.inf
+
+
+def test_equality_claim():
+    verdict = figs.paired_deviations(**KW).numbers["verdict_small"]
+    assert verdict.name == "verdict_small" and not verdict.required
+    assert f"margin of {figs.EQUAL_MARGIN:.0f} %" in verdict.evidence
+    plt.close("all")
 
 
 def test_reflection():

@@ -4,20 +4,37 @@ from __future__ import annotations
 
 import math
 
-import pytest
-from IPython.display import Markdown
+import matplotlib
 
-from attn_lib.book.figures import phase_diagram as figs
+matplotlib.use("Agg")
 
-from book_helpers import check_figure
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from IPython.display import Markdown  # noqa: E402
 
-pytestmark = pytest.mark.usefixtures("book_cache_off")
+from attn_lib.book.figures import phase_diagram as figs  # noqa: E402
+from attn_lib.book.page import Figure  # noqa: E402
 
 SMALL = dict(grid=[4, 3], n=40, trials=2, seed=0)
 
 
+@pytest.fixture(autouse=True)
+def _no_cache(monkeypatch):
+    monkeypatch.setenv("ATTN_BOOK_CACHE", "off")
+    yield
+    plt.close("all")
+
+
+def _check(result, names: set[str], n_axes: int) -> dict:
+    assert isinstance(result, Figure)
+    assert set(result.numbers) == names
+    assert len(result.fig.axes) == n_axes
+    return result.numbers
+
+
 def test_snr_angle():
-    nums = check_figure(figs.snr_angle(**SMALL), {
+    nums = _check(figs.snr_angle(**SMALL), {
         "gamma", "n", "trials", "delta_max", "cells1", "seconds1", "win1", "best1", "best1_snr",
         "best1_deg", "snr_win_lo", "snr_win_hi", "deg_win_max", "random_gap_min", "orth_gap_min",
         "worst1", "gap_snr_max", "snr_max", "table1"}, 2)  # map and colour bar
@@ -27,14 +44,14 @@ def test_snr_angle():
 
 
 def test_aspect_norm():
-    nums = check_figure(figs.aspect_norm(**SMALL), {
+    nums = _check(figs.aspect_norm(**SMALL), {
         "cells2", "seconds2", "win2", "c_star_w0", "c_star_wmax", "w_max", "c_half", "w_needed",
         "worst2", "c_star_random", "c_worst2", "table2"}, 2)
     assert nums["w_max"] == 4.0 and isinstance(nums["table2"], Markdown)
 
 
 def test_win_fraction():
-    nums = check_figure(figs.win_fraction(summary_grid=[2, 2], n_gamma=2), {
+    nums = _check(figs.win_fraction(summary_grid=[2, 2], n_gamma=2), {
         "summary_cells", "g_small", "frac1_small", "frac2_small_tanh", "g_min", "g_max",
         "frac1_gmax", "frac2_gmax", "frac1_g1", "random_gmax", "frac1_g1_sign", "frac1_g1_relu",
         "nu_sign", "nu_tanh"}, 2)
@@ -47,8 +64,17 @@ def test_delta_check():
     assert set(out) == {
         "n_spots", "n_resolved", "n_agree", "n_small", "n_agree_small", "n_flip_small", "n_large",
         "n_agree_large", "n_below_large", "n_red_to_blue", "dev_small_max", "dev_large_min",
-        "pocket_large_delta", "map1_large_delta", "map2_large_delta", "n_needed"}
+        "pocket_large_delta", "map1_large_delta", "map2_large_delta", "n_needed",
+        "finite_better"}
     assert out["n_spots"] == len(figs.POINTS1) + len(figs.POINTS2)
     assert out["n_small"] + out["n_large"] == out["n_spots"]
     assert out["n_agree_small"] + out["n_flip_small"] == out["n_small"]
     assert math.isnan(out["dev_small_max"]) or out["dev_small_max"] >= 0.0
+
+
+@pytest.mark.parametrize("dev, holds", [([-0.05, -0.001], True), ([-0.05, 0.05], False),
+                                        ([0.001, -0.001], None)])
+def test_finite_better(dev, holds):
+    # standard errors 0.01: -0.05 and +0.05 are resolved at 3 s.e., +-0.001 are not
+    claim = figs._finite_better(np.array(dev), np.full(2, 0.01))
+    assert claim.holds is holds and claim.name == "finite_better"

@@ -125,3 +125,11 @@ def test_repeated_and_large_gammas():
     e = attention_error(s, [20.0, 0.1, 0.1], n=512)
     assert e[1] == pytest.approx(e[2], rel=1e-8)  # re-solved from its own fixed point
     assert e[0] == pytest.approx(attention_error(s, 20.0, n=512), rel=1e-9)
+
+
+def test_the_example_of_the_derivation_notes():
+    # book/derivation_finite_size.md: sign, c = 0.3, SNR 6, aligned weights of norms 2 and 3.5,
+    # n = 2048; the notes print their equivalent as 0.0089, 0.0098, 0.0149 (four decimals)
+    s = Setting(c=0.3, snr=6.0, f="sign", wk_norm=2.0, wq_norm=3.5)
+    got = attention_error(s, [1e-3, 0.1, 1.0], n=2048)
+    np.testing.assert_allclose(got, [0.0089, 0.0098, 0.0149], atol=5e-5)

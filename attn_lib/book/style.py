@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["COLORS", "use", "color", "plot_theory", "plot_sim", "plot_theory_vs_sim",
-           "label_axes", "gap_map"]
+           "label_axes", "gap_map", "log_ticks"]
 
 #: Fixed colours (seaborn "colorblind" palette) for the models and nonlinearities of the book.
 COLORS: dict[str, str] = {
@@ -196,3 +196,27 @@ def plain_ticks(axis: Any, ticks: Any, fmt: str = "%g") -> None:
     axis.set_major_locator(FixedLocator(ticks))
     axis.set_major_formatter(FormatStrFormatter(fmt))
     axis.set_minor_formatter(NullFormatter())
+
+
+def log_ticks(axis: Any, fmt: str = "%.3g") -> None:
+    """Labelled ticks at ``1, 2, 5 x 10^k`` on a log ``axis`` that spans less than two decades.
+
+    A log axis over a narrow range has at most one major (decade) tick, and :func:`label_axes`
+    hides the minor labels, so it would carry no number at all. Call after the data are drawn;
+    an axis spanning two decades or more is left as it is.
+
+    Parameters
+    ----------
+    axis : matplotlib.axis.Axis
+        ``ax.xaxis`` or ``ax.yaxis`` of a log-scaled axes.
+    fmt : str, default "%.3g"
+        Format of the labels (:func:`plain_ticks`).
+    """
+    lo, hi = sorted(axis.get_view_interval())
+    if lo <= 0 or hi / lo >= 100:
+        return
+    k0, k1 = int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi)))
+    ticks = [m * 10.0 ** k for k in range(k0, k1 + 1) for m in (1, 2, 5) if lo <= m * 10.0 ** k <= hi]
+    if len(ticks) < 2:  # less than a factor 2: label the ends
+        ticks = [lo, hi]
+    plain_ticks(axis, ticks, fmt)

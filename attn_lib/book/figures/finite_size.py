@@ -20,6 +20,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .. import style
+from ..claims import Claim, Z
 from ..page import Figure, markdown_table
 from ...model.setting import Setting
 from ...model import nonlinearity
@@ -204,6 +205,8 @@ def bias_fluctuation(*, n_ladder: Sequence[int], trials: Sequence[int] | int, ga
         style.label_axes(ax, r"tokens $n$ ($p = n/2$)", r"fluctuation $s_n = \mathrm{std}\,E_n$",
                          logx=True, logy=True, title=f"{title}: fluctuation", legend=False)
     _ladder_ticks(axes.ravel(), n)
+    for ax in axes.ravel():  # a narrow range (the ridge bias) would carry no label
+        style.log_ticks(ax.yaxis)
     return Figure(fig, _bias_fluctuation_numbers(ch))
 
 
@@ -320,7 +323,9 @@ def bias_shift(*, n_ladder: Sequence[int], trials: Sequence[int] | int, gamma: f
     style.label_axes(axes[1], r"coherent shift $\delta$", r"$b_n / \delta$", logx=True,
                      title=r"bias per unit of shift (resolved points)", legend=False)
     for ax in axes:
-        ax.legend(fontsize=7.5)
+        ax.legend(fontsize=8)
+        style.log_ticks(ax.xaxis)
+    style.log_ticks(axes[0].yaxis)
 
     f_cos, f_al1 = dfit[_COS], dfit[_AL1]
     if f_cos is None or f_al1 is None:
@@ -370,7 +375,9 @@ def slowest(*, n_ladder: Sequence[int], trials: Sequence[int] | int, gamma: floa
         ``|w| = 1`` delta-law), ``slow_k`` (the slowest setting's own ``k``); ``cos_beta``,
         ``al1_beta_n`` and their ``_se`` (bias slopes in ``n``, NaN without a fit);
         ``slow_dcoef``, ``others_dcoef`` (``delta sqrt(p)``); ``slow_slope_first``,
-        ``slow_slope_last`` and their ``_se`` (two-point slopes at the ends of the ladder).
+        ``slow_slope_last`` and their ``_se`` (two-point slopes at the ends of the ladder);
+        ``slow_law_misfit``: the claim of :func:`_misfit_claim` on the slowest setting's own law;
+        ``al1_law_chi``: ``chi^2/dof`` of the ``delta``-law of extrapolation (b), NaN for two points.
     """
     from IPython.display import Markdown
 
@@ -411,4 +418,32 @@ def slowest(*, n_ladder: Sequence[int], trials: Sequence[int] | int, gamma: floa
     for tag, idx in (("first", [0, 1]), ("last", [-2, -1])):
         two = convergence.fit_power_law(ch.n[idx], np.abs(s_slow.bias[idx]), s_slow.bias_se[idx])
         out[f"slow_slope_{tag}"], out[f"slow_slope_{tag}_se"] = two.slope, two.slope_se
+    out["slow_law_misfit"] = _misfit_claim(f_slow)
+    d_al1 = dfit[_AL1]
+    out["al1_law_chi"] = d_al1.chi2 / d_al1.dof if d_al1.dof > 0 else float("nan")
     return out
+
+
+def _misfit_claim(fit: convergence.PowerLawFit) -> Claim:
+    r"""The finding that one power law in ``n`` does *not* describe a bias series.
+
+    A :math:`\chi^2` goodness-of-fit test of the weighted fit: the law is rejected when the
+    upper tail :math:`P(\chi^2_{\mathrm{dof}} \ge \chi^2)` is below the two-sided tail of
+    :data:`~attn_lib.book.claims.Z` standard errors (0.0027 for 3). ``holds`` is ``True`` when
+    rejected, ``False`` when not, ``None`` for a line through two points (``dof = 0``).
+    """
+    from scipy import stats
+
+    level = float(2 * stats.norm.sf(Z))
+    red = fit.chi2 / fit.dof if fit.dof > 0 else float("nan")
+    wording = (f"is rejected by its own points (χ²/dof = {red:.1f}): no single power law in n "
+               f"describes this bias, and extrapolation (a) is a formal one",
+               f"is consistent with its points (χ²/dof = {red:.1f})",
+               "cannot be tested: a line through two resolved points fits any two numbers")
+    if fit.dof == 0:
+        return Claim("slow_law_misfit", None, "two resolved points: no degree of freedom",
+                     wording)
+    tail = float(stats.chi2.sf(fit.chi2, fit.dof))
+    return Claim("slow_law_misfit", tail < level,
+                 f"chi^2/dof = {red:.1f} over {fit.points} points (dof {fit.dof}), "
+                 f"P(chi^2 >= observed) = {tail:.2g} against {level:.2g} ({Z:g} s.e.)", wording)

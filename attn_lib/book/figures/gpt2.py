@@ -26,6 +26,7 @@ from ... import Setting, theory
 from ...studies import gpt2
 from ... import cache
 from .. import style
+from ..claims import Claim, Z
 from ..page import Figure, markdown_table
 
 __all__ = ["LAYERS", "weights_source", "orientation", "scale", "singular_values", "eigenvalues",
@@ -113,6 +114,25 @@ def _gap_table(summary: dict[int, gpt2.Summary], mc: dict, snrs: Sequence[float]
                          "E ridge (aligned draw)": r.ridge["aligned"].values[:, i_rep].mean(),
                          "verdict": sm.verdict})
     return pd.DataFrame(rows).set_index(["layer", "SNR"])
+
+
+#: Headers of the gap table (:func:`layer_errors`) and of the detail table
+#: (:func:`theory_vs_simulation`) in the book's notation.
+_GAP_HEADERS = {"E aligned": r"$E$, $\mu$ aligned", "E random": r"$E$, $\mu$ random",
+                "gap (random - aligned)": r"$E_{\mathrm{random}} - E_{\mathrm{aligned}}$",
+                "gap sem": "s.e. of the gap", "E ridge": r"$E_{\mathrm{ridge}}$",
+                "E ridge (aligned draw)": r"$E_{\mathrm{ridge}}$, aligned draw"}
+_DETAIL_HEADERS = {"mu": r"$\mu$", "E real": r"$E$, real $A$ (simulation)",
+                   "E fit (MC)": r"$E$, fit (simulation)", "E fit (theory)": r"$E$, fit (DE)",
+                   "E ridge (theory)": r"$E_{\mathrm{ridge}}$ (DE)", "delta": r"$\delta$"}
+
+
+def _renamed(table: pd.DataFrame, formats: dict[str, str],
+             headers: dict[str, str]) -> tuple[pd.DataFrame, dict[str, str]]:
+    """``table`` and ``formats`` with the columns (and index levels) renamed by ``headers``."""
+    out = table.rename(columns=headers)
+    out.index.names = [headers.get(n, n) for n in table.index.names]
+    return out, {headers.get(k, k): v for k, v in formats.items()}
 
 
 def weights_source() -> str:
@@ -386,7 +406,7 @@ def layer_errors(*, f: str, c: float, snrs: Sequence[float], detail_layers: Sequ
 
     Monte Carlo with :func:`attn_lib.studies.gpt2.simulate_matrices` (``n = p / c`` tokens,
     ``gammas = logspace(-3, 1, n_gamma)``, the point nearest ``gamma_report``); mean ± one
-    standard deviation over trials.
+    standard error of the mean over trials.
 
     Returns
     -------
@@ -407,17 +427,18 @@ def layer_errors(*, f: str, c: float, snrs: Sequence[float], detail_layers: Sequ
         sub = table.xs(snr, level="SNR")
         for key, name, mk in (("aligned", "attention, $\\mu$ aligned", "o"),
                               ("random", "attention, $\\mu$ random", "s")):
-            sd = [mc[l, snr].attention["real"][key].values[:, i_rep].std() for l in layers]
-            style.plot_sim(ax, layers, sub[f"E {key}"], sd, color=_COL[key], fmt=mk, label=name)
-        sd = [mc[l, snr].ridge["random"].values[:, i_rep].std() for l in layers]
-        style.plot_sim(ax, layers, sub["E ridge"], sd, color=_COL["ridge"], fmt="^", label="ridge")
+            se = [mc[l, snr].attention["real"][key].sem[i_rep] for l in layers]
+            style.plot_sim(ax, layers, sub[f"E {key}"], se, color=_COL[key], fmt=mk, label=name)
+        se = [mc[l, snr].ridge["random"].sem[i_rep] for l in layers]
+        style.plot_sim(ax, layers, sub["E ridge"], se, color=_COL["ridge"], fmt="^", label="ridge")
         ax.set_xticks(layers)
         style.label_axes(ax, "layer", rf"$E(\gamma)$ at $\gamma = {gammas[i_rep]:.3g}$",
                          title=f"SNR = {snr:g}, $n = {n}$, $p = {gpt2.P}$, {trials} trial(s)")
     formats = {c_: ".4f" for c_ in table.columns if c_ != "verdict"} | {"SNR": "g"}
     return Figure(fig, {"gpt2_gamma_rep": float(gammas[i_rep]), "gpt2_n_tokens": n,
                         "gpt2_trials": trials,
-                        "gpt2_gap_table": markdown_table(table, formats, left=True)})
+                        "gpt2_gap_table": markdown_table(*_renamed(table, formats, _GAP_HEADERS),
+                                                         left=True)})
 
 
 def theory_vs_simulation(*, f: str, c: float, snrs: Sequence[float], detail_layers: Sequence[int],
@@ -429,7 +450,8 @@ def theory_vs_simulation(*, f: str, c: float, snrs: Sequence[float], detail_laye
     ``alpha I + s_1 u_1 v_1^T`` (crosses) on the same draws, the deterministic equivalent
     :func:`attn_lib.theory.attention_error` of the fit's
     :func:`~attn_lib.studies.gpt2.fit_setting` (lines), for the aligned and the random signal;
-    ridge by Monte Carlo and :func:`attn_lib.theory.ridge_error`. Mean ± one standard deviation.
+    ridge by Monte Carlo and :func:`attn_lib.theory.ridge_error`. Mean ± one standard error of
+    the mean; ``gpt2_sign_aligned``, ``gpt2_sign_random``: the sign claims of :func:`_sign_claim`.
 
     Returns
     -------
@@ -462,15 +484,15 @@ def theory_vs_simulation(*, f: str, c: float, snrs: Sequence[float], detail_laye
             r = mc[l, snr]
             for key, mk in (("aligned", "o"), ("random", "s")):
                 real, fit_ = r.attention["real"][key], r.attention["fit"][key]
-                style.plot_sim(ax, gammas, real.mean, real.std, color=_COL[key], fmt=mk,
+                style.plot_sim(ax, gammas, real.mean, real.sem, color=_COL[key], fmt=mk,
                                label=f"real $A$, $\\mu$ {key}")
-                style.plot_sim(ax, gammas, fit_.mean, fit_.std, color=_COL[key], fmt="x",
+                style.plot_sim(ax, gammas, fit_.mean, fit_.sem, color=_COL[key], fmt="x",
                                markerfacecolor=_COL[key],
                                label=f"fitted $\\alpha I + s_1 u_1 v_1^\\top$, $\\mu$ {key}")
                 style.plot_theory(ax, gammas, curves[l, snr, key], color=_COL[key],
                                   label=f"theory (fit), $\\mu$ {key}")
             style.plot_theory_vs_sim(ax, gammas, ridge[snr], r.ridge["random"].mean,
-                                     r.ridge["random"].std, label="ridge", fmt="^")
+                                     r.ridge["random"].sem, label="ridge", fmt="^")
             style.label_axes(ax, r"$\gamma$" if l == detail_layers[-1] else "",
                              r"$E(\gamma)$" if snr == snrs[0] else "",
                              title=f"layer {l}, SNR = {snr:g}", logx=True, legend=False)
@@ -496,9 +518,53 @@ def theory_vs_simulation(*, f: str, c: float, snrs: Sequence[float], detail_laye
     for key in ("aligned", "random"):
         numbers[f"gpt2_fit_vs_theory_{key}"] = float(fit_vs_th.xs(key, level="mu").max())
         numbers[f"gpt2_delta_{key}"] = float(table["delta"].xs(key, level="mu").max())
-    formats = {c_: ".4f" for c_ in table.columns} | {"SNR": "g"}
-    numbers["gpt2_detail_table"] = markdown_table(table, formats, left=True)
+    formats = {c_: ".4f" for c_ in table.columns} | {"SNR": "g", "delta": ".2f"}
+    numbers["gpt2_detail_table"] = markdown_table(*_renamed(table, formats, _DETAIL_HEADERS),
+                                                   left=True)
+    for key in ("aligned", "random"):
+        numbers[f"gpt2_sign_{key}"] = _sign_claim(key, mc, curves, ridge, detail_layers, snrs,
+                                                  trials, i_rep)
     return Figure(fig, numbers)
+
+
+def _sign_claim(key: str, mc: dict, curves: dict, ridge: dict, detail_layers: Sequence[int],
+                snrs: Sequence[float], trials: int, i_rep: int) -> Claim:
+    """Does the DE of the fit get the sign of attention minus ridge of the fit's simulation?
+
+    Per ``(layer, SNR)`` the simulated sign is that of the paired difference
+    ``E_fit - E_ridge`` over the trials (same draws), *resolved* when it is beyond :data:`Z`
+    standard errors (``trials > 1``); the DE's sign is that of ``theory - ridge theory``.
+    For the random direction (``delta`` small) the finding is agreement in every resolved cell;
+    for the aligned one (``delta`` of order one) that the DE misses the sign in at least one.
+    ``holds is None`` when no cell is resolved.
+    """
+    resolved = wrong = 0
+    for l in detail_layers:
+        for snr in snrs:
+            r = mc[l, snr]
+            d = r.attention["fit"][key].values[:, i_rep] - r.ridge[key].values[:, i_rep]
+            se = d.std(ddof=1) / np.sqrt(trials) if trials > 1 else np.inf
+            if abs(d.mean()) > Z * se:
+                resolved += 1
+                wrong += bool(np.sign(d.mean()) != np.sign(curves[l, snr, key][i_rep]
+                                                            - ridge[snr][i_rep]))
+    cells = len(detail_layers) * len(snrs)
+    evidence = (f"{key} mu: the simulated sign of E_fit - E_ridge is resolved beyond {Z:g} s.e. "
+                f"in {resolved} of {cells} (layer, SNR) cells; the DE has the other sign in "
+                f"{wrong} of them")
+    undecided = (f"cannot be judged at this size: no (layer, SNR) cell resolves the simulated sign "
+                 f"beyond {Z:g} standard errors")
+    if key == "random":
+        holds = None if resolved == 0 else wrong == 0
+        wording = (f"gets the sign of attention minus ridge right in all {resolved} resolved cells",
+                   f"gets the sign of attention minus ridge wrong in {wrong} of {resolved} "
+                   f"resolved cells", undecided)
+    else:
+        holds = None if resolved == 0 else wrong > 0
+        wording = (f"gets the sign of attention minus ridge wrong in {wrong} of {resolved} "
+                   f"resolved cells", f"gets the sign of attention minus ridge right in all "
+                   f"{resolved} resolved cells", undecided)
+    return Claim(f"gpt2_sign_{key}", holds, evidence, wording)
 
 
 def takeaway(*, f: str, c: float, snrs: Sequence[float], detail_layers: Sequence[int],

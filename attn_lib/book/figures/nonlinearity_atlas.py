@@ -22,6 +22,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .. import style
+from ..claims import Z, Claim, equivalent, exceeds
 from ..page import Figure, markdown_table
 from ...model import nonlinearity
 from ...studies import atlas, sweeps
@@ -141,8 +142,9 @@ def tables(*, names: Sequence[str], partners: Sequence[str], reflect: Sequence[s
     -------
     dict
         ``hermite_table`` (``kind, a1, a2, a1^2/nu`` of every function, sorted by
-        ``a1^2/nu``), ``nu_err`` (largest ``|nu - 1|``); ``errors_table`` (per setting the DE
-        and the simulated mean ± its standard error), ``ridge_<setting>`` (ridge DE);
+        ``a1^2/nu``), ``nu_err`` (largest ``|nu - 1|``); ``errors_table`` (the named functions:
+        per setting the DE and the simulated mean ± its standard error), ``errors_table_more``
+        (the same for the partners, reflections and the sweep), ``ridge_<setting>`` (ridge DE);
         ``groups_table`` (per group of equal ``a1^2/nu`` and setting, the relative spread of the
         simulated means and the largest paired ``|z|``,
         :meth:`~attn_lib.studies.atlas.Atlas.groups_summary`).
@@ -153,28 +155,40 @@ def tables(*, names: Sequence[str], partners: Sequence[str], reflect: Sequence[s
     hermite_table = table[["kind", "a1", "a2", "a1^2/nu"]].sort_values("a1^2/nu", kind="stable")
     errors = table[["a1^2/nu"]].copy()
     for key in settings:
-        errors[f"DE {key}"] = table[f"DE {key}"]
-        errors[f"MC {key}"] = [f"{m:.4f} ± {e:.4f}"
-                               for m, e in zip(table[f"MC {key}"], table[f"SEM {key}"])]
+        errors[f"DE, {key}"] = table[f"DE {key}"]
+        errors[f"simulation, {key}"] = [f"{m:.4f} ± {e:.4f}"
+                                        for m, e in zip(table[f"MC {key}"], table[f"SEM {key}"])]
     errors = errors.sort_values("a1^2/nu", kind="stable")
+    named = (table["kind"] == "named").reindex(errors.index)
     wide = A.groups_summary().pivot(index="group", columns="setting",
                                     values=["rel. spread", "max |z|"])
     wide = wide.reindex(columns=settings, level=1)
-    wide.columns = [f"{value} ({key})" for value, key in wide.columns]
+    wide.columns = [f"{'max $|z|$' if value == 'max |z|' else value} ({key})"
+                    for value, key in wide.columns]
+    de_cols = ["a1^2/nu"] + [c for c in errors.columns if c.startswith("DE")]
     out: dict[str, Any] = {
         "nu_err": float(np.abs(table["nu"] - 1.0).max()),
         "hermite_table": _markdown(hermite_table, ".4f", ["a1", "a2", "a1^2/nu"]),
-        "errors_table": _markdown(errors, ".4f",
-                                  [c for c in errors.columns if not c.startswith("MC")]),
+        "errors_table": _markdown(errors[named.to_numpy()], ".4f", de_cols),
+        "errors_table_more": _markdown(errors[~named.to_numpy()], ".4f", de_cols),
         "groups_table": _markdown(wide, ".2f", list(wide.columns)),
     }
     out.update({f"ridge_{key}": value for key, value in zip(settings, A.ridge_theory)})
     return out
 
 
+#: Column headers of the atlas's tables, in the book's notation.
+_HEADERS = {"f": "$f$", "a1": "$a_1$", "a2": "$a_2$", "a1^2/nu": "$a_1^2/\\nu$"}
+
+
 def _markdown(frame: Any, spec: str, columns: Sequence[str]) -> Any:
-    """A data frame (its index as the first column) as a Markdown table, ``columns`` at ``spec``."""
-    return markdown_table(frame, dict.fromkeys(columns, spec))
+    """A data frame (its index as the first column) as a Markdown table, ``columns`` at ``spec``.
+
+    Headers of :data:`_HEADERS` are written in math.
+    """
+    rows = [{_HEADERS.get(k, k): v for k, v in row.items()}
+            for row in frame.reset_index().to_dict("records")]
+    return markdown_table(rows, dict.fromkeys([_HEADERS.get(c, c) for c in columns], spec))
 
 
 def error_ratio(*, names: Sequence[str], partners: Sequence[str], reflect: Sequence[str],
@@ -230,8 +244,8 @@ def paired_deviations(*, names: Sequence[str], partners: Sequence[str], reflect:
     r"""Paired deviation of every group member from its named function, per setting.
 
     For each group of equal ``a1^2 / nu`` (x axis) the mean per-draw difference of a member's
-    error and the named function's, in % of the DE, with error bars of two paired standard
-    errors; one panel per setting.
+    error and the named function's, in % of the DE, with error bars of one paired standard
+    error; one panel per setting.
 
     Returns
     -------
@@ -241,7 +255,7 @@ def paired_deviations(*, names: Sequence[str], partners: Sequence[str], reflect:
         ``spread_*_median``, ``spread_*_max`` (relative spread in %); ``z_max``;
         ``sem_rel_small`` (median standard error of one mean, % of the mean); ``worst_small``
         (Markdown: group and setting of the largest ``|z|``), ``worst_small_z``;
-        ``verdict_small`` (Markdown sentence). In the strong setting, deviations from the DE
+        ``verdict_small`` (the equivalence claim of :func:`_equality_claim`). In the strong setting, deviations from the DE
         in %: ``dev_cos_strong``, ``dev_sign_strong`` (partners, mean), ``dev_named_strong``
         (named functions, mean), ``dev_min_strong``/``dev_max_strong`` with
         ``dev_min_label``/``dev_max_label`` (extreme named functions, Markdown) and
@@ -260,7 +274,7 @@ def paired_deviations(*, names: Sequence[str], partners: Sequence[str], reflect:
                 marker, col = _KIND_STYLE[_category(A.entries[i])]
                 x = g + (j - (len(idx) - 2) / 2) * 0.18
                 style.plot_sim(ax, x, 100 * m[k] / A.theory[idx[0], k],
-                               100 * 2 * se[k] / A.theory[idx[0], k], fmt=marker, color=col)
+                               100 * se[k] / A.theory[idx[0], k], fmt=marker, color=col)
         ax.axhline(0.0, color="0.3", linewidth=1)
         ax.set_xticks(range(len(groups)), list(groups), rotation=60, ha="right", fontsize=8)
         style.label_axes(ax, "", "member minus named function (% of DE)" if k == 0 else "",
@@ -280,11 +294,6 @@ def _group_numbers(A: atlas.Atlas) -> dict[str, Any]:
     ks_small = [list(A.settings).index(key) for key in SMALL]
     worst = small.loc[small["max |z|"].idxmax()]
     n_sig_small = int((small["max |z|"] > Z_MAX).sum())
-    if n_sig_small == 0:
-        verdict = "equal a₁²/ν gives equal simulated errors within the Monte Carlo noise"
-    else:
-        verdict = ("some functions of equal a₁²/ν differ beyond the Monte Carlo noise, "
-                   f"by up to {100 * small['rel. spread'].max():.1f}% of the error")
     return {
         "z_max": Z_MAX, "n_cells_small": len(small), "n_sig_small": n_sig_small,
         "spread_small_max": 100 * small["rel. spread"].max(),
@@ -294,8 +303,49 @@ def _group_numbers(A: atlas.Atlas) -> dict[str, Any]:
         "spread_strong_max": 100 * strong["rel. spread"].max(),
         "sem_rel_small": 100 * float(np.median(A.sem[:, ks_small] / A.mean[:, ks_small])),
         "worst_small": Markdown(f"{worst['group']} ({worst['setting']})"),
-        "worst_small_z": worst["max |z|"], "verdict_small": Markdown(verdict),
+        "worst_small_z": worst["max |z|"], "verdict_small": _equality_claim(A, ks_small),
     }
+
+
+#: Margin of "equal a1^2/nu gives equal errors", in % of the DE: at the atlas's gamma the
+#: a1^2/nu axis changes the small-delta errors by factors 2.4 (orthogonal) to 3.1 (aligned)
+#: (``contrast_*`` of :func:`gamma_choice`), so 10 % is a small fraction of the effect of a1^2/nu.
+EQUAL_MARGIN = 10.0
+
+
+def _equality_claim(A: atlas.Atlas, ks: Sequence[int]) -> Claim:
+    """Equivalence of every group member with its named function at the settings ``ks``.
+
+    Per (member, setting) the paired difference in % of the named function's DE is tested by
+    :func:`~attn_lib.book.claims.equivalent` against :data:`EQUAL_MARGIN` at :data:`Z` standard
+    errors. ``holds`` is ``True`` when every pair is shown equal, ``False`` when some pair is
+    shown to differ by more, ``None`` otherwise (too little power). The prose picks its words
+    by the verdict (``required=False``).
+    """
+    pairs = []
+    for idx in A.groups().values():
+        for i in idx[1:]:
+            m, se = A.paired(i, idx[0])
+            for k in ks:
+                scale = 100 / A.theory[idx[0], k]
+                pairs.append(equivalent("pair", m[k] * scale, se[k] * scale,
+                                        margin=EQUAL_MARGIN, wording=("", "", "")))
+    verdicts = [c.holds for c in pairs]
+    holds = (None if not pairs else False if False in verdicts
+             else True if all(verdicts) else None)
+    n_eq, n_diff = verdicts.count(True), verdicts.count(False)
+    margin = f"{EQUAL_MARGIN:.0f} % of the error"
+    return Claim("verdict_small", holds,
+                 f"{len(pairs)} (member, setting) pairs against a margin of {margin} at {Z:g} "
+                 f"s.e.: {n_eq} shown equal, {n_diff} shown to differ by more, "
+                 f"{len(pairs) - n_eq - n_diff} undecided",
+                 (f"equal a₁²/ν gives simulated errors equal within {margin} (equivalence "
+                  f"at {Z:g} standard errors)",
+                  f"some functions of equal a₁²/ν differ by more than {margin}, beyond {Z:g} "
+                  f"standard errors",
+                  f"the draws can show neither that functions of equal a₁²/ν give errors equal "
+                  f"within {margin} nor that they differ by more (too little power)"),
+                 required=False)
 
 
 def _strong_deviations(A: atlas.Atlas, cats: np.ndarray) -> dict[str, Any]:
@@ -330,8 +380,11 @@ def shift_ladder(*, names: Sequence[str], partners: Sequence[str], reflect: Sequ
     Figure
         Numbers: ``ladder_n0``, ``ladder_n1`` (first and last ``n``), ``ladder_d0``,
         ``ladder_d1`` (their ``delta``), ``ladder_spread0``, ``ladder_spread1`` (range of the
-        deviations across all members, percentage points), ``ladder_verdict`` and
-        ``ladder_conclusion`` (Markdown: whether the spread shrinks, and what follows).
+        deviations across all members, percentage points); ``ladder_q0``, ``ladder_q1`` and their
+        ``_se`` (the noise-corrected squared spread :func:`_spread_stat`, in squared percentage
+        points, ± jackknife standard error); ``ladder_verdict``: the
+        :func:`~attn_lib.book.claims.exceeds` claim ``q0 > q1`` (the spread shrinks as ``n``
+        grows), and ``ladder_conclusion`` (Markdown: what follows from its verdict).
     """
     import matplotlib.pyplot as plt
     from IPython.display import Markdown
@@ -360,17 +413,54 @@ def shift_ladder(*, names: Sequence[str], partners: Sequence[str], reflect: Sequ
         style.label_axes(ax, r"coherent shift $\delta$ (larger $n$ to the left)",
                          r"simulation minus DE (% of DE)", title=f"group of {label}, strong setting")
     spread = np.ptp(dev, axis=1)  # across all ladder members, per n
-    shrinks = spread[-1] < spread[0]
-    conclusion = (
-        "The separation of functions with equal a₁²/ν is therefore a finite-δ effect, which the "
-        "proportional limit removes as δ ∝ 1/√n falls; at a fixed size with a large SNR or "
-        "strongly aligned weights it need not be small." if shrinks else
-        "So over this range of n the separation is not visibly a finite-δ effect.")
+    q = [_spread_jackknife(100 * (run.attention[:, 0] / run.theory[:, :1] - 1)) for run in ladder]
+    wording = ("shrinks", "grows", "does not change beyond three standard errors")
+    if np.isfinite([q[0][1], q[-1][1]]).all():
+        verdict = exceeds("ladder_verdict", q[0][0], q[0][1], q[-1][0], q[-1][1], wording=wording,
+                          required=False)
+    else:
+        verdict = Claim("ladder_verdict", None, "fewer than three draws per size: no jackknife "
+                        "standard error", wording, required=False)
+    conclusion = {
+        True: "The separation of functions with equal a₁²/ν is therefore a finite-δ effect, which "
+              "the proportional limit removes as δ ∝ 1/√n falls; at a fixed size with a large SNR "
+              "or strongly aligned weights it need not be small.",
+        False: "The separation grows as δ falls: over this range of n it is not a finite-δ effect.",
+        None: "So these draws cannot tell whether the separation is a finite-δ effect."}
     return Figure(fig, {
         "ladder_n0": n_ladder[0], "ladder_n1": n_ladder[-1], "ladder_d0": deltas[0],
         "ladder_d1": deltas[-1], "ladder_spread0": spread[0], "ladder_spread1": spread[-1],
-        "ladder_verdict": Markdown("shrinks" if shrinks else "does not shrink"),
-        "ladder_conclusion": Markdown(conclusion)})
+        "ladder_q0": q[0][0], "ladder_q0_se": q[0][1], "ladder_q1": q[-1][0],
+        "ladder_q1_se": q[-1][1], "ladder_verdict": verdict,
+        "ladder_conclusion": Markdown(conclusion[verdict.holds])})
+
+
+def _spread_stat(dev: np.ndarray) -> float:
+    """Squared spread of the mean deviations across functions, corrected for their noise.
+
+    ``dev`` has shape ``(F, T)`` (function, draw). With ``u = dev - dev.mean(axis=0)`` (each
+    draw's deviation from the draws' across-function mean, paired), the statistic is
+    ``mean_f (ubar_f^2 - se(ubar_f)^2)``: an unbiased estimate of the mean squared true
+    deviation from the across-function mean, so that a smaller Monte Carlo noise at larger ``n``
+    does not by itself make the spread look smaller.
+    """
+    u = dev - dev.mean(axis=0)
+    T = u.shape[1]
+    return float(np.mean(u.mean(axis=1) ** 2 - u.var(axis=1, ddof=1) / T))
+
+
+def _spread_jackknife(dev: np.ndarray) -> tuple[float, float]:
+    """:func:`_spread_stat` and its delete-one jackknife standard error over the ``T`` draws.
+
+    Needs ``T >= 3`` draws (each jackknife sample keeps two); with fewer the standard error is
+    infinite.
+    """
+    T = dev.shape[1]
+    q = _spread_stat(dev)
+    if T < 3:
+        return q, float("inf")
+    loo = np.array([_spread_stat(np.delete(dev, t, axis=1)) for t in range(T)])
+    return q, float(np.sqrt((T - 1) / T * np.sum((loo - loo.mean()) ** 2)))
 
 
 def reflection(*, names: Sequence[str], partners: Sequence[str], reflect: Sequence[str],

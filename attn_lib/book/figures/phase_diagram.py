@@ -29,6 +29,7 @@ from matplotlib.ticker import FormatStrFormatter
 from ... import Setting, hermite
 from ...studies import phase
 from .. import style
+from ..claims import Z, Claim
 from ..page import Figure
 
 __all__ = ["F", "GAMMA", "C1", "NORM1", "SNR2", "DELTA_MAX", "FUNCS", "POINTS1", "POINTS2",
@@ -85,7 +86,11 @@ def _draw_map(ax: Any, m: phase.PhaseMap, spots: phase.SpotChecks, n: int, xlabe
               ylabel: str, logx: bool = False) -> None:
     """The DE gap (:func:`attn_lib.book.style.gap_map`), hatching where ``delta(n) > DELTA_MAX``
     and the numbered spot checks coloured by their simulated gap on the map's scale."""
-    mesh = style.gap_map(ax, m.x, m.y, m.gap, shading="nearest", rasterized=True)
+    # one symmetric linear scale per map: the colour of a cell is proportional to |Delta|, so a
+    # shallow pocket is painted pale (the black zero contour shows where it is)
+    v = float(max(np.abs(m.gap).max(), np.abs(spots.gap_mean).max()))
+    mesh = style.gap_map(ax, m.x, m.y, m.gap, vmin=-v, vmax=v, shading="nearest",
+                         rasterized=True)
     norm = mesh.norm
     d = m.delta(n)
     if d.max() > DELTA_MAX:
@@ -98,12 +103,16 @@ def _draw_map(ax: Any, m: phase.PhaseMap, spots: phase.SpotChecks, n: int, xlabe
                    marker="s" if big else "o", s=90, edgecolors="k", linewidths=1.2, zorder=4,
                    clip_on=False)
         ax.annotate(str(k + 1), (spots.x[k], spots.y[k]), xytext=(6, 5),
-                    textcoords="offset points", fontsize=9, fontweight="bold", zorder=5)
+                    textcoords="offset points", fontsize=9, fontweight="bold", zorder=5,
+                    bbox=dict(boxstyle="round,pad=0.15", facecolor="white", edgecolor="none",
+                              alpha=0.85), annotation_clip=False)
     cbar = ax.get_figure().colorbar(mesh, ax=ax, label=_LABEL)
-    cbar.set_ticks(np.concatenate([np.linspace(norm.vmin, 0.0, 3)[:-1],
-                                   np.linspace(0.0, norm.vmax, 5)]))
-    cbar.ax.yaxis.set_major_formatter(FormatStrFormatter("%.3g"))
+    cbar.set_ticks(np.linspace(-v, v, 5))
+    cbar.ax.yaxis.set_major_formatter(FormatStrFormatter("%+.3g"))
     style.label_axes(ax, xlabel, ylabel, logx=logx, legend=False)
+    if logx:  # label the decades' steps: a log axis from 0.1 to 4 has only one major tick
+        lo, hi = ax.get_xlim()
+        style.plain_ticks(ax.xaxis, [t for t in (0.1, 0.2, 0.5, 1, 2, 4) if lo <= t <= hi])
     ax.get_figure().legend(
         handles=[Line2D([], [], color="k", lw=1.5, label=r"$\Delta = 0$ (theory)"),
                  Patch(facecolor="none", edgecolor="0.3", hatch="//",
@@ -161,7 +170,7 @@ def snr_angle(*, grid: Sequence[int], n: int, trials: int, seed: int) -> Figure:
     s1 = _spots(1, n, trials, seed)
     fig, ax = plt.subplots(figsize=(7.6, 5.0))
     _draw_map(ax, m1, s1, n, r"$\mathrm{SNR} = \|\mu\|^2$",
-              r"angle $\theta$ between $w$ and $\mu$ (degrees)")
+              r"angle $\varphi$ between $w$ and $\mu$ (degrees)")
     ax.set_title(fr"$c = {C1:g}$, $\|w\| = {NORM1:g}$, $\gamma = {GAMMA:g}$, $f = \tanh$ "
                  fr"({m1.x.size} $\times$ {m1.y.size} grid)")
     i_best, j_best = np.unravel_index(np.argmin(m1.gap), m1.gap.shape)
@@ -177,7 +186,7 @@ def snr_angle(*, grid: Sequence[int], n: int, trials: int, seed: int) -> Figure:
         "orth_gap_min": float(m1.gap[-1].min()),                # theta = 90 degrees: every SNR
         "worst1": float(m1.gap.max()), "gap_snr_max": float(m1.gap[0, -1]),
         "snr_max": float(m1.x[-1]),
-        "table1": _spot_table(s1, "SNR", "$\\theta$ (°)", ".1f", ".0f"),
+        "table1": _spot_table(s1, "SNR", "$\\varphi$ (°)", ".1f", ".0f"),
     })
 
 
@@ -294,7 +303,8 @@ def delta_check(*, grid: Sequence[int], n: int, trials: int, seed: int) -> dict[
         ``n_red_to_blue`` (DE positive, simulation negative). Shares (%) of hatched cells:
         ``map1_large_delta``, ``map2_large_delta``, ``pocket_large_delta`` (of plane 1's win
         pocket); ``n_needed``: tokens (to the hundred) for the deepest point of the pocket to reach
-        ``delta = DELTA_MAX`` at ``c = 1/2``.
+        ``delta = DELTA_MAX`` at ``c = 1/2``; ``finite_better``: the claim of
+        :func:`_finite_better`.
     """
     m1 = phase.phase_map(_plane1(), *_axes1(grid), GAMMA)
     m2 = phase.phase_map(_plane2(), *_axes2(grid), GAMMA)
@@ -304,6 +314,7 @@ def delta_check(*, grid: Sequence[int], n: int, trials: int, seed: int) -> dict[
     dev = np.concatenate([s.gap_mean - s.gap_theory for s in spots])
     gap_de = np.concatenate([s.gap_theory for s in spots])
     gap_mc = np.concatenate([s.gap_mean for s in spots])
+    sem = np.concatenate([s.gap_sem for s in spots])
     small = delta <= DELTA_MAX
     pocket = m1.gap < 0
     deepest = m1.settings[int(np.argmin(m1.gap))]
@@ -322,4 +333,29 @@ def delta_check(*, grid: Sequence[int], n: int, trials: int, seed: int) -> dict[
         "map1_large_delta": 100 * float(np.mean(m1.delta(n) > DELTA_MAX)),
         "map2_large_delta": 100 * float(np.mean(m2.delta(n) > DELTA_MAX)),
         "n_needed": 100 * round(p_needed / C1 / 100),
+        "finite_better": _finite_better(dev[~small], sem[~small]),
     }
+
+
+def _finite_better(dev: np.ndarray, sem: np.ndarray) -> Claim:
+    """The finding that at large ``delta`` simulated attention does better than the DE says.
+
+    ``dev`` is the simulated minus the DE's gap at the spots beyond :data:`DELTA_MAX`, ``sem``
+    its standard error (the DE has none). A spot is resolved when ``|dev| > Z sem``. ``holds``
+    is ``True`` when some spot is resolved below and none above, ``False`` when some spot is
+    resolved above, ``None`` when none is resolved.
+    """
+    below = int(np.sum(dev < -Z * sem))
+    above = int(np.sum(dev > Z * sem))
+    holds = None if below + above == 0 else above == 0
+    return Claim("finite_better", holds,
+                 f"of {dev.size} spots with delta > {DELTA_MAX:g}, simulated minus DE gap below "
+                 f"-{Z:g} s.e. at {below}, above +{Z:g} s.e. at {above}",
+                 (f"attention does better than the limit theory predicts: the simulated gap is "
+                  f"below the DE's by more than three standard errors at {below} of these spots "
+                  f"and above it at none",
+                  f"attention is not uniformly better than the limit theory predicts: at {above} "
+                  f"of these spots the simulated gap is above the DE's by more than three "
+                  f"standard errors",
+                  "the draws cannot tell the simulated gaps from the DE's at three standard "
+                  "errors"))
