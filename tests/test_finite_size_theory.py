@@ -80,6 +80,61 @@ def test_quadrature_is_converged():
     np.testing.assert_allclose(GAMMAS ** 2 * base, GAMMAS ** 2 * more, atol=1e-5)
 
 
+@pytest.mark.slow
+def test_quadrature_is_converged_with_three_latent_directions():
+    # r = 3 uses 6 nodes per dimension by default. Measured for this setting at n = 512:
+    # gamma^2 d/dgamma form changes by at most 6.8e-6 from 6 to 8 nodes and 2.7e-6 from 6 to 10,
+    # against a simulation tolerance of about 1e-3 there.
+    s = FINITE_SIZE_CASES["erf-r3"]
+    base = finite_size.finite_size_resolvent_form(s, GAMMAS, 512)[1]
+    more = finite_size.finite_size_resolvent_form(s, GAMMAS, 512, nodes=8)[1]
+    assert finite_size.latent_law(s, s.p(512)).r == 3
+    np.testing.assert_allclose(GAMMAS ** 2 * base, GAMMAS ** 2 * more, atol=2e-5)
+
+
+@pytest.mark.parametrize("scale", [0.5, 2.0])
+def test_shift_functions_of_a_scaled_erf(scale):
+    # E erf(a (h + Z)) = erf(a h / sqrt(1 + 2 a^2)); F1 is its derivative in h (Stein)
+    h = np.linspace(-7.5, 7.5, 301)
+    q = 1 + 2 * scale ** 2
+    F0, F1, S2 = shift_functions("erf", scale=scale)(h)
+    np.testing.assert_allclose(F0, special.erf(scale * h / np.sqrt(q)), atol=1e-8)
+    np.testing.assert_allclose(F1, 2 * scale / np.sqrt(np.pi * q) * np.exp(-scale ** 2 * h ** 2 / q), atol=1e-8)
+    assert np.all(S2 >= 0)
+
+
+def test_shift_functions_of_an_unhashable_callable():
+    class Tanh:  # defines __eq__ and so is unhashable
+        breaks = ()
+
+        def __eq__(self, other):
+            return isinstance(other, Tanh)
+
+        def __call__(self, t):
+            return np.tanh(t)
+
+    with pytest.raises(TypeError):
+        hash(Tanh())
+    h = np.linspace(-4, 4, 41)
+    np.testing.assert_allclose(np.array(shift_functions(Tanh())(h)), np.array(shift_functions("tanh")(h)),
+                               atol=1e-12)
+
+
+def test_latent_shifts_carry_the_coherent_shift():
+    # h(t, t') = xi_t^T M xi_t' / sqrt(p): averaged against the labels it is the signed coherent
+    # shift mu^T (I + w_K w_Q^T) mu / sqrt(p) of the Setting (computed from the scalars, not the
+    # latent basis); averaged without them it vanishes (balanced labels)
+    for s in FINITE_SIZE_CASES.values():
+        s = s.canonical()
+        law = finite_size.latent_law(s, s.p(512))
+        H = law.shifts()
+        wy = law.weight * law.y
+        assert H.shape == (law.y.size, law.y.size)
+        assert wy @ H @ wy == pytest.approx(s.signed_delta(512), rel=1e-10)
+        assert law.weight @ H @ law.weight == pytest.approx(0.0, abs=1e-12)
+        np.testing.assert_allclose(H[0], law.xi[0] @ law.M @ law.xi.T / np.sqrt(s.p(512)), rtol=1e-12)
+
+
 def test_latent_dimension():
     law = finite_size.latent_law(Setting(c=1.0, snr=2.0, wk_norm=1.0, wq_norm=1.0), 100)
     assert law.r == 1 and law.weight.sum() == pytest.approx(1.0)
