@@ -80,6 +80,61 @@ def test_quadrature_is_converged():
     np.testing.assert_allclose(GAMMAS ** 2 * base, GAMMAS ** 2 * more, atol=1e-5)
 
 
+@pytest.mark.slow
+def test_quadrature_is_converged_with_three_latent_directions():
+    # r = 3 uses 6 nodes per dimension by default. Measured for this setting at n = 512:
+    # gamma^2 d/dgamma form changes by at most 6.8e-6 from 6 to 8 nodes and 2.7e-6 from 6 to 10,
+    # against a simulation tolerance of about 1e-3 there.
+    s = FINITE_SIZE_CASES["erf-r3"]
+    base = finite_size.finite_size_resolvent_form(s, GAMMAS, 512)[1]
+    more = finite_size.finite_size_resolvent_form(s, GAMMAS, 512, nodes=8)[1]
+    assert finite_size.latent_law(s, s.p(512)).r == 3
+    np.testing.assert_allclose(GAMMAS ** 2 * base, GAMMAS ** 2 * more, atol=2e-5)
+
+
+@pytest.mark.parametrize("scale", [0.5, 2.0])
+def test_shift_functions_of_a_scaled_erf(scale):
+    # E erf(a (h + Z)) = erf(a h / sqrt(1 + 2 a^2)); F1 is its derivative in h (Stein)
+    h = np.linspace(-7.5, 7.5, 301)
+    q = 1 + 2 * scale ** 2
+    F0, F1, S2 = shift_functions("erf", scale=scale)(h)
+    np.testing.assert_allclose(F0, special.erf(scale * h / np.sqrt(q)), atol=1e-8)
+    np.testing.assert_allclose(F1, 2 * scale / np.sqrt(np.pi * q) * np.exp(-scale ** 2 * h ** 2 / q), atol=1e-8)
+    assert np.all(S2 >= 0)
+
+
+def test_shift_functions_of_an_unhashable_callable():
+    class Tanh:  # defines __eq__ and so is unhashable
+        breaks = ()
+
+        def __eq__(self, other):
+            return isinstance(other, Tanh)
+
+        def __call__(self, t):
+            return np.tanh(t)
+
+    with pytest.raises(TypeError):
+        hash(Tanh())
+    h = np.linspace(-4, 4, 41)
+    np.testing.assert_allclose(np.array(shift_functions(Tanh())(h)), np.array(shift_functions("tanh")(h)),
+                               atol=1e-12)
+
+
+def test_latent_shifts_carry_the_coherent_shift():
+    # h(t, t') = xi_t^T M xi_t' / sqrt(p): averaged against the labels it is the signed coherent
+    # shift mu^T (I + w_K w_Q^T) mu / sqrt(p) of the Setting (computed from the scalars, not the
+    # latent basis); averaged without them it vanishes (balanced labels)
+    for s in FINITE_SIZE_CASES.values():
+        s = s.canonical()
+        law = finite_size.latent_law(s, s.p(512))
+        H = law.shifts()
+        wy = law.weight * law.y
+        assert H.shape == (law.y.size, law.y.size)
+        assert wy @ H @ wy == pytest.approx(s.signed_delta(512), rel=1e-10)
+        assert law.weight @ H @ law.weight == pytest.approx(0.0, abs=1e-12)
+        np.testing.assert_allclose(H[0], law.xi[0] @ law.M @ law.xi.T / np.sqrt(s.p(512)), rtol=1e-12)
+
+
 def test_latent_dimension():
     law = finite_size.latent_law(Setting(c=1.0, snr=2.0, wk_norm=1.0, wq_norm=1.0), 100)
     assert law.r == 1 and law.weight.sum() == pytest.approx(1.0)
@@ -103,20 +158,40 @@ def test_non_convergence_raises(monkeypatch):
         attention_error(Setting(c=0.5, snr=4.0, f="sign", wk_norm=2.0, wq_norm=2.0), 0.01, n=512)
 
 
-@pytest.mark.parametrize("setting", [
-    Setting(c=0.5, snr=6.0, f="sign", wk_norm=2.0, wq_norm=2.0),          # delta = 1.9 at n = 512
-    Setting(c=1.0, snr=4.0, f="trunc_relu", wk_norm=2.0, wq_norm=2.0),    # not odd, delta = 0.9
-], ids=["sign", "trunc_relu"])
+# n = 512, 64 draws (seed 3). Measured with 64 other draws (seed 100) over gamma = 0.01-3: the
+# per-draw spread is 7-19 % of E (standard errors of 64 draws: 0.9-2.4 % of E), and
+# |theory - simulation| is at most 1.7 standard errors (largest: tanh r = 2, 3.4 % of E at 0.01,
+# 1.9 % at 1): the surrogate's own bias is not resolved at that precision. Tolerance: 3 standard
+# errors plus 1 % of the value. What it rejects, at the gamma where it is largest: the theory
+# x0.9 and x1.1; at n = 384 instead of 512 (sign -9.7 % at 3, -16 % at 0.01; trunc_relu -12 %;
+# tanh r = 2 -9.6 % at 1; erf r = 3 -8.6 % at 1); alpha dropped (sign -23 to -37 %, trunc_relu
+# -9 to -28 %); the proportional limit (off by 22-150 %). c x 1.1 moves these theories by 4-8 %
+# at their most sensitive gamma (0.01 or 0.3); benchmarks/perturbed_theory.py finds it rejected too.
+FINITE_SIZE_CASES = {
+    "sign-alpha1.5": Setting(c=0.5, snr=4.0, f="sign", wk_norm=2.0, wq_norm=2.0, alpha=1.5),       # delta 1.4
+    "trunc_relu-alpha0.6": Setting(c=1.0, snr=4.0, f="trunc_relu", wk_norm=2.0, wq_norm=2.0,
+                                   alpha=0.6),                                                     # not odd, 0.8
+    "tanh-r2": Setting(c=0.5, snr=6.0, f="tanh", wk_norm=2.0, wq_norm=2.0, cos_mu_wk=0.7,
+                       cos_mu_wq=0.7),                                                             # 1.1
+    "erf-r3": Setting(c=0.5, snr=6.0, f="erf", wk_norm=1.5, wq_norm=2.0, cos_mu_wk=0.8, cos_mu_wq=0.6,
+                      cos_wk_wq=0.3),                                                              # 0.9
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("setting", FINITE_SIZE_CASES.values(), ids=FINITE_SIZE_CASES.keys())
 def test_matches_simulation_where_the_limit_fails(setting):
-    # n = 512, 24 draws. Tolerance: 4 s.e. of the mean plus 0.002 for the surrogate's own error
-    # (measured with 100 draws at these settings: |MC - theory| <= 0.0009, within 1.2 s.e.).
-    # The limit theory is off by 0.03-0.07 at some gamma here, so the test tells the two apart.
-    g = np.array([1e-3, 0.1, 1.0])
-    sim = simulate.errors(setting, g, n=512, trials=24, seed=3)
+    g = np.array([1e-2, 0.3, 1.0, 3.0])
+    sim = simulate.errors(setting, g, n=512, trials=64, seed=3)
     fs = attention_error(setting, g, n=512)
-    tol = 4 * sim.attention.sem + 0.002
+    tol = 3 * sim.attention.sem + 0.01 * fs
     np.testing.assert_array_less(np.abs(sim.attention.mean - fs), tol)
     assert np.any(np.abs(attention_error(setting, g) - sim.attention.mean) > 3 * tol)
+
+
+def test_latent_dimensions_of_the_simulation_cases():
+    r = {k: finite_size.latent_law(s, s.p(512)).r for k, s in FINITE_SIZE_CASES.items()}
+    assert r == {"sign-alpha1.5": 1, "trunc_relu-alpha0.6": 1, "tanh-r2": 2, "erf-r3": 3}
 
 
 def test_repeated_and_large_gammas():
