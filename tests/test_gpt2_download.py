@@ -5,7 +5,8 @@ serves a ``model.safetensors`` the test writes, with byte ranges (or, to test th
 without them, with a server error, or cut short). Small fake checkpoints (hidden size 8) come
 with their own hash file; one test assembles the real layout from ``../shared`` and checks the
 repository's hashes. The last test clones the repository without ``../shared`` and runs
-``make test`` against such a server (opt-in: ``ATTN_BOOK_CLONE_TEST=1``; about 8 minutes alone).
+``make test`` against such a server (opt-in: ``ATTN_BOOK_READER_TESTS=1``; about 8 minutes alone,
+more under load).
 """
 
 from __future__ import annotations
@@ -279,8 +280,8 @@ def test_real_layout_verifies_against_the_repository_hashes(tmp_path, monkeypatc
 # ----------------------------------------------------------------------------- a fresh clone
 @pytest.mark.slow
 @requires_shared
-@pytest.mark.skipif(os.environ.get("ATTN_BOOK_CLONE_TEST") != "1",
-                    reason="opt-in (ATTN_BOOK_CLONE_TEST=1): runs `make test` in a fresh clone, "
+@pytest.mark.skipif(os.environ.get("ATTN_BOOK_READER_TESTS") != "1",
+                    reason="opt-in (ATTN_BOOK_READER_TESTS=1): runs `make test` in a fresh clone, "
                            "about 8 minutes alone")
 def test_fresh_clone_without_shared_passes_make_test(tmp_path):
     """A clone with no ``../shared`` beside it passes ``make test``, its GPT-2 weights downloaded
