@@ -242,6 +242,13 @@ def test_opt_out_never_connects(fake, monkeypatch):
     assert leftovers(cache) == []
 
 
+def test_source_label_and_bad_download_flag(fake, monkeypatch):
+    home_cache = Path.home() / ".cache" / "attn-book" / "gpt2" / W.NPZ_NAME
+    assert gpt2.source_label(home_cache) == "user cache ~/.cache/attn-book/gpt2"
+    with pytest.raises(TypeError, match="download must be bool"):
+        gpt2.find_source(download=1)
+
+
 def test_not_a_safetensors_file(fake, monkeypatch):
     with serve(b"<html>" + b"x" * 100) as (_, address):
         monkeypatch.setenv(W.URL_VAR, address)

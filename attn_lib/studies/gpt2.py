@@ -64,14 +64,15 @@ from ..model import data, hermite, kernel
 from ..simulation.resolvent import interpolation_error
 from ..simulation.trials import Stats, Trials
 from . import _gpt2_weights as _weights
-from .._validation import check_gammas, check_int, check_real, check_seed, check_square
+from .._validation import check_bool, check_gammas, check_int, check_real, check_seed, check_square
 from ..model.nonlinearity import NonlinearityLike, check_nonlinearity, scaled
 from ..model.setting import Setting
 
 __all__ = [
     "ENV_VAR", "DOWNLOAD_URL", "N_LAYERS", "N_HEADS", "HEAD_DIM", "P",
     "Layer", "Spectrum", "Fit", "Summary", "MonteCarlo", "layer_summary",
-    "DownloadError", "default_path", "find_source", "source_label", "load_qk", "load_layer", "paper_matrix", "head_matrix",
+    "DownloadError", "default_path", "find_source", "source_label", "load_qk", "load_layer",
+    "paper_matrix", "head_matrix",
     "asymmetry", "spectrum", "shuffled", "normalise", "fit", "verdict", "VERDICT_RULE",
     "aligned_direction", "random_direction", "fit_setting",
     "simulate_matrices",
@@ -106,8 +107,8 @@ DownloadError = _weights.DownloadError
 def _download_hint() -> str:
     return (f"The public Hugging Face GPT-2 checkpoint is {DOWNLOAD_URL} (about 550 MB; e.g. "
             f"`curl -L -o model.safetensors {DOWNLOAD_URL}`); set {ENV_VAR}=/path/to/"
-            f"model.safetensors, or unset {_weights.NO_DOWNLOAD_VAR} to let the book fetch the "
-            f"88 MB it needs into {_weights.cache_path()}.")
+            f"model.safetensors, or leave both unset ({ENV_VAR}, {_weights.NO_DOWNLOAD_VAR}) to "
+            f"let the book fetch the 88 MB it needs into {_weights.cache_path()}.")
 
 
 def _resolve_dir(path: Path) -> Path | None:
@@ -135,6 +136,7 @@ def find_source(*, download: bool = True) -> Path:
     DownloadError
         If the download fails (offline, server error, interrupted transfer, hash mismatch).
     """
+    download = check_bool(download, "download")
     env = os.environ.get(ENV_VAR, "").strip()
     if env:
         path = Path(env).expanduser()
@@ -164,12 +166,16 @@ def find_source(*, download: bool = True) -> Path:
 
 def source_label(path: Path) -> str:
     """Where :func:`find_source`'s ``path`` comes from: ``"from $ATTN_BOOK_GPT2"``,
-    ``"repository default ../shared/gpt2_small_qk/"`` or ``"user cache <folder>"``."""
+    ``"repository default ../shared/gpt2_small_qk/"`` or ``"user cache <folder>"`` (with ``~``
+    for the home folder)."""
     if os.environ.get(ENV_VAR, "").strip():
         return "from $" + ENV_VAR
     if Path(path) == default_path():
         return "repository default ../shared/gpt2_small_qk/"
-    return f"user cache {Path(path).parent}"
+    folder, home = Path(path).parent, Path.home()
+    if folder.is_relative_to(home):
+        return f"user cache ~/{folder.relative_to(home).as_posix()}"
+    return f"user cache {folder}"
 
 
 def _kind(path: Path) -> str:
