@@ -205,3 +205,115 @@ def test_browser_renders_math_and_figures(browser, server, chapter):
     shot.unlink(missing_ok=True)
     chromium(browser, url, "--hide-scrollbars", "--window-size=1280,3000", f"--screenshot={shot}")
     assert shot.is_file() and shot.stat().st_size > 20_000, f"no screenshot of {chapter.stem}"
+
+
+# ----------------------------------------------------------------------------- equations that fit
+WIDTHS = (1280, 390)  # a laptop window and a phone (CSS pixels)
+_MEASURE = r"""
+<!doctype html><html><body><pre id="report">pending</pre><script>
+// Load every page in an iframe of each width, wait for MathJax and book/_static/math-fit.js,
+// then measure each display equation. It is cut off when its box reaches past the right edge of
+// the nearest box that clips it (an ancestor with overflow other than visible, or the viewport),
+// or when its content does and no box of its own (mjx-container, div.math) scrolls. It scrolls
+// when its own box is narrower than its content.
+const PAGES = __PAGES__, WIDTHS = __WIDTHS__;
+const sleep = ms => new Promise(ok => setTimeout(ok, ms));
+function measure(win) {
+  const doc = win.document, vw = doc.documentElement.clientWidth, cut = [], scrolled = [];
+  const scrolls = e => e && ["auto", "scroll"].includes(win.getComputedStyle(e).overflowX);
+  const clip = e => {
+    let right = vw;
+    for (let a = e.parentElement; a; a = a.parentElement)
+      if (win.getComputedStyle(a).overflowX !== "visible")
+        right = Math.min(right, a.getBoundingClientRect().right);
+    return right;
+  };
+  const eqs = doc.querySelectorAll('article mjx-container[display="true"]');
+  for (const m of eqs) {
+    const own = [m, m.closest("div.math")].find(scrolls), box = own || m;
+    const inner = m.firstElementChild || m;
+    const boxRight = box.getBoundingClientRect().right;
+    const contentRight = Math.max(boxRight, inner.getBoundingClientRect().right);
+    const hidden = own ? own.scrollWidth - own.clientWidth : contentRight - clip(m);
+    const what = {eq: (m.getAttribute("aria-label") || m.textContent).slice(0, 60),
+                  box: Math.round(boxRight), clip: Math.round(clip(box)), hidden: hidden};
+    if (boxRight > clip(box) + 1 || (!own && hidden > 1)) cut.push(what);
+    else if (hidden > 1) scrolled.push(what);
+  }
+  return {equations: eqs.length, cut: cut, scrolled: scrolled};
+}
+(async () => {
+  const out = [];
+  for (const width of WIDTHS) for (const page of PAGES) {
+    const f = document.createElement("iframe");
+    f.style.width = width + "px"; f.style.height = "900px"; f.style.border = "0";
+    await new Promise(ok => { f.onload = ok; f.src = page; document.body.appendChild(f); });
+    const w = f.contentWindow;
+    if (w.MathJax && w.MathJax.startup && w.MathJax.startup.promise) await w.MathJax.startup.promise;
+    for (let i = 0; i < 50 && !w.document.documentElement.hasAttribute("data-math-fitted"); i++)
+      await sleep(100);
+    out.push(Object.assign({page: page, width: width,
+                            fitted: w.document.documentElement.hasAttribute("data-math-fitted")},
+                           measure(w)));
+    f.remove();
+  }
+  document.getElementById("report").textContent = JSON.stringify(out);
+})();
+</script></body></html>
+"""
+
+
+def equation_pages(html_dir: Path) -> list[str]:
+    """Pages of ``book/`` with display math (every chapter and derivation)."""
+    return [p.relative_to(html_dir).as_posix() for p in all_pages(html_dir)
+            if '<div class="math notranslate nohighlight"' in read(p)]
+
+
+def measure_equations(browser: str, html_dir: Path, pages: list[str]) -> list[dict]:
+    """One headless Chromium run that measures every display equation of ``pages`` at each of
+    :data:`WIDTHS` (see ``_MEASURE``)."""
+    harness = _MEASURE.replace("__PAGES__", json.dumps(["/" + p for p in pages])) \
+                      .replace("__WIDTHS__", json.dumps(list(WIDTHS))).encode()
+
+    class Handler(_QuietHandler):
+        def do_GET(self):  # noqa: N802 - name of the base class
+            if self.path != "/__measure__.html":
+                return super().do_GET()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(harness)))
+            self.end_headers()
+            self.wfile.write(harness)
+
+    handler = functools.partial(Handler, directory=str(html_dir))
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as httpd:
+        thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+        thread.start()
+        try:
+            dom = chromium(browser, f"http://127.0.0.1:{httpd.server_address[1]}/__measure__.html",
+                           "--dump-dom", "--virtual-time-budget=300000", "--window-size=1400,1000")
+        finally:
+            httpd.shutdown()
+            thread.join()
+    m = re.search(r'<pre id="report">(.*?)</pre>', dom, re.S)
+    assert m and m.group(1) != "pending", "the measurement did not finish"
+    return json.loads(html.unescape(m.group(1)))
+
+
+def test_no_display_equation_is_cut_off(browser, html_dir):
+    """At 1280 px every display equation fits the column (book/_static/math-fit.js shrinks the
+    wide ones, to 70 % at most); at 390 px one that still does not fit scrolls in its own box.
+    Before math-fit.js, 4 equations of chapter 3 alone were wider than the 676 px column at
+    1280 px (by up to 201 px) and had their right part hidden."""
+    pages = equation_pages(html_dir)
+    assert len(pages) >= 9, pages
+    report = measure_equations(browser, html_dir, pages)
+    assert len(report) == len(pages) * len(WIDTHS)
+    for r in report:
+        where = f"{r['page']} at {r['width']} px"
+        assert r["equations"] > 0 and r["fitted"], f"{where}: MathJax or math-fit.js did not run"
+        assert not r["cut"], f"{where}: {len(r['cut'])} of {r['equations']} display equations " \
+                             f"cut off, e.g. {r['cut'][0]}"
+        if r["width"] == 1280:
+            assert not r["scrolled"], f"{where}: {len(r['scrolled'])} display equations do " \
+                                      f"not fit the column, e.g. {r['scrolled'][0]}"

@@ -181,6 +181,7 @@ def style_book(root) -> None:
     shutil.copy2(REPO / "_config.yml", root / "_config.yml")
     shutil.copytree(REPO / "book" / "_ext", root / "book" / "_ext",
                     ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "book" / "_static", root / "book" / "_static")  # html_static_path
     shutil.copy2(REPO / "book" / "figures.md", root / "book" / "figures.md")
     (root / "_toc.yml").write_text(textwrap.dedent("""\
         format: jb-book

@@ -23,9 +23,12 @@ REF_Q0_ROW767 = [-0.4100, -0.1924, -0.2400]
 
 
 @pytest.fixture(autouse=True)
-def _no_env(monkeypatch):
-    """Every test starts without ATTN_BOOK_GPT2; the ones that need it set it."""
+def _no_env(monkeypatch, tmp_path):
+    """Every test starts without ATTN_BOOK_GPT2 (the ones that need it set it), with an empty
+    user cache and downloads forbidden (tests/test_gpt2_download.py tests the download)."""
     monkeypatch.delenv(gpt2.ENV_VAR, raising=False)
+    monkeypatch.setenv("ATTN_BOOK_GPT2_CACHE", str(tmp_path / "user-cache"))
+    monkeypatch.setenv("ATTN_BOOK_GPT2_NO_DOWNLOAD", "1")
 
 
 def _sha(a: np.ndarray) -> str:

@@ -5,18 +5,20 @@ Loading
 :func:`load_qk` returns the query and key projections ``W_Q, W_K`` (``768 x 768``, ``float64``,
 exact copies of the released ``float32`` values) of one layer of OpenAI's pretrained GPT-2 small,
 in the stored ``[in, out]`` orientation (``q = x @ W_Q + b_Q`` for a row vector ``x``). The weights
-are looked up, in this order,
+are looked up, in this order (:func:`find_source`),
 
 1. at the path in the environment variable ``ATTN_BOOK_GPT2`` (see :data:`ENV_VAR`): the
    repository's ``gpt2_small_qk.npz``, a Hugging Face GPT-2 ``model.safetensors``, or a folder
-   holding one of them;
-2. at ``../shared/gpt2_small_qk/gpt2_small_qk.npz`` relative to the repository root.
-
-Nothing is ever downloaded. Outside this repository the one download step is the public
-Hugging Face checkpoint (see :data:`DOWNLOAD_URL`)::
-
-    curl -L -o model.safetensors https://huggingface.co/openai-community/gpt2/resolve/main/model.safetensors
-    export ATTN_BOOK_GPT2=$PWD/model.safetensors
+   holding one of them (no fallback when it is set);
+2. at ``../shared/gpt2_small_qk/gpt2_small_qk.npz`` relative to the repository root;
+3. in the user cache, ``$ATTN_BOOK_GPT2_CACHE/gpt2_small_qk.npz`` (default
+   ``~/.cache/attn-book/gpt2/``, or under ``$XDG_CACHE_HOME``);
+4. otherwise they are downloaded once into that cache: HTTP range requests fetch only the
+   needed tensors (88 MB of the 548 MB checkpoint) of the public Hugging Face checkpoint at a
+   pinned revision (:data:`DOWNLOAD_URL`; ``$ATTN_BOOK_GPT2_URL`` replaces it), every array is
+   checked against the SHA-256 hashes kept in the package, and the file is written atomically
+   (see :mod:`attn_lib.studies._gpt2_weights`). ``ATTN_BOOK_GPT2_NO_DOWNLOAD=1`` forbids the
+   download: then step 4 raises :class:`FileNotFoundError` instead.
 
 In a ``model.safetensors`` the tensor ``h.{i}.attn.c_attn.weight`` (``768 x 2304``; keys with a
 ``transformer.`` prefix are accepted too) is split into its query, key and value thirds.
@@ -61,14 +63,16 @@ import numpy as np
 from ..model import data, hermite, kernel
 from ..simulation.resolvent import interpolation_error
 from ..simulation.trials import Stats, Trials
-from .._validation import check_gammas, check_int, check_real, check_seed, check_square
+from . import _gpt2_weights as _weights
+from .._validation import check_bool, check_gammas, check_int, check_real, check_seed, check_square
 from ..model.nonlinearity import NonlinearityLike, check_nonlinearity, scaled
 from ..model.setting import Setting
 
 __all__ = [
     "ENV_VAR", "DOWNLOAD_URL", "N_LAYERS", "N_HEADS", "HEAD_DIM", "P",
     "Layer", "Spectrum", "Fit", "Summary", "MonteCarlo", "layer_summary",
-    "default_path", "find_source", "load_qk", "load_layer", "paper_matrix", "head_matrix",
+    "DownloadError", "default_path", "find_source", "source_label", "load_qk", "load_layer",
+    "paper_matrix", "head_matrix",
     "asymmetry", "spectrum", "shuffled", "normalise", "fit", "verdict", "VERDICT_RULE",
     "aligned_direction", "random_direction", "fit_setting",
     "simulate_matrices",
@@ -77,8 +81,9 @@ __all__ = [
 #: Environment variable holding the path of the weights (an ``.npz``, a ``model.safetensors``
 #: or a folder with one of them).
 ENV_VAR = "ATTN_BOOK_GPT2"
-#: The public Hugging Face checkpoint (the repository formerly called ``gpt2``).
-DOWNLOAD_URL = "https://huggingface.co/openai-community/gpt2/resolve/main/model.safetensors"
+#: The public Hugging Face checkpoint (the repository formerly called ``gpt2``), at a pinned
+#: revision.
+DOWNLOAD_URL = _weights.DOWNLOAD_URL
 N_LAYERS = 12
 N_HEADS = 12
 HEAD_DIM = 64
@@ -96,10 +101,14 @@ def default_path() -> Path:
     return _REPO_ROOT.parent / "shared" / "gpt2_small_qk" / _NPZ_NAME
 
 
+DownloadError = _weights.DownloadError
+
+
 def _download_hint() -> str:
-    return (f"To get the weights, download the public Hugging Face GPT-2 checkpoint "
-            f"{DOWNLOAD_URL} (about 550 MB; e.g. `curl -L -o model.safetensors {DOWNLOAD_URL}`) "
-            f"and set {ENV_VAR}=/path/to/model.safetensors. Nothing is downloaded automatically.")
+    return (f"The public Hugging Face GPT-2 checkpoint is {DOWNLOAD_URL} (about 550 MB; e.g. "
+            f"`curl -L -o model.safetensors {DOWNLOAD_URL}`); set {ENV_VAR}=/path/to/"
+            f"model.safetensors, or leave both unset ({ENV_VAR}, {_weights.NO_DOWNLOAD_VAR}) to "
+            f"let the book fetch the 88 MB it needs into {_weights.cache_path()}.")
 
 
 def _resolve_dir(path: Path) -> Path | None:
@@ -109,16 +118,25 @@ def _resolve_dir(path: Path) -> Path | None:
     return None
 
 
-def find_source() -> Path:
+def find_source(*, download: bool = True) -> Path:
     """The weights file :func:`load_qk` reads (see the module docstring for the search order).
+
+    Parameters
+    ----------
+    download : bool, default True
+        Download the weights into the user cache when no other source has them (unless
+        ``ATTN_BOOK_GPT2_NO_DOWNLOAD`` forbids it). With ``False`` nothing is fetched.
 
     Raises
     ------
     FileNotFoundError
         If ``ATTN_BOOK_GPT2`` is set to a path that does not exist (no fallback then: the reader
-        asked for that file), or if it is unset and the default file is missing. The message
-        lists where it looked and the one download step.
+        asked for that file), or if no source has the weights and downloading is off. The
+        message lists where it looked and the one download step.
+    DownloadError
+        If the download fails (offline, server error, interrupted transfer, hash mismatch).
     """
+    download = check_bool(download, "download")
     env = os.environ.get(ENV_VAR, "").strip()
     if env:
         path = Path(env).expanduser()
@@ -134,12 +152,30 @@ def find_source() -> Path:
                 f"{ENV_VAR}={env!r} does not exist (no fallback to other locations when it is "
                 f"set). " + _download_hint())
         return path
-    path = default_path()
-    if path.is_file():
-        return path
+    for path in (default_path(), _weights.cache_path()):
+        if path.is_file():
+            return path
+    if download and _weights.downloads_allowed():
+        return _weights.download()
+    why = (f"{_weights.NO_DOWNLOAD_VAR} forbids downloading" if download
+           else "downloading was not asked for")
     raise FileNotFoundError(
-        f"GPT-2 weights not found: the environment variable {ENV_VAR} is not set and {path} "
-        f"does not exist. " + _download_hint())
+        f"GPT-2 weights not found: the environment variable {ENV_VAR} is not set, neither "
+        f"{default_path()} nor {_weights.cache_path()} exists, and {why}. " + _download_hint())
+
+
+def source_label(path: Path) -> str:
+    """Where :func:`find_source`'s ``path`` comes from: ``"from $ATTN_BOOK_GPT2"``,
+    ``"repository default ../shared/gpt2_small_qk/"`` or ``"user cache <folder>"`` (with ``~``
+    for the home folder)."""
+    if os.environ.get(ENV_VAR, "").strip():
+        return "from $" + ENV_VAR
+    if Path(path) == default_path():
+        return "repository default ../shared/gpt2_small_qk/"
+    folder, home = Path(path).parent, Path.home()
+    if folder.is_relative_to(home):
+        return f"user cache ~/{folder.relative_to(home).as_posix()}"
+    return f"user cache {folder}"
 
 
 def _kind(path: Path) -> str:

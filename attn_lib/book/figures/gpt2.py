@@ -1,9 +1,10 @@
 """Figures and numbers of the chapter *GPT-2: real attention weights* (``book/05_gpt2.ipynb``).
 
-Every function reads GPT-2 small's query/key weights through :mod:`attn_lib.studies.gpt2` (it
-never downloads them: :func:`attn_lib.studies.gpt2.find_source` says where it looked), summarises
-each layer's matrix ``A = W_K W_Q^T`` with the cached :func:`attn_lib.studies.gpt2.layer_summary`
-(``seed=[seed, layer]``: one shuffled copy per layer) and simulates attention with the cached
+Every function reads GPT-2 small's query/key weights through :mod:`attn_lib.studies.gpt2`
+(fetched once into the user cache when no local copy exists: see
+:func:`attn_lib.studies.gpt2.find_source`), summarises each layer's matrix ``A = W_K W_Q^T``
+with the cached :func:`attn_lib.studies.gpt2.layer_summary` (``seed=[seed, layer]``: one
+shuffled copy per layer) and simulates attention with the cached
 :func:`attn_lib.studies.gpt2.simulate_matrices`. Figure functions return a
 :class:`~attn_lib.book.page.Figure`; :func:`orientation`, :func:`fit_table` and
 :func:`takeaway` return dicts of numbers and Markdown tables. Number names are the glue names of
@@ -14,7 +15,6 @@ Error bars are one standard deviation over trials (``ddof=0``: none for a single
 
 from __future__ import annotations
 
-import os
 from typing import Any, Sequence
 
 import matplotlib.pyplot as plt
@@ -138,9 +138,7 @@ def _renamed(table: pd.DataFrame, formats: dict[str, str],
 def weights_source() -> str:
     """One line naming the weights file read and whether it came from ``$ATTN_BOOK_GPT2``."""
     source = gpt2.find_source()
-    from_env = bool(os.environ.get(gpt2.ENV_VAR, "").strip())
-    where = "from $" + gpt2.ENV_VAR if from_env else "repository default ../shared/gpt2_small_qk/"
-    return f"weights: {source.name} ({where})"
+    return f"weights: {source.name} ({gpt2.source_label(source)})"
 
 
 def orientation(*, seed: int, layers: Sequence[int] = LAYERS) -> dict[str, float]:
