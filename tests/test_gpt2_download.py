@@ -12,7 +12,6 @@ more under load).
 from __future__ import annotations
 
 import contextlib
-import functools
 import http.server
 import os
 import re
