@@ -2,26 +2,20 @@
 
 from __future__ import annotations
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+from IPython.display import Markdown
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-from IPython.display import Markdown  # noqa: E402
-
-from attn_lib.book.page import Figure  # noqa: E402
-from attn_lib.book.figures import finite_size as figs  # noqa: E402
-from attn_lib.studies import convergence  # noqa: E402
+from attn_lib.book.page import Figure
+from attn_lib.book.figures import finite_size as figs
+from attn_lib.studies import convergence
 
 KW = dict(n_ladder=[32, 64], trials=[4, 3], gamma=1.0, seed=0)
 KEYS = ("random", "snr1", "al1", "al2", "cos")
 
 
-@pytest.fixture(autouse=True)
-def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("ATTN_BOOK_CACHE", str(tmp_path))
+pytestmark = pytest.mark.usefixtures("book_cache")
 
 
 def test_overview():

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import matplotlib
+import matplotlib.pyplot as plt
+import pytest
+from IPython.display import Markdown
 
-matplotlib.use("Agg")
+from attn_lib.book.figures import gpt2 as gpt2_figs
+from attn_lib.studies import gpt2
 
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
-from IPython.display import Markdown  # noqa: E402
-
-from attn_lib.book.figures import gpt2 as gpt2_figs  # noqa: E402
-from attn_lib.book.page import Figure  # noqa: E402
-from attn_lib.studies import gpt2  # noqa: E402
+from book_helpers import check_figure
 
 pytestmark = pytest.mark.skipif(not gpt2.default_path().is_file(),
                                 reason=f"GPT-2 weights not present at {gpt2.default_path()}")
@@ -33,14 +30,6 @@ def _cache(tmp_path_factory):
     plt.close("all")
 
 
-def _check(result, names: set[str], n_axes: int) -> dict:
-    assert isinstance(result, Figure)
-    assert set(result.numbers) == names
-    assert len(result.fig.axes) == n_axes
-    plt.close(result.fig)
-    return result.numbers
-
-
 def test_weights_source_and_orientation():
     assert gpt2_figs.weights_source().startswith("weights: gpt2_small_qk.npz")
     out = gpt2_figs.orientation(seed=0, layers=(0, 1))
@@ -49,7 +38,7 @@ def test_weights_source_and_orientation():
 
 
 def test_scale():
-    nums = _check(gpt2_figs.scale(**SMALL), {
+    nums = check_figure(gpt2_figs.scale(**SMALL), {
         "gpt2_scale_min", "gpt2_scale_max", "gpt2_scale_argmax", "gpt2_idratio_max",
         "gpt2_idratio_argmax", "gpt2_idratio_absmin", "gpt2_n_alpha_neg", "gpt2_alpha_neg_layers",
         "gpt2_idratio_ln_maxdiff", "gpt2_idratio_ln_max", "gpt2_ln_sign_changes"}, 2)
@@ -58,8 +47,8 @@ def test_scale():
 
 
 def test_spectra():
-    _check(gpt2_figs.singular_values(**SMALL), {"gpt2_top_ratio_min", "gpt2_top_ratio_max"}, 1)
-    _check(gpt2_figs.eigenvalues(**SMALL),
+    check_figure(gpt2_figs.singular_values(**SMALL), {"gpt2_top_ratio_min", "gpt2_top_ratio_max"}, 1)
+    check_figure(gpt2_figs.eigenvalues(**SMALL),
            {"gpt2_sym_skew_min", "gpt2_sym_skew_max", "gpt2_sym_skew_argmax"}, 1)
 
 
@@ -69,15 +58,15 @@ def test_fit_table_and_shares():
     assert out["gpt2_head_rank"] == gpt2.HEAD_DIM and out["gpt2_layer_rank"] == gpt2.P
     assert out["gpt2_fit_table"].data.count("\n") == 2  # header, rule, one layer
     names = {f"gpt2_share{k}_{m}" for k in (0, 1, 8, 64) for m in ("min", "max")}
-    _check(gpt2_figs.shares(**SMALL), names | {"gpt2_k50_min", "gpt2_k50_max", "gpt2_k50_shuf_min",
+    check_figure(gpt2_figs.shares(**SMALL), names | {"gpt2_k50_min", "gpt2_k50_max", "gpt2_k50_shuf_min",
                                                "gpt2_n_hold", "gpt2_n_fail"}, 2)
 
 
 def test_attention_with_the_real_weights():
-    nums = _check(gpt2_figs.layer_errors(**MC, layers=(0,)),
+    nums = check_figure(gpt2_figs.layer_errors(**MC, layers=(0,)),
                   {"gpt2_gamma_rep", "gpt2_n_tokens", "gpt2_trials", "gpt2_gap_table"}, 1)
     assert nums["gpt2_n_tokens"] == 192 and nums["gpt2_gamma_rep"] == pytest.approx(1e-3)
-    nums = _check(gpt2_figs.theory_vs_simulation(**MC), {
+    nums = check_figure(gpt2_figs.theory_vs_simulation(**MC), {
         "gpt2_real_vs_fit_max", "gpt2_delta_max", "gpt2_fit_vs_theory_aligned",
         "gpt2_fit_vs_theory_random", "gpt2_delta_aligned", "gpt2_delta_random",
         "gpt2_detail_table", "gpt2_sign_aligned", "gpt2_sign_random"}, 1)

@@ -2,32 +2,21 @@
 
 from __future__ import annotations
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+from IPython.display import Markdown
 
-matplotlib.use("Agg")
+from attn_lib.book.figures import nonlinearity_atlas as figs
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-from IPython.display import Markdown  # noqa: E402
-
-from attn_lib.book.page import Figure  # noqa: E402
-from attn_lib.book.figures import nonlinearity_atlas as figs  # noqa: E402
+from book_helpers import check_figure
 
 KW = dict(names=["tanh", "relu"], partners=["cos", "sign"], reflect=["relu"], n_sweep=1, n=24,
           trials=2, seed=0)
 SETTINGS = ("random", "aligned", "orthogonal", "strong")
 
 
-@pytest.fixture(autouse=True)
-def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("ATTN_BOOK_CACHE", str(tmp_path))
-
-
-def _check(figure, axes, names):
-    assert isinstance(figure, Figure) and len(figure.fig.axes) == axes
-    assert set(figure.numbers) == set(names)
-    plt.close(figure.fig)
+pytestmark = pytest.mark.usefixtures("book_cache")
 
 
 def test_overview():
@@ -39,7 +28,7 @@ def test_overview():
 
 
 def test_gamma_choice():
-    _check(figs.gamma_choice(), 4, {f"contrast_{s}" for s in SETTINGS})
+    check_figure(figs.gamma_choice(), {f"contrast_{s}" for s in SETTINGS}, 4)
 
 
 def test_tables():
@@ -56,8 +45,8 @@ def test_tables():
 
 
 def test_error_ratio():
-    _check(figs.error_ratio(**KW), 4, {"random_monotone"} | {f"{k}_{s}" for s in SETTINGS
-                                                             for k in ("r2", "de_range")})
+    check_figure(figs.error_ratio(**KW), {"random_monotone"} | {f"{k}_{s}" for s in SETTINGS
+                                                             for k in ("r2", "de_range")}, 4)
 
 
 def test_paired_deviations():
@@ -66,14 +55,14 @@ def test_paired_deviations():
     names |= {"z_max", "sem_rel_small", "worst_small", "worst_small_z", "verdict_small",
               "dev_cos_strong", "dev_sign_strong", "dev_named_strong", "dev_min_strong",
               "dev_max_strong", "dev_min_label", "dev_max_label", "closest_kind"}
-    _check(figs.paired_deviations(**KW), 4, names)
+    check_figure(figs.paired_deviations(**KW), names, 4)
 
 
 def test_shift_ladder():
     figure = figs.shift_ladder(**KW, n_ladder=[16, 24])
-    _check(figure, 2, {f"ladder_{k}" for k in ("n0", "n1", "d0", "d1", "spread0", "spread1",
+    check_figure(figure, {f"ladder_{k}" for k in ("n0", "n1", "d0", "d1", "spread0", "spread1",
                                                "q0", "q0_se", "q1", "q1_se", "verdict",
-                                               "conclusion")})
+                                               "conclusion")}, 2)
     assert (figure.numbers["ladder_n0"], figure.numbers["ladder_n1"]) == (16, 24)
     # two draws per size: no jackknife error, the verdict and its conclusion are undecided
     verdict = figure.numbers["ladder_verdict"]

@@ -4,37 +4,22 @@ from __future__ import annotations
 
 import math
 
-import matplotlib
+import numpy as np
+import pytest
+from IPython.display import Markdown
 
-matplotlib.use("Agg")
+from attn_lib.book.figures import phase_diagram as figs
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-from IPython.display import Markdown  # noqa: E402
-
-from attn_lib.book.figures import phase_diagram as figs  # noqa: E402
-from attn_lib.book.page import Figure  # noqa: E402
+from book_helpers import check_figure
 
 SMALL = dict(grid=[4, 3], n=40, trials=2, seed=0)
 
 
-@pytest.fixture(autouse=True)
-def _no_cache(monkeypatch):
-    monkeypatch.setenv("ATTN_BOOK_CACHE", "off")
-    yield
-    plt.close("all")
-
-
-def _check(result, names: set[str], n_axes: int) -> dict:
-    assert isinstance(result, Figure)
-    assert set(result.numbers) == names
-    assert len(result.fig.axes) == n_axes
-    return result.numbers
+pytestmark = pytest.mark.usefixtures("book_cache_off")
 
 
 def test_snr_angle():
-    nums = _check(figs.snr_angle(**SMALL), {
+    nums = check_figure(figs.snr_angle(**SMALL), {
         "gamma", "n", "trials", "delta_max", "cells1", "seconds1", "win1", "best1", "best1_snr",
         "best1_deg", "snr_win_lo", "snr_win_hi", "deg_win_max", "random_gap_min", "orth_gap_min",
         "worst1", "gap_snr_max", "snr_max", "table1"}, 2)  # map and colour bar
@@ -44,14 +29,14 @@ def test_snr_angle():
 
 
 def test_aspect_norm():
-    nums = _check(figs.aspect_norm(**SMALL), {
+    nums = check_figure(figs.aspect_norm(**SMALL), {
         "cells2", "seconds2", "win2", "c_star_w0", "c_star_wmax", "w_max", "c_half", "w_needed",
         "worst2", "c_star_random", "c_worst2", "table2"}, 2)
     assert nums["w_max"] == 4.0 and isinstance(nums["table2"], Markdown)
 
 
 def test_win_fraction():
-    nums = _check(figs.win_fraction(summary_grid=[2, 2], n_gamma=2), {
+    nums = check_figure(figs.win_fraction(summary_grid=[2, 2], n_gamma=2), {
         "summary_cells", "g_small", "frac1_small", "frac2_small_tanh", "g_min", "g_max",
         "frac1_gmax", "frac2_gmax", "frac1_g1", "random_gmax", "frac1_g1_sign", "frac1_g1_relu",
         "nu_sign", "nu_tanh"}, 2)

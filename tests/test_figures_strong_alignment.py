@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
-import matplotlib
+import pytest
+from IPython.display import Markdown
 
-matplotlib.use("Agg")
+from attn_lib.book.figures import strong_alignment as figs
+from attn_lib.studies import sweeps
 
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
-from IPython.display import Markdown  # noqa: E402
-
-from attn_lib.book.page import Figure  # noqa: E402
-from attn_lib.book.figures import strong_alignment as figs  # noqa: E402
-from attn_lib.studies import sweeps  # noqa: E402
+from book_helpers import check_figure
 
 N, TRIALS = 64, 2
 SWEEP = dict(n=N, trials=TRIALS, n_points=2, n_line=2, seed=0)
 
 
-@pytest.fixture(autouse=True)
-def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("ATTN_BOOK_CACHE", str(tmp_path))
+pytestmark = pytest.mark.usefixtures("book_cache")
 
 
 @pytest.fixture
@@ -31,12 +25,6 @@ def _cheap_theory(monkeypatch):
                         lambda settings, gammas, n: sweeps.equivalents(settings, [gammas]))
 
 
-def _check(figure, axes, names):
-    assert isinstance(figure, Figure) and len(figure.fig.axes) == axes
-    assert set(figure.numbers) == set(names)
-    plt.close(figure.fig)
-
-
 def test_overview():
     out = figs.overview(n=N, trials=TRIALS)
     assert out == {"n": N, "p": 19, "trials": TRIALS, "ex_delta": figs.example(6.0).delta(N),
@@ -44,14 +32,12 @@ def test_overview():
 
 
 def test_phenomenon():
-    _check(figs.phenomenon(**SWEEP), 2,
-           {"ex_mc", "ex_ridge_mc", "ex_limit", "ex_factor", "sweep_d0", "sweep_d1",
-            "sweep_ratio_sim0", "sweep_ratio_sim1", "sweep_ratio_lim_min"})
+    check_figure(figs.phenomenon(**SWEEP), {"ex_mc", "ex_ridge_mc", "ex_limit", "ex_factor", "sweep_d0", "sweep_d1",
+            "sweep_ratio_sim0", "sweep_ratio_sim1", "sweep_ratio_lim_min"}, 2)
 
 
 def test_shift_histogram():
-    _check(figs.shift_histogram(n=N, seed=0), 1,
-           {"h_delta", "h_sd", "h_sd_emp", "h_ratio", "h_ratio_approx", "h_wrong_side"})
+    check_figure(figs.shift_histogram(n=N, seed=0), {"h_delta", "h_sd", "h_sd_emp", "h_ratio", "h_ratio_approx", "h_wrong_side"}, 1)
 
 
 def test_surrogates():
@@ -65,9 +51,8 @@ def test_surrogates():
 
 @pytest.mark.usefixtures("_cheap_theory")
 def test_finite_size():
-    _check(figs.finite_size(**SWEEP, funcs=["sign"]), 1,
-           {"funcs_list", "fs_gap_max", "fs_gap_med", "lim_gap_max", "fs_points", "fs_sem_max",
-            "fs_sign_last", "fs_lim_small", "fs_sd_small", "mc_sign_last"})
+    check_figure(figs.finite_size(**SWEEP, funcs=["sign"]), {"funcs_list", "fs_gap_max", "fs_gap_med", "lim_gap_max", "fs_points", "fs_sem_max",
+            "fs_sign_last", "fs_lim_small", "fs_sd_small", "mc_sign_last"}, 1)
 
 
 @pytest.mark.usefixtures("_cheap_theory")
@@ -75,10 +60,9 @@ def test_maps():
     # two maps and their shared colour bar
     figure = figs.maps(map_size=3, n_map=128, map_checks=2, map_trials=2, seed=0)
     numbers = dict(figure.numbers)
-    _check(figure, 3,
-           {"n_map", "map_win_fs", "map_win_lim", "map_best_fs", "map_best_lim", "map_factor_fs",
+    check_figure(figure, {"n_map", "map_win_fs", "map_win_lim", "map_best_fs", "map_best_lim", "map_factor_fs",
             "map_w0_lo", "map_w0_hi", "map_w0_delta", "map_check_table", "map_check_dev",
-            "map_check_sign"})
+            "map_check_sign"}, 3)
     # two checked cells, the corners of the diagonal; the colour bar is symmetric about zero
     assert len(numbers["map_check_table"].data.splitlines()) == 2 + 2
     assert numbers["map_check_sign"].name == "map_check_sign" and numbers["map_check_dev"] >= 0
