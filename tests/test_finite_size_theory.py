@@ -32,9 +32,22 @@ def test_shift_functions_at_zero_are_the_hermite_data(f):
     assert S2 == pytest.approx(h.nu - h.a1 ** 2, abs=1e-8)
 
 
-def test_shift_table_refuses_shifts_outside_it():
-    with pytest.raises(ValueError, match="outside the table"):
-        shift_functions("tanh", h_max=4.0)(np.array([5.0]))
+@pytest.mark.parametrize("scale", [1.0, 0.01])
+def test_shifts_beyond_the_table_are_integrated_directly(scale):
+    # The table stops at |h| = 64 (and at h_max); beyond, F0 and F1 come from direct quadrature and
+    # must still match the closed forms of erf (a small scale: GPT-2's layer 4 reduced to alpha = 1
+    # needs |h| ~ 3000), as tightly as the table does (1e-8).
+    sf = shift_functions("erf", scale=scale, h_max=4.0)
+    assert sf.h_max == 4.0
+    h = np.array([-3000.0, -64.5, -4.01, 3.99, 4.01, 70.3, 500.0])
+    q = 1 + 2 * scale ** 2
+    F0, F1, S2 = sf(h)
+    np.testing.assert_allclose(F0, special.erf(scale * h / np.sqrt(q)), atol=1e-8)
+    np.testing.assert_allclose(F1, 2 * scale / np.sqrt(np.pi * q) * np.exp(-scale ** 2 * h ** 2 / q), atol=1e-8)
+    assert np.all(S2 >= 0)
+    # a jump far from the table: sign's break at 0 sits on a panel edge of every shift's window
+    F0, F1, _ = shift_functions("sign", h_max=1e4)(np.array([-100.0, 0.5, 65.25]))
+    np.testing.assert_allclose(F0, special.erf(np.array([-100.0, 0.5, 65.25]) / np.sqrt(2)), atol=1e-12)
 
 
 @pytest.mark.parametrize("setting", [

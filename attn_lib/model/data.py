@@ -44,34 +44,44 @@ class Sample:
     w_Q: np.ndarray
 
 
-def _latent_factor(gram: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Eigenpairs ``(lam, vec)`` of the symmetric ``gram`` kept by the package's one rank cut-off.
+def _latent_factor(gram: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(lam, vec, d)`` with ``gram = D U diag(lam) U^T D`` on its numerical range, ``D = diag(d)``.
 
-    An eigenvalue counts when ``lam > 1e-12 max(1, lam_max)``, i.e. a singular value of the
-    factor when ``s > 1e-6 max(1, s_max)``: ``eigh`` resolves eigenvalues only to about
-    ``1e-16 lam_max``, so smaller ones are rounding noise of a rank-deficient ``gram``.
+    The eigendecomposition is of the *equilibrated* ``gram / (d d^T)``, ``d`` the column norms
+    (the cosine matrix), so that the rank does not depend on the vectors' scales: after the
+    reduction to ``alpha = 1`` a small ``alpha`` makes ``w_K`` a million times longer than ``mu``,
+    and the eigenvalues of ``gram`` itself would no longer resolve ``mu``'s direction. A column
+    counts when ``d^2 > 1e-12`` (a norm above ``1e-6``, whatever the others), an eigenvalue of the cosine matrix when
+    ``lam > 1e-12`` (``eigh`` resolves eigenvalues to about ``1e-16 lam_max``, and
+    ``lam_max >= 1``); ``d`` is 0 for the columns that do not count and ``U`` has zero rows there.
     """
-    lam, vec = np.linalg.eigh(gram)
-    keep = lam > _RANK_TOL * max(1.0, lam.max())
-    return lam[keep], vec[:, keep]
+    d2 = np.diag(gram).copy()
+    on = d2 > _RANK_TOL
+    d = np.where(on, np.sqrt(np.where(on, d2, 1.0)), 0.0)
+    lam, vec = np.linalg.eigh(gram[np.ix_(on, on)] / np.outer(d[on], d[on]))
+    keep = lam > _RANK_TOL
+    U = np.zeros((len(d2), int(keep.sum())))
+    U[on] = vec[:, keep]
+    return lam[keep], U, d
 
 
 def latent_coordinates(setting: Setting) -> np.ndarray:
     """Coordinates of ``mu, w_K, w_Q`` in an orthonormal basis of their span, shape ``(r, 3)``.
 
-    ``gram = C^T C`` through the eigendecomposition of ``setting.gram``; ``r`` (0 to 3) is its
-    numerical rank (the cut-off of :func:`latent_basis`).
+    ``C = diag(lam)^{1/2} U^T D`` with ``gram = C^T C`` from the equilibrated eigendecomposition
+    of ``setting.gram`` (:func:`latent_basis` uses the same factor and cut-off); ``r`` (0 to 3) is
+    its numerical rank.
     """
-    lam, vec = _latent_factor(setting.gram)
-    return np.sqrt(lam)[:, None] * vec.T
+    lam, U, d = _latent_factor(setting.gram)
+    return np.sqrt(lam)[:, None] * U.T * d[None, :]
 
 
 def latent_basis(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Orthonormal basis ``B`` of the span of the columns of ``V`` and the coordinates ``B^T V``.
 
-    With the eigendecomposition ``V^T V = U diag(lam) U^T`` restricted to the numerical rank
-    ``r`` (the same factorisation and cut-off as :func:`latent_coordinates`),
-    ``B = V U diag(lam)^{-1/2}`` and ``C = B^T V = diag(lam)^{1/2} U^T``, so ``V = B C``.
+    With ``V^T V = D U diag(lam) U^T D`` the equilibrated factorisation of
+    :func:`latent_coordinates` (same cut-off), ``B = V D^+ U diag(lam)^{-1/2}`` and
+    ``C = B^T V = diag(lam)^{1/2} U^T D``, so ``V = B C``.
 
     Parameters
     ----------
@@ -88,14 +98,16 @@ def latent_basis(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     Notes
     -----
     Through ``V^T V``, ``B^T B = I`` holds up to rounding times the squared condition number of
-    ``V`` on its span, at most ``1e12`` by the cut-off; for ``mu, w_K, w_Q`` it is a small number.
+    the *normalised* columns on their span, at most ``1e12`` by the cut-off; for ``mu, w_K, w_Q``
+    it is a small number.
     """
     V = np.asarray(vectors, dtype=float)
     if V.ndim != 2:
         raise ValueError(f"vectors must be a 2-D array (p, k), got shape {V.shape}")
-    lam, vec = _latent_factor(V.T @ V)
+    lam, U, d = _latent_factor(V.T @ V)
     root = np.sqrt(lam)
-    return V @ (vec / root), root[:, None] * vec.T
+    dinv = np.divide(1.0, d, out=np.zeros_like(d), where=d > 0)
+    return V @ (dinv[:, None] * U / root), root[:, None] * U.T * d[None, :]
 
 
 def geometry(setting: Setting, p: int) -> np.ndarray:

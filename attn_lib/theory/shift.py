@@ -11,16 +11,21 @@ theory (``attn_lib.theory._finite_size``), which evaluates them at the pairwise 
 ``h_ij`` of the tokens.
 
 Computation: ``E g(xi + h) = int g(x) phi(x - h) dx`` by composite Gauss–Legendre quadrature
-(24 nodes on every unit interval of ``[-H - 12, H + 12]``, split at the break points of ``f`` so
-that kinks and jumps sit on panel edges), tabulated on a grid of ``h`` with spacing ``1/64`` and
-interpolated by cubic splines. The quadrature error is below ``1e-12``; the spline error is below
-``1e-7`` (tests compare with the closed forms for ``sign`` and ``erf``).
+(24 nodes on each of the 25 unit panels ``[k - 12, k + 13]``, ``k = floor(h)``, split at the break
+points of ``f`` so that kinks and jumps sit on panel edges; ``phi(12) ~ 1e-32``). Shifts up to
+``|h| = 64`` are tabulated on a grid of spacing ``1/64`` and interpolated by cubic splines; larger
+shifts (GPT-2's layer 4, with ``alpha = 0.004``, needs ``|h|`` up to 3000 once reduced to
+``alpha = 1``) are integrated directly at the shifts asked for. Both work on blocks of shifts, so
+time and memory grow with the number of shifts, not with their size. The quadrature error is below
+``1e-12``; the spline error is below ``1e-7`` (tests compare with the closed forms for ``sign``
+and ``erf``).
 """
 
 from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,21 +34,26 @@ from scipy.interpolate import CubicSpline
 from ..model.hermite import centered
 from ..model.nonlinearity import NonlinearityLike, check_nonlinearity
 
-__all__ = ["ShiftFunctions", "shift_functions"]
+__all__ = ["ShiftFunctions", "expectations", "shift_functions"]
 
 _NODES = 24          # Gauss–Legendre nodes per unit panel
-_TAIL = 12.0         # integrate x over [h - 12, h + 12] at least
+_TAIL = 12           # integrate over the unit panels within _TAIL of the shift
 _STEP = 1.0 / 64.0   # spacing of the tabulated shifts
+_TABLE_MAX = 64.0    # largest tabulated |h|; larger shifts are integrated directly
+_BLOCK = 1024        # shifts per block of the quadrature (memory ~ _BLOCK x 650 nodes)
 
 
 @dataclass(frozen=True)
 class ShiftFunctions:
     """Cubic-spline tables of ``F0``, ``F1`` and ``S2`` on ``[-h_max, h_max]``.
 
-    Call :meth:`__call__` with an array of shifts; values outside the table raise ``ValueError``.
+    Call :meth:`__call__` with an array of shifts; shifts outside the table are integrated
+    directly (:func:`expectations`).
     """
 
     h_max: float
+    g: Callable[[np.ndarray], np.ndarray]
+    breaks: tuple[float, ...]
     _F0: CubicSpline
     _F1: CubicSpline
     _S2: CubicSpline
@@ -51,19 +61,46 @@ class ShiftFunctions:
     def __call__(self, h: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(F0(h), F1(h), S2(h))``, each shaped like ``h``."""
         h = np.asarray(h, dtype=float)
-        if h.size and np.max(np.abs(h)) > self.h_max:
-            raise ValueError(f"shift |h| = {np.max(np.abs(h)):.3g} outside the table [-{self.h_max}, {self.h_max}]")
-        return self._F0(h), self._F1(h), np.maximum(self._S2(h), 0.0)
+        F0, F1, S2 = self._F0(h), self._F1(h), self._S2(h)
+        out = np.abs(h) > self.h_max
+        if np.any(out):
+            F0[out], F1[out], S2[out] = expectations(self.g, self.breaks, h[out])
+        return F0, F1, np.maximum(S2, 0.0)
 
 
-def _panels(lo: float, hi: float, breaks: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray]:
-    """Gauss–Legendre nodes and weights on unit panels of ``[lo, hi]`` split at ``breaks``."""
-    edges = np.union1d(np.arange(math.floor(lo), math.ceil(hi) + 1.0),
-                       [b for b in breaks if lo < b < hi])
-    t, w = np.polynomial.legendre.leggauss(_NODES)
-    half = np.diff(edges)[:, None] / 2.0
-    mid = (edges[:-1] + edges[1:])[:, None] / 2.0
-    return (mid + half * t).ravel(), (half * w).ravel()
+def expectations(g: Callable[[np.ndarray], np.ndarray], breaks: tuple[float, ...],
+                 h: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(F0, F1, S2)`` of ``g`` at the shifts ``h`` (shape ``(H,)``) by direct quadrature.
+
+    Parameters
+    ----------
+    g : callable
+        Vectorised function (the centred, scaled nonlinearity).
+    breaks : tuple of float
+        Kinks and jumps of ``g``; they become panel edges.
+    h : ndarray, shape (H,)
+
+    Returns
+    -------
+    F0, F1, S2 : ndarray, shape (H,)
+    """
+    t, wt = np.polynomial.legendre.leggauss(_NODES)
+    F0, F1, V = np.empty_like(h), np.empty_like(h), np.empty_like(h)
+    for lo in range(0, len(h), _BLOCK):
+        hb = h[lo:lo + _BLOCK, None]
+        k = np.floor(hb) - _TAIL
+        edges = k + np.arange(2 * _TAIL + 2.0)            # (B, 26) unit panels around h
+        if breaks:                                        # breaks inside split a panel
+            edges = np.sort(np.concatenate([edges, np.clip(breaks, k, k + 2 * _TAIL + 1)], axis=1), axis=1)
+        half = np.diff(edges, axis=1)[:, :, None] / 2.0   # zero-width panels weigh nothing
+        x = ((edges[:, :-1] + edges[:, 1:])[:, :, None] / 2.0 + half * t).reshape(len(hb), -1)
+        d = x - hb                                        # xi = x - h
+        kern = (half * wt).reshape(len(hb), -1) * np.exp(-0.5 * d * d) / math.sqrt(2.0 * math.pi)
+        fx = g(x)
+        F0[lo:lo + _BLOCK] = np.einsum("ij,ij->i", kern, fx)
+        F1[lo:lo + _BLOCK] = np.einsum("ij,ij,ij->i", kern, d, fx)
+        V[lo:lo + _BLOCK] = np.einsum("ij,ij,ij->i", kern, fx, fx)
+    return F0, F1, V - F0 ** 2 - F1 ** 2
 
 
 def shift_functions(f: NonlinearityLike, scale: float = 1.0, h_max: float = 8.0) -> ShiftFunctions:
@@ -77,13 +114,14 @@ def shift_functions(f: NonlinearityLike, scale: float = 1.0, h_max: float = 8.0)
         :class:`~attn_lib.model.nonlinearity.Nonlinearity`.
     scale : float, default 1.0
     h_max : float, default 8.0
-        Largest shift needed; rounded up to a multiple of 4 so that tables are shared.
+        Largest shift expected. The table covers it up to ``|h| = 64``, rounded up to a multiple
+        of 4 so that tables are shared; larger shifts are integrated when asked for.
 
     Returns
     -------
     ShiftFunctions
     """
-    h_max = 4.0 * math.ceil(max(float(h_max), 1.0) / 4.0)
+    h_max = 4.0 * math.ceil(min(max(float(h_max), 1.0), _TABLE_MAX) / 4.0)
     try:
         return _table(f, float(scale), h_max)
     except TypeError:  # unhashable callable
@@ -92,15 +130,8 @@ def shift_functions(f: NonlinearityLike, scale: float = 1.0, h_max: float = 8.0)
 
 @functools.lru_cache(maxsize=64)
 def _table(f: NonlinearityLike, scale: float, h_max: float) -> ShiftFunctions:
-    breaks = check_nonlinearity(f).breaks
+    breaks = tuple(b / scale for b in check_nonlinearity(f).breaks)
     g = centered(f, scale)
-    x, w = _panels(-h_max - _TAIL, h_max + _TAIL, tuple(b / scale for b in breaks))
-    fx = g(x)
     h = np.arange(-h_max, h_max + _STEP / 2, _STEP)
-    d = x[None, :] - h[:, None]                       # xi = x - h
-    kern = w * np.exp(-0.5 * d * d) / math.sqrt(2.0 * math.pi)
-    F0 = kern @ fx
-    F1 = (kern * d) @ fx
-    V = kern @ (fx * fx)
-    S2 = V - F0 ** 2 - F1 ** 2
-    return ShiftFunctions(h_max, CubicSpline(h, F0), CubicSpline(h, F1), CubicSpline(h, S2))
+    F0, F1, S2 = expectations(g, breaks, h)
+    return ShiftFunctions(h_max, g, breaks, CubicSpline(h, F0), CubicSpline(h, F1), CubicSpline(h, S2))
