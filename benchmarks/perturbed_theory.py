@@ -43,6 +43,7 @@ import pytest
 #: The theory-against-simulation (or independent-reference) checks, by pytest node id.
 CHECKS = [
     "tests/test_attention_theory.py::test_theory_matches_simulation",
+    "tests/test_attention_theory.py::test_large_gamma_coefficient_closed_form",
     "tests/test_attention_theory.py::test_gram_spectrum_matches_eigenvalues",
     "tests/test_finite_size_theory.py::test_matches_simulation_where_the_limit_fails",
     "tests/test_kernel_spectrum.py::test_density_matches_eigenvalues",
