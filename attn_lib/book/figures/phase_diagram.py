@@ -223,10 +223,10 @@ def snr_angle(*, grid: Sequence[int], n: int, trials: int, seed: int) -> Figure:
             "pocket1", win == 0 and win_raw > 0,
             f"cells with Delta < 0: {win:.1f}% at the matched gamma, {win_raw:.1f}% at the raw "
             f"gamma = {GAMMA:g}",
-            wording=(f"closes: at the same $\\gamma/\\tau$ attention is behind ridge in every "
+            wording=(f"closes: at the same γ/τ attention is behind ridge in every "
                      f"cell of the plane, by at least {m1.gap.min():.4f}",
-                     f"does not simply close: at the same $\\gamma/\\tau$ attention is ahead on "
-                     f"{win:.1f}% of the plane (raw $\\gamma$: {win_raw:.1f}%)",
+                     f"does not simply close: at the same γ/τ attention is ahead on "
+                     f"{win:.1f}% of the plane (raw γ: {win_raw:.1f}%)",
                      "cannot be told apart")),
         "behind_edges1": exact(
             "behind_edges1", random_min > 0 and orth_min > 0,
@@ -286,9 +286,9 @@ def aspect_norm(*, grid: Sequence[int], n: int, trials: int, seed: int) -> Figur
             f"SNR 0, no weights, c in [{m0.x[0]:.2g}, {m0.x[-1]:.2g}]: smallest gap "
             f"{random_min:.4g} at the matched gamma; zero crossing at c = {c_random_raw:.3g} at "
             f"the raw gamma",
-            wording=("is a scale effect: at the same $\\gamma/\\tau$ attention is behind ridge "
-                     f"on random inputs at every $c$ of the plane, by at least {random_min:.3f}",
-                     "is not only a scale effect: at the same $\\gamma/\\tau$ attention is "
+            wording=("is a scale effect: at the same γ/τ attention is behind ridge "
+                     f"on random inputs at every c of the plane, by at least {random_min:.3f}",
+                     "is not only a scale effect: at the same γ/τ attention is "
                      "still ahead somewhere on random inputs",
                      "cannot be told apart")),
         "table2": _spot_table(s2, "$c$", "$\\|w\\|$", ".2f", ".1f"),
@@ -384,9 +384,9 @@ def win_fraction(*, summary_grid: Sequence[int], n_gamma: int) -> Figure:
         "random_edge", out["random_gmax"] == 0 < out["random_gmax_raw"],
         f"tanh, SNR 0 edge at gamma = {gammas[-1]:g}: {out['random_gmax']:.0f}% of the cells at "
         f"the same gamma/tau, {out['random_gmax_raw']:.0f}% at the raw gamma",
-        wording=("at the same $\\gamma/\\tau$ attention wins on none of it: the raw win was the "
+        wording=("at the same γ/τ attention wins on none of it: the raw win was the "
                  "scale of the features, not their quality",
-                 f"at the same $\\gamma/\\tau$ attention still wins on "
+                 f"at the same γ/τ attention still wins on "
                  f"{out['random_gmax']:.0f}% of it", "cannot be told apart"))
     out["funcs_scale"] = exact(
         "funcs_scale", out["spread1_g1"] < out["spread1_g1_raw"],
