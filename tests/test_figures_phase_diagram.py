@@ -20,9 +20,11 @@ pytestmark = pytest.mark.usefixtures("book_cache_off")
 
 def test_snr_angle():
     nums = check_figure(figs.snr_angle(**SMALL), {
-        "gamma", "n", "trials", "delta_max", "cells1", "seconds1", "win1", "best1", "best1_snr",
-        "best1_deg", "snr_win_lo", "snr_win_hi", "deg_win_max", "random_gap_min", "orth_gap_min",
-        "worst1", "gap_snr_max", "snr_max", "table1"}, 2)  # map and colour bar
+        "gamma", "n", "trials", "delta_max", "g_att1", "cells1", "seconds1", "win1", "win1_raw",
+        "least1", "least1_snr", "least1_deg", "best1_raw", "best1_snr_raw", "best1_deg_raw",
+        "snr_win_lo_raw", "snr_win_hi_raw", "random_gap_min", "random_gap_min_raw",
+        "orth_gap_min", "worst1", "gap_snr_max", "snr_max", "pocket1", "behind_edges1",
+        "table1"}, 2)  # map and colour bar
     assert nums["cells1"] == 12 and nums["n"] == 40 and nums["snr_max"] == 8.0
     assert isinstance(nums["table1"], Markdown)
     assert nums["table1"].data.count("\n") == 1 + len(figs.POINTS1)
@@ -30,16 +32,20 @@ def test_snr_angle():
 
 def test_aspect_norm():
     nums = check_figure(figs.aspect_norm(**SMALL), {
-        "cells2", "seconds2", "win2", "c_star_w0", "c_star_wmax", "w_max", "c_half", "w_needed",
-        "worst2", "c_star_random", "c_worst2", "table2"}, 2)
+        "cells2", "seconds2", "win2", "win2_raw", "g_att2_lo", "g_att2_hi", "c_star_w0",
+        "c_star_wmax", "c_star_w0_raw", "c_star_wmax_raw", "w_max", "worst2", "worst2_raw",
+        "c_worst2", "c_star_random_raw", "random_gap_min2", "random_corner", "table2"}, 2)
     assert nums["w_max"] == 4.0 and isinstance(nums["table2"], Markdown)
 
 
 def test_win_fraction():
     nums = check_figure(figs.win_fraction(summary_grid=[2, 2], n_gamma=2), {
-        "summary_cells", "g_small", "frac1_small", "frac2_small_tanh", "g_min", "g_max",
-        "frac1_gmax", "frac2_gmax", "frac1_g1", "random_gmax", "frac1_g1_sign", "frac1_g1_relu",
-        "nu_sign", "nu_tanh"}, 2)
+        "summary_cells", "g_small", "g_min", "g_max", "g_one", "frac2_small_tanh",
+        "frac1_g1_sign_raw", "frac1_g1_relu_raw", "nu_sign", "nu_tanh", "random_edge",
+        "funcs_scale", "ridgeless_agree",
+        *(f"{k}{sfx}" for k in ("frac1_small", "frac1_gmax", "frac2_gmax", "frac1_g1",
+                                "random_gmax", "spread1_g1", "spread2_g1")
+          for sfx in ("", "_raw"))}, 2)
     assert nums["summary_cells"] == 4 and nums["g_min"] == pytest.approx(1e-3)
     assert all(0.0 <= nums[k] <= 100.0 for k in ("frac1_small", "frac1_gmax", "frac2_gmax"))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from IPython.display import Markdown
 
@@ -33,7 +34,8 @@ def test_overview():
 
 def test_phenomenon():
     check_figure(figs.phenomenon(**SWEEP), {"ex_mc", "ex_ridge_mc", "ex_limit", "ex_factor", "sweep_d0", "sweep_d1",
-            "sweep_ratio_sim0", "sweep_ratio_sim1", "sweep_ratio_lim_min"}, 2)
+            "sweep_ratio_sim0", "sweep_ratio_sim1", "sweep_ratio_lim_min", "ex_better",
+            "ex_limit_near", "sweep_falls"}, 2)
 
 
 def test_shift_histogram():
@@ -43,7 +45,7 @@ def test_shift_histogram():
 def test_surrogates():
     out = figs.surrogates(n=N, trials=TRIALS, seed=0)
     assert set(out) == {"sur_table", "sur_lat_max", "sur_coh_first", "sur_coh_last",
-                        "sur_d_first", "sur_d_last"}
+                        "sur_d_first", "sur_d_last", "sur_coh_optimistic", "sur_lat_within"}
     lines = out["sur_table"].data.splitlines()
     assert isinstance(out["sur_table"], Markdown) and len(lines) == 2 + len(figs.SNR_SURROGATES)
     assert lines[1] == "|" + "---:|" * 6
@@ -84,3 +86,13 @@ def test_derivation_example():
     assert out["dv_rel_first"] == pytest.approx(100 * (short / th - 1), rel=1e-12)
     with pytest.raises(ValueError, match="trials_first"):
         figs.derivation_example(n_check=N, trials_check=2, trials_first=3)
+
+
+@pytest.mark.parametrize("rel, holds", [([0.02, -0.15], True), ([0.02, 0.3], False),
+                                        ([0.02, 0.18], None)])
+def test_latent_within(rel, holds):
+    # standard errors 0.01, margin 0.20: 0.15 + 0.03 passes, 0.3 - 0.03 fails, 0.18 +- 0.03
+    # straddles the margin
+    assert figs.LATENT_MARGIN == 0.20
+    claim = figs._latent_within(np.array(rel), np.full(2, 0.01))
+    assert claim.holds is holds and claim.name == "sur_lat_within"

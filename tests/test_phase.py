@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from attn_lib.model.nonlinearity import mixture
-from attn_lib.studies import phase
+from attn_lib.studies import phase, sweeps
 from attn_lib.theory import ConvergenceError, attention_error, ridge_error
 
 
@@ -49,13 +49,20 @@ def test_angle_and_its_supplement_are_the_same_model():
 # ------------------------------------------------------------------ the map
 @pytest.fixture(scope="module")
 def small_map():
-    return phase.phase_map(plane1(), np.linspace(0.0, 6.0, 7), np.array([0.0, 30.0, 90.0]), 1.0)
+    return phase.phase_map(plane1(), np.linspace(0.0, 6.0, 7), np.array([0.0, 30.0, 90.0]), 1.0,
+                           scale="raw")
+
+
+@pytest.fixture(scope="module")
+def matched_map():
+    return phase.phase_map(plane2(), np.geomspace(0.1, 4.0, 5), np.array([0.0, 2.0]), 1.0)
 
 
 def test_map_shapes_and_layout(small_map):
     m = small_map
     assert m.attention.shape == m.ridge.shape == m.gap.shape == (3, 7)
     assert len(m.settings) == 21 and m.gamma == 1.0 and m.seconds > 0
+    assert m.scale == "raw" and np.all(m.gamma_attention == 1.0)
     # row-major: cell (i, j) is make(x[j], y[i])
     assert m.settings[1 * 7 + 4] == plane1()(m.x[4], m.y[1])
     assert np.all(np.isfinite(m.attention)) and np.all(np.isfinite(m.ridge))
@@ -69,6 +76,20 @@ def test_map_agrees_with_direct_calls(small_map):
         s = plane1()(m.x[j], m.y[i])
         assert m.attention[i, j] == pytest.approx(float(attention_error(s, 1.0)), rel=1e-8)
         assert m.ridge[i, j] == pytest.approx(float(ridge_error(s, 1.0)), rel=1e-12)
+
+
+def test_matched_map_puts_attention_at_the_same_gamma_over_tau(matched_map):
+    # the book's convention: ridge at gamma, attention at gamma tau_att / tau_ridge, cell by cell
+    # (tau_ridge = c, so the ratio changes along the c axis)
+    m = matched_map
+    assert m.scale == "matched" and m.gamma_attention.shape == (2, 5)
+    for i, j in [(0, 0), (1, 2), (0, 4)]:
+        s = plane2()(m.x[j], m.y[i])
+        g_att = float(sweeps.matched_gamma(s, 1.0))
+        assert m.gamma_attention[i, j] == pytest.approx(g_att, rel=1e-12)
+        assert m.attention[i, j] == pytest.approx(float(attention_error(s, g_att)), rel=1e-8)
+        assert m.ridge[i, j] == pytest.approx(float(ridge_error(s, 1.0)), rel=1e-12)
+    assert m.gamma_attention[0, 0] > 10 * m.gamma_attention[0, -1]
 
 
 def test_map_delta(small_map):
@@ -106,6 +127,10 @@ def test_validation(small_map):
         phase.phase_map(plane1(), x, y, [0.1, 1.0])
     with pytest.raises(ValueError, match="gamma must be in"):
         phase.phase_map(plane1(), x, y, 0.0)
+    with pytest.raises(ValueError, match="scale"):
+        phase.phase_map(plane1(), x, y, 1.0, scale="tau")
+    with pytest.raises(ValueError, match="scale"):
+        phase.spot_checks(plane1(), [(1.0, 2.0)], 1.0, n=64, trials=1, scale="tau")
     with pytest.raises(ValueError, match="axis"):
         small_map.crossings(0, axis="z")
     with pytest.raises(ValueError, match="index"):
@@ -119,9 +144,11 @@ def test_validation(small_map):
 
 
 def test_solver_failure_is_raised_not_blank(monkeypatch):
-    def failing(settings, gammas, model="attention"):
+    import attn_lib.theory.attention as attention
+
+    def failing(settings, gamma, **kwargs):
         raise ConvergenceError("no fixed point")
-    monkeypatch.setattr(phase.sweeps, "equivalents", failing)
+    monkeypatch.setattr(attention, "attention_error_batch", failing)
     with pytest.raises(ConvergenceError):
         phase.phase_map(plane1(), [0.0, 1.0], [0.0, 90.0], 1.0)
 
@@ -133,19 +160,31 @@ def test_random_inputs_attention_loses_for_c_at_least_half(gamma):
     # at small c and gamma >~ 0.1 the DE (and simulation) has attention ahead even without
     # signal, a scale effect the chapter reports
     make = lambda c, w: phase.symmetric_weights(c, 0.0, w, 0.0)  # noqa: E731
-    m = phase.phase_map(make, np.geomspace(0.5, 8.0, 6), [0.0, 2.0], gamma)
+    m = phase.phase_map(make, np.geomspace(0.5, 8.0, 6), [0.0, 2.0], gamma, scale="raw")
     assert np.all(m.gap > 0)
     np.testing.assert_allclose(m.attention[0], m.attention[1], rtol=1e-10)  # weights drop out
 
 
-def test_random_inputs_small_c_exception():
-    # the boundary the chapter glues (c_star_random at gamma = 1) exists: below it attention
-    # leads on random inputs, above it ridge does
-    m = phase.phase_map(lambda c, snr: phase.symmetric_weights(c, snr, 0.0, 0.0),
-                        np.geomspace(0.1, 4.0, 12), [0.0, 2.0], 1.0)
+def test_random_inputs_small_c_exception_is_a_scale_effect():
+    # at the raw gamma = 1 the boundary the chapter glues (c_star_random_raw) exists: below it
+    # attention leads on random inputs, above it ridge does; at the same gamma / tau attention
+    # is behind at every c of the plane (smallest gap 0.0129 on the chapter's 40-point axis)
+    make = lambda c, snr: phase.symmetric_weights(c, snr, 0.0, 0.0)  # noqa: E731
+    m = phase.phase_map(make, np.geomspace(0.1, 4.0, 12), [0.0, 2.0], 1.0, scale="raw")
     cr = m.crossings(0)
     assert cr.size == 1 and 0.1 < cr[0] < 0.5
     assert m.gap[0, 0] < 0 < m.gap[0, -1]
+    matched = phase.phase_map(make, np.geomspace(0.1, 4.0, 12), [0.0, 2.0], 1.0)
+    assert np.all(matched.gap[0] > 0)
+
+
+@pytest.mark.parametrize("gamma", [1e-3, 1e-1, 1.0, 10.0])
+def test_random_inputs_attention_loses_at_equal_scale(gamma):
+    # the chapter's claim random_edge (and random_corner): at the same gamma / tau attention is
+    # behind on random inputs over both planes' c range, at every gamma of the chapter
+    make = lambda c, w: phase.symmetric_weights(c, 0.0, w, 0.0)  # noqa: E731
+    m = phase.phase_map(make, np.geomspace(0.1, 4.0, 8), [0.0, 2.0], gamma)
+    assert np.all(m.gap > 0)
 
 
 def test_a1_zero_attention_ignores_snr_and_angle():
@@ -164,12 +203,16 @@ def test_orthogonal_weights_drop_out_and_alignment_helps():
     assert np.all(m.attention[1:] < orth.attention[1:])
 
 
-def test_the_chapter_pocket():
-    # gamma = 1, c = 1/2, |w| = 2: attention wins on the aligned edge between two SNRs only
-    m = phase.phase_map(plane1(), np.linspace(0.0, 8.0, 33), [0.0, 90.0], 1.0)
+def test_the_chapter_pocket_is_a_raw_gamma_effect():
+    # gamma = 1, c = 1/2, |w| = 2: at the raw gamma attention wins on the aligned edge between
+    # two SNRs only; at the same gamma / tau (attention at gamma = 2.26) nowhere, the smallest
+    # gap being +0.0076 at SNR 8
+    m = phase.phase_map(plane1(), np.linspace(0.0, 8.0, 33), [0.0, 90.0], 1.0, scale="raw")
     lo, hi = m.crossings(0)
     assert 0.5 < lo < 2.0 < hi < 6.0
     assert np.all(m.gap[1] > 0)
+    matched = phase.phase_map(plane1(), np.linspace(0.0, 8.0, 33), [0.0, 90.0], 1.0)
+    assert np.all(matched.gap > 0)
 
 
 @pytest.mark.parametrize("f", ["tanh", "relu", "sign"])
@@ -178,7 +221,9 @@ def test_chapter_ranges_solve(f):
     # there would stop the notebook, as phase_map raises)
     for g in (1e-3, 1e-2, 1e-1, 1.0, 10.0):
         for m in (phase.phase_map(plane1(f=f), np.linspace(0, 8, 6), np.linspace(0, 90, 4), g),
-                  phase.phase_map(plane2(f=f), np.geomspace(0.1, 4, 6), np.linspace(0, 4, 4), g)):
+                  phase.phase_map(plane2(f=f), np.geomspace(0.1, 4, 6), np.linspace(0, 4, 4), g),
+                  phase.phase_map(plane2(f=f), np.geomspace(0.1, 4, 6), np.linspace(0, 4, 4), g,
+                                  scale="raw")):
             assert np.all(np.isfinite(m.gap))
             assert np.all((m.attention >= 0) & (m.attention <= 1))
 
@@ -191,7 +236,7 @@ def test_spot_check_agrees_at_small_delta():
     # 0.016); at gamma = 1 the gap is 0.067 and its spread 0.014, too close for a 10 % test.
     # Tolerance: 3 standard errors plus 1 % of the gap (0.0088 against 0.0107 for a 10 % error).
     sc = phase.spot_checks(plane1(), [(0.5, 60.0)], 0.1, n=512, trials=40, seed=3,
-                           use_cache=False)
+                           use_cache=False, scale="raw")
     assert sc.gap_draws.shape == (1, 40) and sc.p[0] == 256
     assert sc.delta[0] == pytest.approx(1.0 / 16)  # 0.5 (1 + 4/4) / sqrt(256)
     np.testing.assert_allclose(sc.gap_draws, sc.attention_draws - sc.ridge_draws)
@@ -222,7 +267,25 @@ def test_the_pocket_is_a_proportional_limit_statement():
     # at n = 512 the finite-size gap is negative over the whole pocket (-0.04 to -0.08 at SNR 1.5-6)
     ridge = {snr: float(ridge_error(mk(snr, 0.0), 1.0)) for snr in (1.5, 3.0, 6.0)}
     assert all(attention_error(mk(snr, 0.0), 1.0, n=512) < r for snr, r in ridge.items())
-    sc = phase.spot_checks(mk, [(1.0, 0.0)], 1.0, n=512, trials=16, seed=3, use_cache=False)
+    sc = phase.spot_checks(mk, [(1.0, 0.0)], 1.0, n=512, trials=16, seed=3, use_cache=False,
+                           scale="raw")
     assert sc.gap_mean[0] < -3 * sc.gap_sem[0]                      # simulated: attention ahead
     assert abs(sc.gap_mean[0] - fs[512]) < 3 * sc.gap_sem[0] + 0.002
     assert abs(sc.gap_mean[0] - limit[0]) > 5 * sc.gap_sem[0]
+
+
+def test_matched_spot_check_pairs_the_two_gammas():
+    # one draw gives ridge at gamma and attention at its matched gamma: the ridge draws are
+    # those of the raw run (same seeds and tokens), the attention draws those of a raw run at
+    # gamma_att, and the DE gap is taken at the same pair
+    mk, pt = plane1(), [(2.0, 30.0)]
+    g_att = float(sweeps.matched_gamma(mk(*pt[0]), 0.5))
+    sc = phase.spot_checks(mk, pt, 0.5, n=64, trials=3, seed=1, use_cache=False)
+    raw = phase.spot_checks(mk, pt, 0.5, n=64, trials=3, seed=1, use_cache=False, scale="raw")
+    at_g_att = phase.spot_checks(mk, pt, g_att, n=64, trials=3, seed=1, use_cache=False,
+                                 scale="raw")
+    assert sc.gamma_attention[0] == pytest.approx(g_att) and raw.gamma_attention[0] == 0.5
+    np.testing.assert_allclose(sc.ridge_draws, raw.ridge_draws, rtol=1e-10)
+    np.testing.assert_allclose(sc.attention_draws, at_g_att.attention_draws, rtol=1e-10)
+    assert sc.gap_theory[0] == pytest.approx(
+        float(attention_error(mk(*pt[0]), g_att) - ridge_error(mk(*pt[0]), 0.5)), rel=1e-8)

@@ -5,7 +5,8 @@ Call :func:`use` once at the top of a notebook. Theory is drawn as lines
 :func:`plot_theory_vs_sim` draws both in one colour under one legend entry pair.
 
 Colours are fixed per model so that attention and ridge regression look the same in every
-chapter (see :data:`COLORS`).
+chapter (see :data:`COLORS`); several settings of one model are drawn in shades of its colour
+(:func:`shades`), never in the colour of another model or nonlinearity.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["COLORS", "use", "color", "plot_theory", "plot_sim", "plot_theory_vs_sim",
+__all__ = ["COLORS", "use", "color", "shades", "plot_theory", "plot_sim", "plot_theory_vs_sim",
            "label_axes", "gap_map", "log_ticks"]
 
 #: Fixed colours (seaborn "colorblind" palette) for the models and nonlinearities of the book.
@@ -71,6 +72,30 @@ def use(context: str = "notebook") -> None:
 def color(name: str, default: str | None = None) -> str | None:
     """Colour of a model or nonlinearity name (``default`` when it has none)."""
     return COLORS.get(name, default)
+
+
+def shades(name: str, k: int) -> list[str]:
+    """``k`` shades of the colour of ``name`` (a key of :data:`COLORS`), light to full.
+
+    Shade ``i`` mixes the colour with white in the proportion ``0.6 (k - 1 - i) / (k - 1)``, so
+    the last is the colour itself; for several settings of one model (e.g. attention at
+    growing alignment) in one figure.
+
+    Raises
+    ------
+    ValueError
+        If ``name`` has no colour or ``k < 1``.
+    """
+    from matplotlib.colors import to_hex, to_rgb
+
+    from .._validation import check_int
+
+    k = check_int(k, "k")
+    if name not in COLORS:
+        raise ValueError(f"name must be a key of COLORS, got {name!r}")
+    base = np.array(to_rgb(COLORS[name]))
+    mix = [0.6 * (k - 1 - i) / (k - 1) if k > 1 else 0.0 for i in range(k)]
+    return [to_hex(base + w * (1.0 - base)) for w in mix]
 
 
 def plot_theory(ax: Any, x: Any, y: Any, label: str | None = None, **kwargs: Any) -> Any:

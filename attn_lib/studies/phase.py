@@ -5,9 +5,12 @@ over a grid of two parameters of a :class:`~attn_lib.model.setting.Setting` (for
 angle between the attention weights and ``mu``). Negative cells are where attention wins. This
 module
 
-* computes such a map (:func:`phase_map`), vectorised through :func:`attn_lib.studies.sweeps.equivalents`
-  (the batched attention solver for all cells at once; the ridge error, which depends on ``c``
-  and ``snr`` only, once per distinct pair);
+* computes such a map (:func:`phase_map`), vectorised through
+  :func:`attn_lib.theory.attention.attention_error_batch` (the batched attention solver for all
+  cells at once; the ridge error, which depends on ``c`` and ``snr`` only, once per distinct
+  pair), under the book's scale convention: attention at the same ``gamma / tau`` as ridge's
+  ``gamma`` (:func:`attn_lib.studies.sweeps.matched_gamma`), or at the raw ``gamma`` for
+  comparison;
 * reads it (:class:`PhaseMap`: fraction of cells where attention wins, the zero crossings along
   a row or column, the coherent shift ``delta(n)`` of every cell);
 * checks a few of its cells by Monte Carlo (:func:`spot_checks`, through the disk cache of
@@ -37,9 +40,21 @@ from .._validation import (check_array, check_callable, check_choice, check_gamm
 from ..model.nonlinearity import NonlinearityLike
 from ..model.setting import Setting
 
-__all__ = ["symmetric_weights", "PhaseMap", "phase_map", "SpotChecks", "spot_checks"]
+__all__ = ["symmetric_weights", "PhaseMap", "phase_map", "SpotChecks", "spot_checks", "SCALES"]
 
 MakeSetting = Callable[[float, float], Setting]
+
+#: How attention's ridge parameter is set from ridge's ``gamma``: ``"matched"``, the book's
+#: convention (the same ``gamma / tau``, :func:`attn_lib.studies.sweeps.matched_gamma`), or
+#: ``"raw"`` (the same ``gamma``).
+SCALES = ("matched", "raw")
+
+
+def _attention_gammas(settings: Sequence[Setting], gamma: float, scale: str) -> np.ndarray:
+    """Attention's ridge parameter of each setting under ``scale``, shape ``(B,)``."""
+    if scale == "raw":
+        return np.full(len(settings), gamma)
+    return np.array([sweeps.matched_gamma(s, gamma) for s in settings])
 
 
 def symmetric_weights(c: float, snr: float, norm: float, theta: float,
@@ -92,13 +107,18 @@ class PhaseMap:
     y : ndarray of shape (Y,)
         Increasing values of the vertical parameter.
     gamma : float
-        Ridge parameter shared by every cell.
+        Ridge regression's ridge parameter, shared by every cell.
     settings : tuple of Setting, length ``Y * X``
         Row-major: cell ``(i, j)`` (``y[i]``, ``x[j]``) is ``settings[i * X + j]``.
     attention, ridge : ndarray of shape (Y, X)
-        ``E_att(gamma)`` and ``E_ridge(gamma)`` of each cell.
+        ``E_att(gamma_att)`` and ``E_ridge(gamma)`` of each cell.
     seconds : float
         Wall-clock time :func:`phase_map` took (settings, both solvers).
+    gamma_attention : ndarray of shape (Y, X) or None
+        Attention's ridge parameter ``gamma_att`` of each cell (``gamma tau_att / tau_ridge``
+        under the ``"matched"`` scale, ``gamma`` under ``"raw"``); ``None`` means ``gamma``.
+    scale : {"matched", "raw"}, default "matched"
+        The convention that set ``gamma_attention`` (:data:`SCALES`).
     """
 
     x: np.ndarray
@@ -108,6 +128,8 @@ class PhaseMap:
     attention: np.ndarray
     ridge: np.ndarray
     seconds: float
+    gamma_attention: np.ndarray | None = None
+    scale: str = "matched"
 
     @property
     def gap(self) -> np.ndarray:
@@ -150,7 +172,8 @@ class PhaseMap:
         return np.array([s.delta(n) for s in self.settings]).reshape(self.attention.shape)
 
 
-def phase_map(make: MakeSetting, x: object, y: object, gamma: object) -> PhaseMap:
+def phase_map(make: MakeSetting, x: object, y: object, gamma: object,
+              scale: str = "matched") -> PhaseMap:
     """Attention and ridge deterministic equivalents on the grid ``make(x[j], y[i])``.
 
     Parameters
@@ -163,7 +186,12 @@ def phase_map(make: MakeSetting, x: object, y: object, gamma: object) -> PhaseMa
     y : array_like of shape (Y,)
         Increasing, finite, at least two values.
     gamma : float
-        Ridge parameter ``> 0``.
+        Ridge regression's ridge parameter ``> 0``.
+    scale : {"matched", "raw"}, default "matched"
+        Attention's ridge parameter in each cell: ``gamma_att = gamma tau_att / tau_ridge``
+        (the same ``gamma / tau``, with ``tau = tr(Phi^T Phi / n) / n`` the mean feature
+        eigenvalue of :func:`attn_lib.studies.sweeps.feature_scale`: the book's convention) or
+        ``gamma_att = gamma`` (``"raw"``).
 
     Returns
     -------
@@ -178,7 +206,7 @@ def phase_map(make: MakeSetting, x: object, y: object, gamma: object) -> PhaseMa
     Notes
     -----
     All ``Y * X`` attention errors come from one call of the batched solver
-    (:func:`attn_lib.theory.attention_error_batch` through :func:`attn_lib.studies.sweeps.equivalents`).
+    (:func:`attn_lib.theory.attention.attention_error_batch`, one ``gamma_att`` per cell).
     The ridge error depends on ``c`` and ``snr`` only, so it is computed once per distinct
     pair (a 100 x 100 map over SNR and angle needs 100 ridge evaluations).
     """
@@ -186,10 +214,14 @@ def phase_map(make: MakeSetting, x: object, y: object, gamma: object) -> PhaseMa
     xa = check_array(x, "x", min_size=2, increasing=True)
     ya = check_array(y, "y", min_size=2, increasing=True)
     g = check_gamma(gamma)
+    scale = check_choice(scale, "scale", SCALES)
+    from ..theory.attention import attention_error_batch
+
     t0 = time.perf_counter()
     xx, yy = np.meshgrid(xa, ya)
     settings = _build(make, xx.ravel(), yy.ravel())
-    att = sweeps.equivalents(settings, g)
+    g_att = _attention_gammas(settings, g, scale)
+    att = np.asarray(attention_error_batch(settings, g_att), dtype=float)
     pairs = [(s.c, s.snr) for s in settings]
     unique = sorted(set(pairs))
     ridge_unique = sweeps.equivalents([Setting(c=c, snr=snr) for c, snr in unique], g, model="ridge")
@@ -198,7 +230,8 @@ def phase_map(make: MakeSetting, x: object, y: object, gamma: object) -> PhaseMa
     seconds = time.perf_counter() - t0
     shape = (ya.size, xa.size)
     return PhaseMap(x=xa, y=ya, gamma=g, settings=tuple(settings), attention=att.reshape(shape),
-                    ridge=ridge.reshape(shape), seconds=seconds)
+                    ridge=ridge.reshape(shape), seconds=seconds,
+                    gamma_attention=g_att.reshape(shape), scale=scale)
 
 
 @dataclass(frozen=True)
@@ -210,6 +243,7 @@ class SpotChecks:
     x, y : ndarray of shape (S,)
         Coordinates of the cells.
     gamma : float
+        Ridge regression's ridge parameter.
     n : int
         Tokens of every draw.
     p : ndarray of shape (S,)
@@ -221,6 +255,8 @@ class SpotChecks:
         ``E_att - E_ridge`` of the deterministic equivalents.
     delta : ndarray of shape (S,)
         Coherent shift :meth:`attn_lib.Setting.delta` at ``n``.
+    gamma_attention : ndarray of shape (S,)
+        Attention's ridge parameter at each cell (as :attr:`PhaseMap.gamma_attention`).
     """
 
     x: np.ndarray
@@ -232,6 +268,7 @@ class SpotChecks:
     ridge_draws: np.ndarray
     gap_theory: np.ndarray
     delta: np.ndarray
+    gamma_attention: np.ndarray
 
     @property
     def gap_draws(self) -> np.ndarray:
@@ -262,7 +299,7 @@ class SpotChecks:
 
 
 def spot_checks(make: MakeSetting, points: object, gamma: object, n: int, trials: int,
-                seed: int = 0, use_cache: bool = True) -> SpotChecks:
+                seed: int = 0, use_cache: bool = True, scale: str = "matched") -> SpotChecks:
     """Simulate a few cells ``make(x, y)`` of a phase map (:func:`attn_lib.studies.sweeps.simulations`).
 
     Parameters
@@ -272,7 +309,7 @@ def spot_checks(make: MakeSetting, points: object, gamma: object, n: int, trials
     points : array_like of shape (S, 2)
         ``(x, y)`` coordinates of the cells (they need not lie on the map's grid).
     gamma : float
-        Ridge parameter ``> 0``.
+        Ridge regression's ridge parameter ``> 0``.
     n : int
         Tokens per draw (``p = round(c n)``).
     trials : int
@@ -281,6 +318,9 @@ def spot_checks(make: MakeSetting, points: object, gamma: object, n: int, trials
         Root seed.
     use_cache : bool, default True
         Read and write each cell through the disk cache (:mod:`attn_lib.cache`).
+    scale : {"matched", "raw"}, default "matched"
+        Attention's ridge parameter, as in :func:`phase_map`. Each draw gives both models at
+        ``gamma`` and ``gamma_att`` (one eigendecomposition), so the gap stays paired.
 
     Returns
     -------
@@ -299,10 +339,21 @@ def spot_checks(make: MakeSetting, points: object, gamma: object, n: int, trials
     n = check_int(n, "n")
     trials = check_int(trials, "trials")
     seed = check_seed(seed)
+    scale = check_choice(scale, "scale", SCALES)
     settings = _build(make, pts[:, 0], pts[:, 1])
-    mc = sweeps.simulations(settings, g, n=n, trials=trials, seed=seed, use_cache=use_cache)
-    gap_th = sweeps.equivalents(settings, g) - sweeps.equivalents(settings, g, model="ridge")
-    return SpotChecks(x=pts[:, 0].copy(), y=pts[:, 1].copy(), gamma=g, n=n, p=mc.p,
-                      attention_draws=mc.values("attention")[:, :, 0],
-                      ridge_draws=mc.values("ridge")[:, :, 0], gap_theory=gap_th,
-                      delta=np.array([s.delta(n) for s in settings]))
+    g_att = _attention_gammas(settings, g, scale)
+    att, ridge, p = [], [], []
+    for s, ga in zip(settings, g_att):
+        grid = np.unique([g, ga])  # one draw, both ridge parameters
+        mc = sweeps.simulations([s], grid, n=n, trials=trials, seed=seed, use_cache=use_cache)
+        att.append(mc.values("attention")[0, :, int(np.searchsorted(grid, ga))])
+        ridge.append(mc.values("ridge")[0, :, int(np.searchsorted(grid, g))])
+        p.append(int(mc.p[0]))
+    from ..theory.attention import attention_error_batch
+
+    gap_th = (np.asarray(attention_error_batch(settings, g_att), dtype=float)
+              - sweeps.equivalents(settings, g, model="ridge"))
+    return SpotChecks(x=pts[:, 0].copy(), y=pts[:, 1].copy(), gamma=g, n=n, p=np.array(p),
+                      attention_draws=np.array(att), ridge_draws=np.array(ridge),
+                      gap_theory=gap_th, delta=np.array([s.delta(n) for s in settings]),
+                      gamma_attention=g_att)

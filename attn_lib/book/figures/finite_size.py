@@ -44,8 +44,9 @@ TARGET = 0.01
 
 _NAMES = list(SETTINGS)
 _KEYS = dict(zip(_NAMES, ("random", "snr1", "al1", "al2", "cos")))  # suffixes of glued names
-_COLORS = dict(zip(_NAMES, (style.color("linear"), style.color("attention"), style.color("relu"),
-                            style.color("sign"), style.color("cos"))))
+# one colour per model: the tanh settings in shades of attention's colour (light: no signal,
+# full: aligned |w| = 2), the a1 = 0 mixture in the colour of cos
+_COLORS = dict(zip(_NAMES, (*style.shades("attention", 4), style.color("cos"))))
 _MARKERS = dict(zip(_NAMES, "osD^p"))
 _FLAT = ("random", "SNR 1")  # no or a small coherent shift
 _AL1, _AL2, _COS = "aligned, |w| = 1", "aligned, |w| = 2", "cos (a1 = 0)"
@@ -88,7 +89,7 @@ def _load(n_ladder: Sequence[int], trials: Sequence[int] | int, gamma: float,
 
 def _ridge_style(ch: _Chapter) -> tuple[dict[str, str], dict[str, str]]:
     names = list(ch.ridge)
-    return dict(zip(names, ("#fdd49e", "#fc8d59", "#b30000"))), dict(zip(names, "osD"))
+    return dict(zip(names, style.shades("ridge", len(names)))), dict(zip(names, "osD"))
 
 
 def _delta_fits(ch: _Chapter) -> dict[str, convergence.PowerLawFit | None]:

@@ -34,9 +34,10 @@ __all__ = ["LAYERS", "weights_source", "orientation", "scale", "singular_values"
 
 #: GPT-2 small's layers, all shown by default.
 LAYERS: tuple[int, ...] = tuple(range(gpt2.N_LAYERS))
-#: Colours of the two signal directions, ridge and the shuffled copies.
-_COL = {"aligned": style.color("attention"), "random": "#cc78bc", "ridge": style.color("ridge"),
-        "shuffled": "0.55"}
+#: Colours of the two signal directions (both attention: shades of its colour, the random
+#: direction light), ridge and the shuffled copies.
+_COL = {"aligned": style.color("attention"), "random": style.shades("attention", 2)[0],
+        "ridge": style.color("ridge"), "shuffled": "0.55"}
 
 
 def _layer_color(layer: int) -> Any:
