@@ -23,13 +23,36 @@ def test_shift_functions_closed_forms():
     np.testing.assert_allclose(F1, 2 / np.sqrt(3 * np.pi) * np.exp(-h ** 2 / 3), atol=1e-8)
 
 
+def test_curvature_closed_forms():
+    # F2 = E[(xi^2 - 1) f(xi + h)] = F0'': sign: F0 = erf(h / sqrt 2), F0'' = -h sqrt(2 / pi)
+    # exp(-h^2 / 2); erf(a t): F0 = erf(a h / sqrt q), q = 1 + 2 a^2, F0'' = -(2 a^2 h / q) F0';
+    # cos (centred by a0 = e^{-1/2}): F0 = e^{-1/2} (cos h - 1), F0'' = -e^{-1/2} cos h;
+    # quadratic: F0 = h^2, F0'' = 2. Same accuracy as F0 and F1 (splines, 1e-8).
+    h = np.linspace(-7.5, 7.5, 301)
+    np.testing.assert_allclose(shift_functions("sign").curvature(h),
+                               -h * np.sqrt(2 / np.pi) * np.exp(-h ** 2 / 2), atol=1e-8)
+    for a in (1.0, 0.5):
+        q = 1 + 2 * a ** 2
+        d1 = 2 * a / np.sqrt(np.pi * q) * np.exp(-a ** 2 * h ** 2 / q)
+        np.testing.assert_allclose(shift_functions("erf", scale=a).curvature(h), -2 * a ** 2 * h / q * d1,
+                                   atol=1e-8)
+    np.testing.assert_allclose(shift_functions("cos").curvature(h), -np.exp(-0.5) * np.cos(h), atol=1e-8)
+    np.testing.assert_allclose(shift_functions("quadratic").curvature(h), 2.0, atol=1e-8)
+    # beyond the table: direct quadrature, same closed form
+    far = np.array([-300.0, 70.5])
+    np.testing.assert_allclose(shift_functions("cos", h_max=4.0).curvature(far), -np.exp(-0.5) * np.cos(far),
+                               atol=1e-10)
+
+
 @pytest.mark.parametrize("f", ["tanh", "relu", "trunc_exp", "cos"])
 def test_shift_functions_at_zero_are_the_hermite_data(f):
-    F0, F1, S2 = shift_functions(f)(np.array(0.0))
+    sf = shift_functions(f)
+    F0, F1, S2 = sf(np.array(0.0))
     h = hermite.coefficients(f)
     assert abs(F0) < 1e-10
     assert F1 == pytest.approx(h.a1, abs=1e-8)
     assert S2 == pytest.approx(h.nu - h.a1 ** 2, abs=1e-8)
+    assert sf.curvature(np.array(0.0)) == pytest.approx(np.sqrt(2) * h.a2, abs=1e-8)
 
 
 @pytest.mark.parametrize("scale", [1.0, 0.01])
