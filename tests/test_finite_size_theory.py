@@ -244,3 +244,21 @@ def test_the_example_of_the_derivation_notes():
     s = Setting(c=0.3, snr=6.0, f="sign", wk_norm=2.0, wq_norm=3.5)
     got = attention_error(s, [1e-3, 0.1, 1.0], n=2048)
     np.testing.assert_allclose(got, [0.0089, 0.0098, 0.0149], atol=5e-5)
+
+
+@pytest.mark.slow
+def test_the_centred_cosine_setting_of_issue_15():
+    # Issue 15 reported, for this cos setting (a1 = 0, delta = 0.77 at n = 512, three latent
+    # directions) and gamma = 1e-4, Monte Carlo 0.486 +- 0.004 against the finite-size theory's
+    # 0.503. benchmarks/small_n.py measured 0.5016 +- 0.0019 (249 draws, seed 11): the theory
+    # is 0.8 standard errors away, so the reported miss was a fluctuation. Here 200 other draws
+    # (seed 15; per-draw spread 0.031, so 3 standard errors are 0.0067): the theory must be
+    # within 3 standard errors; that rejects the reported Monte Carlo value (0.017 below the
+    # theory) and a theory off by 0.01.
+    s = Setting(c=0.5, snr=10.0, f="cos", wk_norm=3.0, wq_norm=3.0, cos_mu_wk=-0.870912938064634,
+                cos_mu_wq=-0.030527303503535122, cos_wk_wq=0.2849164234575394)
+    g = np.array([1e-4, 1e-2])
+    sim = simulate.errors(s, g, n=512, trials=200, seed=15)
+    fs = attention_error(s, g, n=512)
+    assert np.all(3 * sim.attention.sem < 0.007)
+    np.testing.assert_array_less(np.abs(sim.attention.mean - fs), 3 * sim.attention.sem)
