@@ -123,14 +123,14 @@ def latent_dim(setting: Setting) -> int:
     return data.latent_coordinates(setting).shape[0]
 
 
-def score(setting: Setting, n: int) -> dict:
+def score(setting: Setting, n: int, gammas: np.ndarray = GAMMAS) -> dict:
     """Theory columns of one setting: finite-size, limit and ridge, each ``(G,)`` as lists."""
     t0 = time.perf_counter()
-    fs = attention_error(setting, GAMMAS, n=n)
+    fs = attention_error(setting, gammas, n=n)
     t_fs = time.perf_counter() - t0
     return dict(theory_finite=[float(v) for v in fs], time_finite_s=t_fs,
-                theory_limit=[float(v) for v in attention_error(setting, GAMMAS)],
-                theory_ridge=[float(v) for v in ridge_error(setting, GAMMAS)])
+                theory_limit=[float(v) for v in attention_error(setting, gammas)],
+                theory_ridge=[float(v) for v in ridge_error(setting, gammas)])
 
 
 def run(n: int, quick: bool, sem_target: float, budget_s: float, out: Path) -> list[dict]:
@@ -161,9 +161,9 @@ def run(n: int, quick: bool, sem_target: float, budget_s: float, out: Path) -> l
     return rows
 
 
-def _save(path: Path, rows: list[dict]) -> None:
+def _save(path: Path, rows: list[dict], gammas: np.ndarray = GAMMAS) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"gammas": GAMMAS.tolist(), "rows": rows}, indent=1))
+    path.write_text(json.dumps({"gammas": gammas.tolist(), "rows": rows}, indent=1))
 
 
 def rescore(path: Path) -> list[dict]:

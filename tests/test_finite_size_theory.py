@@ -23,13 +23,36 @@ def test_shift_functions_closed_forms():
     np.testing.assert_allclose(F1, 2 / np.sqrt(3 * np.pi) * np.exp(-h ** 2 / 3), atol=1e-8)
 
 
+def test_curvature_closed_forms():
+    # F2 = E[(xi^2 - 1) f(xi + h)] = F0'': sign: F0 = erf(h / sqrt 2), F0'' = -h sqrt(2 / pi)
+    # exp(-h^2 / 2); erf(a t): F0 = erf(a h / sqrt q), q = 1 + 2 a^2, F0'' = -(2 a^2 h / q) F0';
+    # cos (centred by a0 = e^{-1/2}): F0 = e^{-1/2} (cos h - 1), F0'' = -e^{-1/2} cos h;
+    # quadratic: F0 = h^2, F0'' = 2. Same accuracy as F0 and F1 (splines, 1e-8).
+    h = np.linspace(-7.5, 7.5, 301)
+    np.testing.assert_allclose(shift_functions("sign").curvature(h),
+                               -h * np.sqrt(2 / np.pi) * np.exp(-h ** 2 / 2), atol=1e-8)
+    for a in (1.0, 0.5):
+        q = 1 + 2 * a ** 2
+        d1 = 2 * a / np.sqrt(np.pi * q) * np.exp(-a ** 2 * h ** 2 / q)
+        np.testing.assert_allclose(shift_functions("erf", scale=a).curvature(h), -2 * a ** 2 * h / q * d1,
+                                   atol=1e-8)
+    np.testing.assert_allclose(shift_functions("cos").curvature(h), -np.exp(-0.5) * np.cos(h), atol=1e-8)
+    np.testing.assert_allclose(shift_functions("quadratic").curvature(h), 2.0, atol=1e-8)
+    # beyond the table: direct quadrature, same closed form
+    far = np.array([-300.0, 70.5])
+    np.testing.assert_allclose(shift_functions("cos", h_max=4.0).curvature(far), -np.exp(-0.5) * np.cos(far),
+                               atol=1e-10)
+
+
 @pytest.mark.parametrize("f", ["tanh", "relu", "trunc_exp", "cos"])
 def test_shift_functions_at_zero_are_the_hermite_data(f):
-    F0, F1, S2 = shift_functions(f)(np.array(0.0))
+    sf = shift_functions(f)
+    F0, F1, S2 = sf(np.array(0.0))
     h = hermite.coefficients(f)
     assert abs(F0) < 1e-10
     assert F1 == pytest.approx(h.a1, abs=1e-8)
     assert S2 == pytest.approx(h.nu - h.a1 ** 2, abs=1e-8)
+    assert sf.curvature(np.array(0.0)) == pytest.approx(np.sqrt(2) * h.a2, abs=1e-8)
 
 
 @pytest.mark.parametrize("scale", [1.0, 0.01])
@@ -221,3 +244,21 @@ def test_the_example_of_the_derivation_notes():
     s = Setting(c=0.3, snr=6.0, f="sign", wk_norm=2.0, wq_norm=3.5)
     got = attention_error(s, [1e-3, 0.1, 1.0], n=2048)
     np.testing.assert_allclose(got, [0.0089, 0.0098, 0.0149], atol=5e-5)
+
+
+@pytest.mark.slow
+def test_the_centred_cosine_setting_of_issue_15():
+    # Issue 15 reported, for this cos setting (a1 = 0, delta = 0.77 at n = 512, three latent
+    # directions) and gamma = 1e-4, Monte Carlo 0.486 +- 0.004 against the finite-size theory's
+    # 0.503. benchmarks/small_n.py measured 0.5016 +- 0.0019 (249 draws, seed 11): the theory
+    # is 0.8 standard errors away, so the reported miss was a fluctuation. Here 200 other draws
+    # (seed 15; per-draw spread 0.031, so 3 standard errors are 0.0067): the theory must be
+    # within 3 standard errors; that rejects the reported Monte Carlo value (0.017 below the
+    # theory) and a theory off by 0.01.
+    s = Setting(c=0.5, snr=10.0, f="cos", wk_norm=3.0, wq_norm=3.0, cos_mu_wk=-0.870912938064634,
+                cos_mu_wq=-0.030527303503535122, cos_wk_wq=0.2849164234575394)
+    g = np.array([1e-4, 1e-2])
+    sim = simulate.errors(s, g, n=512, trials=200, seed=15)
+    fs = attention_error(s, g, n=512)
+    assert np.all(3 * sim.attention.sem < 0.007)
+    np.testing.assert_array_less(np.abs(sim.attention.mean - fs), 3 * sim.attention.sem)

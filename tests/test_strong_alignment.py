@@ -54,6 +54,9 @@ def test_latent_split_is_exact(setting, rank):
     g = (P @ sample.X).T @ (P @ sample.X) / np.sqrt(p)
     T = kernel.logits(sample.X, sample.w_K, sample.w_Q)
     np.testing.assert_allclose(T, g + split.shift(), atol=1e-9)
+    # the relative noise norms are those of the complement: ||P x_i||^2 / p - 1
+    np.testing.assert_allclose(split.norms(sample.X), np.sum((P @ sample.X) ** 2, axis=0) / p - 1,
+                               atol=1e-12)
     with pytest.raises(TypeError, match="Sample"):
         sa.latent_split(sample.X)
 
@@ -104,6 +107,40 @@ def test_surrogate_kernel_sign_closed_form():
     expected = (F0 + F1 * (T - H) + np.sqrt(1 - F0 ** 2 - F1 ** 2) * W) / 4.0
     np.fill_diagonal(expected, 0.0)
     np.testing.assert_allclose(K, expected, atol=1e-6)
+
+
+def test_surrogate_kernel_norm_term():
+    # The norm term is (eps_i + eps_j) F0''(H_ij) / 2 on the mean. quadratic: F0'' = 2 at every
+    # shift, so it adds eps_i + eps_j exactly; odd f at H = 0 (mu = 0, no weights): F0''(0) =
+    # sqrt(2) a2 = 0, so it vanishes (the splines reproduce F0''(0) = 0 to rounding by symmetry).
+    rng = np.random.default_rng(4)
+    T, W = rng.standard_normal((30, 30)), rng.standard_normal((30, 30))
+    H = 0.5 * rng.standard_normal((30, 30))
+    eps = 0.1 * rng.standard_normal(30)
+    added = sa.surrogate_kernel(T, H, "quadratic", 16, W, eps=eps) - sa.surrogate_kernel(T, H, "quadratic", 16, W)
+    expected = (eps[:, None] + eps[None, :]) / 4.0
+    np.fill_diagonal(expected, 0.0)
+    np.testing.assert_allclose(added, expected, atol=1e-9)
+    Z = np.zeros((30, 30))
+    for f in ("tanh", "sign", "sin"):
+        np.testing.assert_allclose(sa.surrogate_kernel(T, Z, f, 16, W, eps=eps),
+                                   sa.surrogate_kernel(T, Z, f, 16, W), atol=1e-12)
+    with pytest.raises(ValueError, match="eps must have shape"):
+        sa.surrogate_kernel(T, H, "cos", 16, W, eps=eps[:-1])
+
+
+def test_surrogate_errors_with_the_norm_term():
+    # the "latent+norms" curve is added on the same draws and W: the other curves do not move
+    s = Setting(c=0.5, f="cos", snr=4.0, wk_norm=2.0, wq_norm=2.0)
+    g = [1e-2, 1.0]
+    res = sa.surrogate_errors(s, g, n=128, trials=2, seed=1, norms=True)
+    ref = sa.surrogate_errors(s, g, n=128, trials=2, seed=1)
+    assert set(res.values) == set(ref.values) | {"latent+norms"}
+    for k, v in ref.values.items():
+        np.testing.assert_array_equal(res.values[k], v)
+    assert np.all(res.values["latent+norms"] != res.values["latent"])
+    with pytest.raises(TypeError, match="norms"):
+        sa.surrogate_errors(s, g, n=128, norms=1)
 
 
 def test_surrogate_errors_strong_alignment():

@@ -40,7 +40,20 @@ with the shift-dependent Hermite data ``F0(h) = E f(xi + h)``, ``F1(h) = E[xi f(
 * ``"coherent"``: ``H_ij = y_i y_j delta``, keeping only the coherent part of the shift (the
   ``K_lin2`` model of the strong-alignment notes).
 
-:func:`surrogate_errors` simulates the true kernel and both surrogates on the same draws.
+Both take ``g_ij`` as of unit variance. Given the noise norms it has variance
+``(1 + eps_i)(1 + eps_j)`` with ``eps_i = ||z_i^perp||^2 / p - 1`` (mean ``-r/p``, variance
+``2 p' / p^2``), and by the heat equation (``d/d(s^2) E f(h + s xi) = F0''(h) / 2``) the mean of
+the kernel given the norms is, to first order,
+
+.. math::
+
+    F_0(h_{ij}) + \tfrac12 (\varepsilon_i + \varepsilon_j) F_0''(h_{ij}).
+
+Entry by entry the *norm term* is ``O(1/sqrt(p))``, but it has rank two in the token index and an
+operator norm of order one (at ``h = 0`` it is the ``a2`` spike of inner-product kernel matrices);
+``surrogate_kernel(..., eps=eps)`` adds it.
+
+:func:`surrogate_errors` simulates the true kernel and the surrogates on the same draws.
 Only ``alpha = 1`` (``M = I + w_K w_Q^T``, the paper's model) is supported here.
 """
 
@@ -55,7 +68,7 @@ from .. import cache
 from ..model import data, kernel
 from ..simulation.resolvent import interpolation_error
 from ..simulation.trials import Trials
-from .._validation import check_gammas, check_int, check_seed, check_setting, check_settings
+from .._validation import check_bool, check_gammas, check_int, check_seed, check_setting, check_settings
 from ..model.nonlinearity import NonlinearityLike, check_nonlinearity
 from ..model.setting import Setting
 from ..theory import attention_error
@@ -129,6 +142,13 @@ class LatentSplit:
         """``h = xi^T M_r xi / sqrt(p)``, shape ``(n, n)`` (zero matrix when ``r = 0``)."""
         return self.xi.T @ self.m_r @ self.xi / np.sqrt(self.p)
 
+    def norms(self, X: np.ndarray) -> np.ndarray:
+        """``eps_i = ||z_i^perp||^2 / p - 1 = (||x_i||^2 - ||xi_i||^2) / p - 1``, shape ``(n,)``.
+
+        ``X`` (shape ``(p, n)``) are the tokens the split was computed from.
+        """
+        return (np.einsum("ij,ij->j", X, X) - np.einsum("ij,ij->j", self.xi, self.xi)) / self.p - 1.0
+
 
 def latent_split(sample: data.Sample) -> LatentSplit:
     """Latent split of the tokens ``sample.X`` along ``span(mu, w_K, w_Q)`` (``alpha = 1``).
@@ -145,11 +165,12 @@ def latent_split(sample: data.Sample) -> LatentSplit:
 
 
 def surrogate_kernel(T: np.ndarray, H: np.ndarray, f: NonlinearityLike, p: int,
-                     W: np.ndarray) -> np.ndarray:
+                     W: np.ndarray, eps: np.ndarray | None = None) -> np.ndarray:
     """Conditional Gaussian equivalent ``K`` (shape ``(n, n)``, zero diagonal) of ``f(T)/sqrt(p)``.
 
     ``sqrt(p) K_ij = F0(H_ij) + F1(H_ij) (T_ij - H_ij) + sqrt(S2(H_ij)) W_ij`` for ``i != j``,
-    with ``F0, F1, S2`` of the centred ``f`` from :func:`attn_lib.theory.shift.shift_functions`.
+    with ``F0, F1, S2`` of the centred ``f`` from :func:`attn_lib.theory.shift.shift_functions`;
+    with ``eps``, plus the norm term ``(eps_i + eps_j) F0''(H_ij) / 2`` (module docstring).
 
     Parameters
     ----------
@@ -163,14 +184,22 @@ def surrogate_kernel(T: np.ndarray, H: np.ndarray, f: NonlinearityLike, p: int,
         Token dimension.
     W : ndarray of shape (n, n)
         Noise matrix (:func:`attn_lib.model.data.goe`; only its off-diagonal enters).
+    eps : ndarray of shape (n,), optional
+        Relative noise norms ``||z_i^perp||^2 / p - 1`` (:meth:`LatentSplit.norms`).
     """
     T, H, W = (np.asarray(a, dtype=float) for a in (T, H, W))
     if T.ndim != 2 or T.shape[0] != T.shape[1] or H.shape != T.shape or W.shape != T.shape:
         raise ValueError(f"T, H and W must be square arrays of one shape, got {T.shape}, "
                          f"{H.shape}, {W.shape}")
     p = check_int(p, "p")
-    F0, F1, S2 = shift_functions(f, h_max=float(np.abs(H).max(initial=0.0)))(H)
+    sf = shift_functions(f, h_max=float(np.abs(H).max(initial=0.0)))
+    F0, F1, S2 = sf(H)
     K = F0
+    if eps is not None:
+        eps = np.asarray(eps, dtype=float)
+        if eps.shape != T.shape[:1]:
+            raise ValueError(f"eps must have shape {T.shape[:1]}, got {eps.shape}")
+        K += 0.5 * (eps[:, None] + eps[None, :]) * sf.curvature(H)
     K += F1 * (T - H)
     K += np.sqrt(S2) * W
     K /= np.sqrt(p)
@@ -179,7 +208,7 @@ def surrogate_kernel(T: np.ndarray, H: np.ndarray, f: NonlinearityLike, p: int,
 
 
 def surrogate_errors(setting: Setting, gammas: object, n: int, trials: int = 2,
-                     seed: int = 0) -> Trials:
+                     seed: int = 0, norms: bool = False) -> Trials:
     """Interpolation errors of attention, its two surrogates and ridge, on common draws.
 
     Each trial draws a sample (:func:`attn_lib.model.data.draw`, seeded by
@@ -189,7 +218,8 @@ def surrogate_errors(setting: Setting, gammas: object, n: int, trials: int = 2,
     :meth:`attn_lib.simulation.trials.Trials.run`. The errors are
     ``E(gamma) = gamma^2 y^T Q^2 y / n`` with ``Phi = X K`` for the true kernel
     (:func:`attn_lib.model.kernel.attention_kernel`, zero diagonal) and for :func:`surrogate_kernel` with ``H = h`` (``"latent"``) and ``H = y y^T delta``
-    (``"coherent"``), and ``Phi = X`` for ridge.
+    (``"coherent"``), and ``Phi = X`` for ridge; with ``norms``, also the latent surrogate with the
+    norm term (``"latent+norms"``, same ``W``).
 
     Parameters
     ----------
@@ -200,11 +230,14 @@ def surrogate_errors(setting: Setting, gammas: object, n: int, trials: int = 2,
         Tokens (``p = round(c n)``).
     trials : int, default 2
     seed : int, default 0
+    norms : bool, default False
+        Add the ``"latent+norms"`` curve.
 
     Returns
     -------
     Trials
-        Curves ``"attention"`` (true kernel), ``"latent"``, ``"coherent"`` and ``"ridge"``,
+        Curves ``"attention"`` (true kernel), ``"latent"``, ``"coherent"``
+        (``"latent+norms"``) and ``"ridge"``,
         each of shape ``(trials, G)``; ``.mean(model)``, ``.sem(model)``.
     """
     s = _check_setting(setting)
@@ -212,6 +245,7 @@ def surrogate_errors(setting: Setting, gammas: object, n: int, trials: int = 2,
     n = check_int(n, "n")
     trials = check_int(trials, "trials")
     seed = check_seed(seed)
+    norms = check_bool(norms, "norms")
     p = s.p(n)
     data.geometry(s, p)  # fail fast when p is too small for the geometry
     func = check_nonlinearity(s.f)
@@ -223,9 +257,13 @@ def surrogate_errors(setting: Setting, gammas: object, n: int, trials: int = 2,
         X, y = sample.X, sample.y
         W = data.goe(n, rng)
         T = kernel.logits(X, sample.w_K, sample.w_Q)
-        shifts = {"latent": latent_split(sample).shift(), "coherent": delta * np.outer(y, y)}
+        split = latent_split(sample)
+        shifts = {"latent": split.shift(), "coherent": delta * np.outer(y, y)}
         sur = {name: interpolation_error(X @ surrogate_kernel(T, H, s.f, p, W), y, g)
                for name, H in shifts.items()}
+        if norms:
+            K = surrogate_kernel(T, shifts["latent"], s.f, p, W, eps=split.norms(X))
+            sur["latent+norms"] = interpolation_error(X @ K, y, g)
         K = kernel.apply(func, T, p, a0=a0, overwrite=True)
         return {"attention": interpolation_error(X @ K, y, g), **sur,
                 "ridge": interpolation_error(X, y, g)}

@@ -2,11 +2,14 @@ r"""Shift-dependent Hermite data of the attention nonlinearity.
 
 For ``xi ~ N(0, 1)``, a centred nonlinearity ``f`` and a shift ``h``:
 
-    F0(h) = E f(xi + h),    F1(h) = E[xi f(xi + h)],    S2(h) = E f(xi + h)^2 - F0(h)^2 - F1(h)^2.
+    F0(h) = E f(xi + h),    F1(h) = E[xi f(xi + h)],    S2(h) = E f(xi + h)^2 - F0(h)^2 - F1(h)^2,
+    F2(h) = E[(xi^2 - 1) f(xi + h)] = F0''(h).
 
 ``F0`` is the mean of ``f`` at a shifted argument, ``F1`` its slope (``= E f'(xi + h)`` for smooth
-``f``) and ``S2`` the variance left after the linear part. At ``h = 0`` they reduce to ``0``,
-``a1`` and ``b2 = nu - a1^2`` of :mod:`attn_lib.model.hermite`. They are the data of the finite-size
+``f``) and ``S2`` the variance left after the linear part. ``F2`` (:meth:`ShiftFunctions.curvature`)
+is the curvature of the mean: by the heat equation, ``d/d(s^2) E f(h + s xi) = F0''(h) / 2`` at
+``s = 1``, so it measures how the mean moves with the variance of the argument. At ``h = 0`` they
+reduce to ``0``, ``a1``, ``b2 = nu - a1^2`` and ``sqrt(2) a2`` of :mod:`attn_lib.model.hermite`. They are the data of the finite-size
 theory (``attn_lib.theory._finite_size``), which evaluates them at the pairwise latent shifts
 ``h_ij`` of the tokens.
 
@@ -45,10 +48,10 @@ _BLOCK = 1024        # shifts per block of the quadrature (memory ~ _BLOCK x 650
 
 @dataclass(frozen=True)
 class ShiftFunctions:
-    """Cubic-spline tables of ``F0``, ``F1`` and ``S2`` on ``[-h_max, h_max]``.
+    """Cubic-spline tables of ``F0``, ``F1``, ``S2`` and ``F2`` on ``[-h_max, h_max]``.
 
-    Call :meth:`__call__` with an array of shifts; shifts outside the table are integrated
-    directly (:func:`expectations`).
+    Call :meth:`__call__` (or :meth:`curvature`) with an array of shifts; shifts outside the
+    table are integrated directly (:func:`expectations`).
     """
 
     h_max: float
@@ -57,6 +60,7 @@ class ShiftFunctions:
     _F0: CubicSpline
     _F1: CubicSpline
     _S2: CubicSpline
+    _F2: CubicSpline
 
     def __call__(self, h: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(F0(h), F1(h), S2(h))``, each shaped like ``h``."""
@@ -64,13 +68,22 @@ class ShiftFunctions:
         F0, F1, S2 = self._F0(h), self._F1(h), self._S2(h)
         out = np.abs(h) > self.h_max
         if np.any(out):
-            F0[out], F1[out], S2[out] = expectations(self.g, self.breaks, h[out])
+            F0[out], F1[out], S2[out], _ = expectations(self.g, self.breaks, h[out])
         return F0, F1, np.maximum(S2, 0.0)
+
+    def curvature(self, h: np.ndarray) -> np.ndarray:
+        """``F2(h) = E[(xi^2 - 1) f(xi + h)] = F0''(h)``, shaped like ``h``."""
+        h = np.asarray(h, dtype=float)
+        F2 = self._F2(h)
+        out = np.abs(h) > self.h_max
+        if np.any(out):
+            F2[out] = expectations(self.g, self.breaks, h[out])[3]
+        return F2
 
 
 def expectations(g: Callable[[np.ndarray], np.ndarray], breaks: tuple[float, ...],
-                 h: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(F0, F1, S2)`` of ``g`` at the shifts ``h`` (shape ``(H,)``) by direct quadrature.
+                 h: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(F0, F1, S2, F2)`` of ``g`` at the shifts ``h`` (shape ``(H,)``) by direct quadrature.
 
     Parameters
     ----------
@@ -82,10 +95,10 @@ def expectations(g: Callable[[np.ndarray], np.ndarray], breaks: tuple[float, ...
 
     Returns
     -------
-    F0, F1, S2 : ndarray, shape (H,)
+    F0, F1, S2, F2 : ndarray, shape (H,)
     """
     t, wt = np.polynomial.legendre.leggauss(_NODES)
-    F0, F1, V = np.empty_like(h), np.empty_like(h), np.empty_like(h)
+    F0, F1, V, F2 = (np.empty_like(h) for _ in range(4))
     for lo in range(0, len(h), _BLOCK):
         hb = h[lo:lo + _BLOCK, None]
         k = np.floor(hb) - _TAIL
@@ -100,11 +113,12 @@ def expectations(g: Callable[[np.ndarray], np.ndarray], breaks: tuple[float, ...
         F0[lo:lo + _BLOCK] = np.einsum("ij,ij->i", kern, fx)
         F1[lo:lo + _BLOCK] = np.einsum("ij,ij,ij->i", kern, d, fx)
         V[lo:lo + _BLOCK] = np.einsum("ij,ij,ij->i", kern, fx, fx)
-    return F0, F1, V - F0 ** 2 - F1 ** 2
+        F2[lo:lo + _BLOCK] = np.einsum("ij,ij,ij->i", kern, d * d - 1.0, fx)
+    return F0, F1, V - F0 ** 2 - F1 ** 2, F2
 
 
 def shift_functions(f: NonlinearityLike, scale: float = 1.0, h_max: float = 8.0) -> ShiftFunctions:
-    """Tables of ``F0, F1, S2`` for the centred ``t -> f(scale t) - a0`` (see the module docstring).
+    """Tables of ``F0, F1, S2, F2`` for the centred ``t -> f(scale t) - a0`` (see the module docstring).
 
     Parameters
     ----------
@@ -133,5 +147,4 @@ def _table(f: NonlinearityLike, scale: float, h_max: float) -> ShiftFunctions:
     breaks = tuple(b / scale for b in check_nonlinearity(f).breaks)
     g = centered(f, scale)
     h = np.arange(-h_max, h_max + _STEP / 2, _STEP)
-    F0, F1, S2 = expectations(g, breaks, h)
-    return ShiftFunctions(h_max, g, breaks, CubicSpline(h, F0), CubicSpline(h, F1), CubicSpline(h, S2))
+    return ShiftFunctions(h_max, g, breaks, *(CubicSpline(h, v) for v in expectations(g, breaks, h)))
