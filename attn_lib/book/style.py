@@ -35,6 +35,7 @@ COLORS: dict[str, str] = {
     "linear_diagonal": "#000000",
     "trunc_relu": "#ece133",
     "trunc_exp": "#56b4e9",
+    "quadratic": "#5d3a9b",
 }
 
 _RC: dict[str, Any] = {

@@ -27,13 +27,21 @@ from .. import style
 from ..page import Figure
 from .structured_inputs import theory_and_simulation
 
-__all__ = ["C", "GAMMA", "FUNCS", "hermite_data", "snr_and_weights", "universality", "mixture"]
+__all__ = ["C", "GAMMA", "FUNCS", "W_FINITE", "hermite_data", "snr_and_weights", "universality", "mixture",
+           "finite_size"]
 
 C, GAMMA = 2.0, 0.1
 #: The nonlinearities compared, all rescaled to ``nu = 1``; the centred cosine normalised to
 #: ``nu = 1`` is the ``theta = pi/2`` end of the mixture family of :func:`mixture`.
 FUNCS: dict[str, Any] = {"cos": nonlinearity.mixture(np.pi / 2, "cos"),
                          **{name: nonlinearity.normalised(name) for name in ("tanh", "sign", "relu")}}
+#: Norm of the aligned weights of :func:`finite_size` (large, so that ``delta`` reaches order one).
+W_FINITE = 3.0
+#: Even ``a1 = 0`` nonlinearities and the contrast of :func:`finite_size`, all at ``nu = 1``.
+FINITE_FUNCS: dict[str, Any] = {"cos": FUNCS["cos"], "quadratic": nonlinearity.normalised("quadratic"),
+                                "tanh": FUNCS["tanh"]}
+
+
 def _aligned(f: Any, snr: float, w: float = 1.0, c: float = C) -> Setting:
     """Setting with weights ``w_K = w_Q`` of norm ``w`` aligned with ``mu``."""
     return Setting(c=float(c), snr=float(snr), f=f, wk_norm=float(w), wq_norm=float(w))
@@ -329,3 +337,75 @@ def mixture(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
         "mix_a1_half": float(half.max()) if half.size else float("nan"),
         "mix_mc_spread_zero": float(mc_spread[0]), "mix_mc_spread_lin": float(mc_spread[-1]),
         "mix_snr0_range": float(np.ptp(res_m[0.0][0]))})
+
+
+def finite_size(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
+    r"""The ``a1 = 0`` error against the coherent shift ``delta``: finite-size theory, limit, simulation.
+
+    Aligned weights of norm :data:`W_FINITE`, ``c = 2``, each ``f`` of :data:`FINITE_FUNCS` at its
+    matched ``gamma`` (:func:`_matched`); the SNR is set by ``delta``:
+    ``snr = delta sqrt(p) / (1 + W^2)`` (``delta`` from 0 to 2.5, ``p = c n``). Solid lines: the
+    finite-size theory at this ``n`` (:func:`attn_lib.theory.attention_error` with ``n``); dotted:
+    the proportional limit, flat for ``a1 = 0``; markers: simulation (mean ± one standard error).
+
+    Parameters
+    ----------
+    n, trials, seed, n_points
+        Tokens, draws per point, root seed and simulated points along ``delta``.
+
+    Returns
+    -------
+    Figure
+        Numbers, for ``<f>`` in ``cos``, ``quadratic``: ``<f>_fs_drop``, ``<f>_mc_drop`` (percent
+        fall of the finite-size theory and of the simulated mean from ``delta = 0`` to 2.5),
+        ``<f>_lim_spread`` (range of the limit over ``delta``), claims ``<f>_uses_signal`` (the
+        simulated error at ``delta = 2.5`` below that at ``delta = 0``, paired over draws, beyond
+        3 s.e.); ``fs_mc_max`` (largest ``|finite-size - simulation|`` over the ``a1 = 0``
+        points) and ``fs_mc_sem`` (the mean standard error of those points).
+    """
+    from ...theory import attention_error
+    from .. import claims
+
+    n, n_points = check_int(n, "n"), check_int(n_points, "n_points")
+    root_p = np.sqrt(Setting(c=C).p(n))
+    d_th, d_mc = np.linspace(0.0, 2.5, 26), np.linspace(0.0, 2.5, n_points)
+
+    def at(f: Any, d: np.ndarray) -> list[Setting]:
+        return [_aligned(f, x * root_p / (1 + W_FINITE ** 2), W_FINITE) for x in d]
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.3))
+    numbers: dict[str, Any] = {}
+    gaps, sems = [], []
+    for name, f in FINITE_FUNCS.items():
+        g = _matched(f)
+        color = style.color(name)
+        fs = np.array([attention_error(s, [g], n=n)[0] for s in at(f, d_th)])
+        lim = sweeps.equivalents(at(f, d_th), g)
+        mc = sweeps.simulations(at(f, d_mc), [g], n=n, trials=trials, seed=seed)
+        style.plot_theory_vs_sim(ax, d_th, fs, mc.mean("attention")[:, 0], mc.sem("attention")[:, 0],
+                                 label=f"{name}, $a_1 = {hermite.coefficients(f).a1:.2f}$",
+                                 color=color, x_sim=d_mc)
+        style.plot_theory(ax, d_th, lim, color=color, linestyle=":")
+        if name == "tanh":
+            continue
+        v = mc.values("attention")[:, :, 0]              # (points, trials), common seeds
+        drop = v[0] - v[-1]
+        numbers[f"{name}_fs_drop"] = 100 * float(1 - fs[-1] / fs[0])
+        numbers[f"{name}_mc_drop"] = 100 * float(1 - v[-1].mean() / v[0].mean())
+        numbers[f"{name}_lim_spread"] = float(np.ptp(lim))
+        numbers[f"{name}_uses_signal"] = claims.exceeds(
+            f"{name}_uses_signal", float(drop.mean()), float(standard_error(drop, axis=0)),
+            wording=("falls", "rises", "does not move beyond the noise"))
+        fs_mc = np.array([attention_error(s, [g], n=n)[0] for s in at(f, d_mc)])
+        gaps.append(np.abs(fs_mc - v.mean(axis=1)))
+        sems.append(mc.sem("attention")[:, 0])
+    numbers["fs_mc_max"] = float(np.max(gaps))
+    numbers["fs_mc_sem"] = float(np.mean(sems))
+    style.plot_theory(ax, [], [], color="0.4", linestyle=":", label="proportional limit (theory)")
+    style.label_axes(ax, r"coherent shift $\delta = |\mu^\top M \mu| / \sqrt{p}$",
+                     r"interpolation error $E(\gamma)$",
+                     title=f"aligned $\\|w\\| = {W_FINITE:g}$, $c = {C:g}$ ($n = {n}$), "
+                           f"$\\gamma/\\tau$ of ridge's $\\gamma = {GAMMA:g}$", legend=False)
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=2, fontsize=8)
+    return Figure(fig, numbers)
