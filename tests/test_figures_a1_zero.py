@@ -46,7 +46,7 @@ def test_finite_size():
     fig = figs.finite_size(n=64, trials=2, seed=0, n_points=2)
     out = check_figure(fig, ["cos_fs_drop", "cos_mc_drop", "cos_lim_spread", "cos_uses_signal",
                              "quadratic_fs_drop", "quadratic_mc_drop", "quadratic_lim_spread",
-                             "quadratic_uses_signal", "fs_mc_max", "fs_mc_sem"], 1)
+                             "quadratic_uses_signal", "cos_fs_above", "quadratic_fs_above", "fs_mc_max", "fs_mc_sem"], 1)
     # a1 = 0: the limit cannot see delta (flat to rounding), the finite-size theory can
     # (measured at n = 64: the cosine's theory falls 9.5 %, the quadratic's 41 %; 16 % and 59 %
     # at the book's full n = 512, where simulation falls 29 % and 69 %)

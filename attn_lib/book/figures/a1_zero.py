@@ -360,7 +360,8 @@ def finite_size(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
         fall of the finite-size theory and of the simulated mean from ``delta = 0`` to 2.5),
         ``<f>_lim_spread`` (range of the limit over ``delta``), claims ``<f>_uses_signal`` (the
         simulated error at ``delta = 2.5`` below that at ``delta = 0``, paired over draws, beyond
-        3 s.e.); ``fs_mc_max`` (largest ``|finite-size - simulation|`` over the ``a1 = 0``
+        3 s.e.) and ``<f>_fs_above`` (the finite-size theory above the simulated mean at
+        ``delta = 2.5``, reported only); ``fs_mc_max`` (largest ``|finite-size - simulation|`` over the ``a1 = 0``
         points) and ``fs_mc_sem`` (the mean standard error of those points).
     """
     from ...theory import attention_error
@@ -399,6 +400,9 @@ def finite_size(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
         fs_mc = np.array([attention_error(s, [g], n=n)[0] for s in at(f, d_mc)])
         gaps.append(np.abs(fs_mc - v.mean(axis=1)))
         sems.append(mc.sem("attention")[:, 0])
+        numbers[f"{name}_fs_above"] = claims.exceeds(
+            f"{name}_fs_above", float(fs_mc[-1]), 0.0, float(v[-1].mean()), float(sems[-1][-1]),
+            wording=("lies above", "lies below", "is within the noise of"), required=False)
     numbers["fs_mc_max"] = float(np.max(gaps))
     numbers["fs_mc_sem"] = float(np.mean(sems))
     style.plot_theory(ax, [], [], color="0.4", linestyle=":", label="proportional limit (theory)")
