@@ -62,23 +62,27 @@ class ShiftFunctions:
     _S2: CubicSpline
     _F2: CubicSpline
 
-    def __call__(self, h: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(F0(h), F1(h), S2(h))``, each shaped like ``h``."""
+    def _values(self, h: np.ndarray, which: tuple[int, ...]) -> list[np.ndarray]:
+        """Entries ``which`` of ``(F0, F1, S2, F2)`` at ``h``: splines inside the table, direct
+        quadrature (:func:`expectations`) outside it."""
         h = np.asarray(h, dtype=float)
-        F0, F1, S2 = self._F0(h), self._F1(h), self._S2(h)
+        splines = (self._F0, self._F1, self._S2, self._F2)
+        vals = [splines[k](h) for k in which]
         out = np.abs(h) > self.h_max
         if np.any(out):
-            F0[out], F1[out], S2[out], _ = expectations(self.g, self.breaks, h[out])
+            direct = expectations(self.g, self.breaks, h[out])
+            for v, k in zip(vals, which):
+                v[out] = direct[k]
+        return vals
+
+    def __call__(self, h: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(F0(h), F1(h), S2(h))``, each shaped like ``h``."""
+        F0, F1, S2 = self._values(h, (0, 1, 2))
         return F0, F1, np.maximum(S2, 0.0)
 
     def curvature(self, h: np.ndarray) -> np.ndarray:
         """``F2(h) = E[(xi^2 - 1) f(xi + h)] = F0''(h)``, shaped like ``h``."""
-        h = np.asarray(h, dtype=float)
-        F2 = self._F2(h)
-        out = np.abs(h) > self.h_max
-        if np.any(out):
-            F2[out] = expectations(self.g, self.breaks, h[out])[3]
-        return F2
+        return self._values(h, (3,))[0]
 
 
 def expectations(g: Callable[[np.ndarray], np.ndarray], breaks: tuple[float, ...],
