@@ -136,7 +136,7 @@ SCHEDULER_SCHEMES = ("tcp", "tls", "ucx", "ws", "wss", "inproc")
 
 
 def check_scheduler(value: object, name: str = "scheduler") -> tuple[str, int | str | None]:
-    """The execution mode a string names: ``("serial", None)``, ``("local", N)`` or ``("address", a)``.
+    """The mode ``value`` names: ``("serial", None)``, ``("local", N)`` or ``("address", a)``.
 
     ``"serial"`` runs in-process; ``"local"`` a ``LocalCluster`` with one worker per core
     (``N = None``) and ``"local:N"`` with ``N >= 1`` workers; ``"tcp://host:port"`` (or another

@@ -57,8 +57,9 @@ cache.
 
 **Where the work runs.** The definitions of this module and of
 :mod:`attn_lib.simulation.executor` are not followed: they store results and choose where tasks
-run, and a result is the same in every mode (``tests/test_distributed.py``), so entries are
-shared by serial runs and cluster runs. A call made on a worker of a cluster computes the same
+run, and a result is the same in every mode (``tests/test_distributed.py``; bit for bit at the
+same number of BLAS threads per trial, to rounding otherwise), so entries are shared by serial
+runs and cluster runs. A call made on a worker of a cluster computes the same
 key and reads and writes the same files (with ``ATTN_BOOK_CACHE`` set to a folder all workers
 see). :func:`entry` looks a call up without running it, for callers (a sweep) that compute
 many calls together and store each when it is done.

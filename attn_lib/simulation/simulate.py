@@ -96,7 +96,8 @@ def errors(setting: Setting, gammas: object, n: int = 2048, trials: int = 4, see
         Also simulate attention; ``False`` gives ridge only (``.attention`` is ``None``).
     scheduler : str, optional
         Where the trials run (:mod:`attn_lib.simulation.executor`; default
-        ``$ATTN_BOOK_SCHEDULER``, else in-process); the result is the same in every mode. Leave
+        ``$ATTN_BOOK_SCHEDULER``, else in-process); the result is the same in every mode (bit
+        for bit at the same BLAS threads per trial, see the executor). Leave
         it out of a cached call (:func:`attn_lib.cache.cached`), whose key would include it.
 
     Returns
@@ -111,7 +112,7 @@ def errors(setting: Setting, gammas: object, n: int = 2048, trials: int = 4, see
 
 def errors_plan(setting: Setting, gammas: object, n: int = 2048, trials: int = 4, seed: int = 0,
                 keep_diagonal: bool = False, attention: bool = True) -> Plan[SimulationResult]:
-    """The trials of :func:`errors` (same parameters), as a :class:`~attn_lib.simulation.trials.Plan`."""
+    """The trials of :func:`errors` (same parameters), as a :class:`~.trials.Plan`."""
     check_setting(setting)
     if not isinstance(keep_diagonal, bool) or not isinstance(attention, bool):
         raise TypeError("keep_diagonal and attention must be bool")

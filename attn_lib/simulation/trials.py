@@ -136,7 +136,8 @@ class Trials:
         scheduler : str, optional
             Where the trials run (:mod:`attn_lib.simulation.executor`): ``"serial"``,
             ``"local:N"`` or a scheduler address; default ``$ATTN_BOOK_SCHEDULER``, else serial.
-            The result is the same in every mode.
+            The result is the same in every mode (bit for bit at the same number of BLAS
+            threads per trial: one on a cluster; see :mod:`~attn_lib.simulation.executor`).
 
         Returns
         -------
@@ -202,7 +203,7 @@ class Plan(Generic[R]):
     p: int
 
     def assemble(self, curves: Sequence[Mapping[Hashable, ArrayLike]]) -> R:
-        """Stack the curves of the tasks (in seed order) into ``values[name]`` of shape ``(T, ...)``."""
+        """Stack the tasks' curves (in seed order) into ``values[name]`` of shape ``(T, ...)``."""
         values = {k: np.empty((len(curves), *np.shape(v))) for k, v in curves[0].items()}
         for t, c in enumerate(curves):
             for k, v in c.items():

@@ -151,7 +151,8 @@ def simulations(settings: Sequence[Setting], gammas: object, n: int | Sequence[i
     scheduler : str, optional
         Where the trials run (:mod:`attn_lib.simulation.executor`; default
         ``$ATTN_BOOK_SCHEDULER``, else in-process). The trials of every setting not in the cache
-        are sent together (``B x T`` tasks in flight); the result is the same in every mode.
+        are sent together (``B x T`` tasks in flight); the result is the same in every mode
+        (bit for bit at the same BLAS threads per trial, :mod:`attn_lib.simulation.executor`).
 
     Returns
     -------
