@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 # The environment: created when missing, reinstalled when the pins or the project change.
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[test,book]"
+	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[test,book,distributed]"
 	@touch $(STAMP)
 
 venv: $(STAMP)

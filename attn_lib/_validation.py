@@ -7,7 +7,7 @@ wrong type is a :class:`TypeError`, a value of the right type outside its range 
 a float array, ...), so callers write ``x = check_real(x, "x", low=0.0)``.
 
 Scalars: :func:`check_real`, :func:`check_int`, :func:`check_bool`, :func:`check_choice`,
-:func:`check_index`, :func:`check_seed`, :func:`check_tokens`.
+:func:`check_index`, :func:`check_seed`, :func:`check_tokens`, :func:`check_scheduler`.
 Arrays: :func:`check_array`, :func:`check_square`, :func:`check_sizes`, :func:`check_gammas`,
 :func:`check_gamma`.
 Objects: :func:`check_callable`, :func:`check_setting`, :func:`check_settings`.
@@ -129,6 +129,36 @@ def check_index(value: object, name: str, size: int, *, negative: bool = False) 
     if v >= size:
         raise ValueError(f"{name} must be an index < {size}, got {v}")
     return v
+
+
+#: Schemes of a ``dask.distributed`` scheduler address accepted by :func:`check_scheduler`.
+SCHEDULER_SCHEMES = ("tcp", "tls", "ucx", "ws", "wss", "inproc")
+
+
+def check_scheduler(value: object, name: str = "scheduler") -> tuple[str, int | str | None]:
+    """The mode ``value`` names: ``("serial", None)``, ``("local", N)`` or ``("address", a)``.
+
+    ``"serial"`` runs in-process; ``"local"`` a ``LocalCluster`` with one worker per core
+    (``N = None``) and ``"local:N"`` with ``N >= 1`` workers; ``"tcp://host:port"`` (or another
+    scheme of :data:`SCHEDULER_SCHEMES`) the scheduler of a running cluster.
+    """
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+    text = value.strip()
+    allowed = (f"'serial', 'local', 'local:N' (N >= 1 workers) or a scheduler address "
+               f"'<scheme>://host:port' ({', '.join(SCHEDULER_SCHEMES)})")
+    if text == "serial":
+        return "serial", None
+    if text == "local":
+        return "local", None
+    if text.startswith("local:"):
+        workers = text[len("local:"):]
+        if workers.isdigit() and int(workers) >= 1:
+            return "local", int(workers)
+    scheme, sep, rest = text.partition("://")
+    if sep and scheme in SCHEDULER_SCHEMES and rest and not any(c.isspace() for c in rest):
+        return "address", text
+    raise ValueError(f"{name} must be {allowed}, got {value!r}")
 
 
 # ----------------------------------------------------------------------------- arrays

@@ -36,13 +36,33 @@ simulations. The analysis is per process and memoised: each module is parsed onc
 object's dependencies are found once, so the key describes the sources as first read (as the
 imported code is; restart the kernel after editing the library).
 
-**Storage.** Entries are pickles (anything picklable works, e.g. a
-:class:`~attn_lib.simulation.simulate.SimulationResult`) written atomically: the bytes go to a
-temporary file in the same folder, which is then renamed over the final name with
-:func:`os.replace`, so an interrupted run never leaves a partial entry under a valid name. An
-unreadable entry is a miss. The cache folder is ``$ATTN_BOOK_CACHE`` if set, else
-``<repository>/.cache/attn-book``; delete it (or call :func:`clear`) to start afresh. Setting
-``ATTN_BOOK_CACHE=off`` disables the cache.
+**Storage.** An entry is plain data, so that reading one runs no code (a cache that many
+workers of a cluster share is read by all of them): a ``.npz`` archive of the result's arrays,
+``0.npy, 1.npy, ...`` (written and read with ``allow_pickle=False``), with a member
+``structure.json`` describing how they fit together. Entries hold a closed set of types --
+``None``, ``bool``, ``int``, ``float`` (exactly, by its hexadecimal form), ``str``; NumPy arrays
+without Python objects and NumPy scalars (as 0-d arrays: dtype kept); ``list``, ``tuple``;
+``dict`` with ``str`` or tuple-of-``str`` keys, in their order; and the library's result classes
+of :data:`RESULT_TYPES` (dataclasses such as
+:class:`~attn_lib.simulation.simulate.SimulationResult`), field by field. A class is named in
+the file by ``module.qualname`` and read back only if that name is in :data:`RESULT_TYPES`:
+nothing is imported by a name that comes from a file. Storing another type raises
+``TypeError``. An entry is written atomically: the bytes go to a temporary file in the same
+folder, which is then renamed over the final name with :func:`os.replace`, so an interrupted
+run never leaves a partial entry under a valid name. An unreadable entry (corrupt, truncated, of
+an unknown type, or a pickle of an older version: those ``.pkl`` files are never opened) is a
+miss. The cache folder is ``$ATTN_BOOK_CACHE`` if set, else ``<repository>/.cache/attn-book``;
+delete it (or call :func:`clear`) to start afresh. Setting ``ATTN_BOOK_CACHE=off`` disables the
+cache.
+
+**Where the work runs.** The definitions of this module and of
+:mod:`attn_lib.simulation.executor` are not followed: they store results and choose where tasks
+run, and a result is the same in every mode (``tests/test_distributed.py``; bit for bit at the
+same number of BLAS threads per trial, to rounding otherwise), so entries are shared by serial
+runs and cluster runs. A call made on a worker of a cluster computes the same
+key and reads and writes the same files (with ``ATTN_BOOK_CACHE`` set to a folder all workers
+see). :func:`entry` looks a call up without running it, for callers (a sweep) that compute
+many calls together and store each when it is done.
 
 **Log.** With ``ATTN_BOOK_CACHE_LOG=1`` every :func:`cached` call prints one line on stdout,
 ``attn-book cache: hit|miss <module.qualname> <key prefix>``; any other value (not ``0``/``off``)
@@ -69,25 +89,39 @@ import inspect
 import json
 import math
 import os
-import pickle
 import sys
 import tempfile
 import textwrap
+import zipfile
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
 import numpy as np
 
-__all__ = ["cache_dir", "dependencies", "code_hash", "key", "cached", "memoize", "clear"]
+__all__ = ["cache_dir", "dependencies", "code_hash", "key", "Entry", "entry", "cached", "memoize",
+           "clear", "RESULT_TYPES"]
 
 T = TypeVar("T")
 
 #: Folder of the library whose definitions are followed (its name is the package's import name).
 PACKAGE_DIR = Path(__file__).resolve().parent
-_FORMAT = 2  # bump when the on-disk layout or the key's recipe changes
+_FORMAT = 3  # bump when the on-disk layout or the key's recipe changes (3: .npz + JSON)
 _PYTHON = "{}.{}".format(*sys.version_info[:2])
 _LOG_OFF = {"", "0", "off", "no", "false"}
 _LOG_STDOUT = {"1", "on", "yes", "true", "stdout"}
+#: Modules whose definitions do not enter a key: this one, and where the tasks run.
+_NOT_FOLLOWED = frozenset({__name__, f"{__package__}.simulation.executor"})
+
+#: The library's result classes an entry may hold (``module.qualname``; dataclasses, stored field
+#: by field). A class is imported only through this table, never by a name read from a file.
+RESULT_TYPES = (
+    "attn_lib.simulation.trials.Trials",
+    "attn_lib.simulation.simulate.SimulationResult",
+    "attn_lib.studies.gpt2.MonteCarlo",
+    "attn_lib.studies.gpt2.Summary",
+    "attn_lib.studies.gpt2.Spectrum",
+    "attn_lib.studies.gpt2.Fit",
+)
 
 # A target of a name: ("def", module, name) a definition of the library, ("module", module) a
 # module of the library (standing for all its definitions), ("external", package) a package
@@ -434,9 +468,9 @@ def _closure(obj: Any, root: Path) -> tuple[tuple[str, str], ...]:
             found[f"{getattr(fobj, '__module__', None)}.{fobj.__qualname__}"] = digest
             stack.extend(more)
         elif kind == "module":
-            if target[1] != __name__:
+            if target[1] not in _NOT_FOLLOWED:
                 stack.extend(_edges(root, target))
-        elif target[1] != __name__:  # a definition (those of this module are not followed)
+        elif target[1] not in _NOT_FOLLOWED:  # a definition (see _NOT_FOLLOWED)
             found[f"{target[1]}.{target[2]}"] = _parse(root, target[1]).definitions[target[2]]
             stack.extend(_edges(root, target))
     return tuple(sorted(found.items()))
@@ -553,29 +587,128 @@ def key(func: Callable[..., Any], kwargs: dict[str, Any],
 
 
 # ------------------------------------------------------------------ storage
+_STRUCTURE = "structure.json"
+
+
+class _Unknown(ValueError):
+    """An entry names a type outside the closed set (a miss)."""
+
+
+@functools.lru_cache(maxsize=None)
+def _result_type(name: str) -> type:
+    """The class ``name`` of :data:`RESULT_TYPES` (imported through the table only)."""
+    if name not in RESULT_TYPES:
+        raise _Unknown(f"{name!r} is not one of cache.RESULT_TYPES")
+    module, _, qualname = name.rpartition(".")
+    cls = getattr(importlib.import_module(module), qualname)
+    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)
+            and f"{cls.__module__}.{cls.__qualname__}" == name):
+        raise TypeError(f"cache.RESULT_TYPES names {name!r}, which is not a dataclass of that name")
+    return cls
+
+
+def _encode(obj: Any, arrays: list[np.ndarray]) -> Any:
+    """JSON description of ``obj``; its arrays are appended to ``arrays`` (see the docstring)."""
+    if obj is None or type(obj) in (bool, str):
+        return obj
+    if type(obj) is int:
+        return {"int": str(obj)}
+    if type(obj) is float:
+        return {"float": obj.hex()}
+    if isinstance(obj, (np.ndarray, np.generic)):
+        arr = np.asarray(obj)
+        if arr.dtype.hasobject:
+            raise TypeError("the cache stores no arrays of Python objects")
+        arrays.append(arr)
+        return {"array" if isinstance(obj, np.ndarray) else "scalar": len(arrays) - 1}
+    if type(obj) in (list, tuple):
+        return {type(obj).__name__: [_encode(v, arrays) for v in obj]}
+    if type(obj) is dict:
+        items = []
+        for k, v in obj.items():
+            if not (type(k) is str or (type(k) is tuple and all(type(e) is str for e in k))):
+                raise TypeError(f"the cache stores dictionaries with str or tuple-of-str keys, "
+                                f"got the key {k!r}")
+            items.append([k if type(k) is str else list(k), _encode(v, arrays)])
+        return {"dict": items}
+    name = f"{type(obj).__module__}.{type(obj).__qualname__}"
+    if name in RESULT_TYPES and _result_type(name) is type(obj):
+        fields = {f.name: _encode(getattr(obj, f.name), arrays) for f in dataclasses.fields(obj)}
+        return {"dataclass": name, "fields": fields}
+    raise TypeError(f"the cache cannot store an object of type {name}: add it to "
+                    "cache.RESULT_TYPES if it is a result dataclass of the library")
+
+
+def _decode(node: Any, arrays: dict[int, np.ndarray]) -> Any:
+    """Inverse of :func:`_encode`."""
+    if node is None or type(node) in (bool, str):
+        return node
+    if type(node) is not dict:
+        raise _Unknown(f"unknown entry node {node!r}")
+    if node.keys() == {"dataclass", "fields"}:
+        cls = _result_type(node["dataclass"])
+        return cls(**{k: _decode(v, arrays) for k, v in node["fields"].items()})
+    if len(node) != 1:
+        raise _Unknown(f"unknown entry node {node!r}")
+    ((tag, value),) = node.items()
+    if tag == "int":
+        return int(value)
+    if tag == "float":
+        return float.fromhex(value)
+    if tag == "array":
+        return arrays[value]
+    if tag == "scalar":
+        return arrays[value][()]
+    if tag == "list":
+        return [_decode(v, arrays) for v in value]
+    if tag == "tuple":
+        return tuple(_decode(v, arrays) for v in value)
+    if tag == "dict":
+        return {(k if type(k) is str else tuple(k)): _decode(v, arrays) for k, v in value}
+    raise _Unknown(f"unknown entry node {tag!r}")
+
+
 def _path(func: Callable[..., Any], k: str) -> Path:
     folder = _func_id(func).replace("<", "_").replace(">", "_")
-    return cache_dir() / folder / f"{k}.pkl"
+    return cache_dir() / folder / f"{k}.npz"
 
 
 def _load(path: Path) -> tuple[bool, Any]:
+    """``(True, value)`` of the entry at ``path``; ``(False, None)`` if absent or unreadable."""
     try:
-        with open(path, "rb") as fh:
-            return True, pickle.load(fh)
-    except FileNotFoundError:
-        return False, None
-    except (pickle.UnpicklingError, EOFError, AttributeError, ImportError, ValueError, TypeError):
-        # An unreadable entry (e.g. written by an incompatible version) counts as a miss.
+        with zipfile.ZipFile(path) as zf:
+            structure = json.loads(zf.read(_STRUCTURE).decode("utf-8"))
+            arrays = {}
+            for name in zf.namelist():
+                if name != _STRUCTURE:
+                    with zf.open(name) as fh:
+                        arrays[int(name.removesuffix(".npy"))] = np.lib.format.read_array(
+                            fh, allow_pickle=False)
+            return True, _decode(structure, arrays)
+    except (OSError, EOFError, zipfile.BadZipFile, KeyError, ValueError, TypeError):
+        # Absent, corrupt, truncated, a pickle, or naming a type outside the closed set: a miss.
         return False, None
 
 
 def _store(path: Path, value: Any) -> None:
-    """Pickle ``value`` to ``path`` atomically (temporary file + :func:`os.replace`)."""
+    """Write ``value`` to ``path`` as ``.npz`` + JSON, atomically (temporary file + os.replace).
+
+    Raises
+    ------
+    TypeError
+        If ``value`` holds a type outside the closed set (nothing is written).
+    """
+    arrays: list[np.ndarray] = []
+    structure = json.dumps(_encode(value, arrays), separators=(",", ":"))
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.stem[:16]}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
-            pickle.dump(value, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            with zipfile.ZipFile(fh, "w", zipfile.ZIP_STORED) as zf:
+                zf.writestr(_STRUCTURE, structure)
+                for i, arr in enumerate(arrays):
+                    with zf.open(f"{i}.npy", "w", force_zip64=True) as member:
+                        np.lib.format.write_array(member, arr, allow_pickle=False)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -600,6 +733,46 @@ def _log(event: str, func: Callable[..., Any], k: str) -> None:
             fh.write(line + "\n")
 
 
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """The cache entry of one call, looked up (:func:`entry`) but not yet computed.
+
+    Attributes
+    ----------
+    func : callable
+    key : str or None
+        :func:`key` of the call; ``None`` when the cache is off (then nothing is read or stored).
+    hit : bool
+        Whether the entry was read.
+    value : object
+        The stored result (``None`` on a miss).
+    """
+
+    func: Callable[..., Any]
+    key: str | None
+    hit: bool
+    value: Any
+
+    def store(self, value: Any) -> None:
+        """Store the computed ``value`` of the call (nothing when the cache is off)."""
+        if self.key is not None:
+            _store(_path(self.func, self.key), value)
+
+
+def entry(func: Callable[..., Any], /, **kwargs: Any) -> Entry:
+    """Look up the call ``func(**kwargs)`` (logged as a hit or a miss) without computing it.
+
+    Parameters and errors as in :func:`cached`, which is ``entry`` followed, on a miss, by the
+    call and :meth:`Entry.store`.
+    """
+    if not _enabled():
+        return Entry(func=func, key=None, hit=False, value=None)
+    k = key(func, kwargs)
+    hit, value = _load(_path(func, k))
+    _log("hit" if hit else "miss", func, k)
+    return Entry(func=func, key=k, hit=hit, value=value)
+
+
 def cached(func: Callable[..., T], /, **kwargs: Any) -> T:
     """Return ``func(**kwargs)``, read from the disk cache when the same call was stored.
 
@@ -614,23 +787,19 @@ def cached(func: Callable[..., T], /, **kwargs: Any) -> T:
 
     Returns
     -------
-    The (possibly cached) result.
+    The (possibly cached) result, of the types an entry holds (see the module docstring).
 
     Raises
     ------
     TypeError
-        If an argument has no stable description (e.g. a lambda).
+        If an argument has no stable description (e.g. a lambda), or the result is of a type
+        an entry cannot hold.
     """
-    if not _enabled():
-        return func(**kwargs)
-    k = key(func, kwargs)
-    path = _path(func, k)
-    hit, value = _load(path)
-    _log("hit" if hit else "miss", func, k)
-    if hit:
-        return value
+    found = entry(func, **kwargs)
+    if found.hit:
+        return found.value
     value = func(**kwargs)
-    _store(path, value)
+    found.store(value)
     return value
 
 
@@ -645,13 +814,14 @@ def memoize(func: Callable[..., T]) -> Callable[..., T]:
 
 
 def clear() -> int:
-    """Delete every cache entry; return how many files were removed."""
+    """Delete every cache entry (and the ``.pkl`` entries of older versions); return how many."""
     root = cache_dir()
     count = 0
     if root.is_dir():
-        for path in root.rglob("*.pkl"):
-            path.unlink()
-            count += 1
+        for pattern in ("*.npz", "*.pkl"):
+            for path in root.rglob(pattern):
+                path.unlink()
+                count += 1
         for path in root.rglob("*.tmp"):
             path.unlink()
     return count

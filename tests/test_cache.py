@@ -1,12 +1,17 @@
-"""The disk cache: hits, misses on parameter and code changes, keys that follow the code."""
+"""The disk cache: hits, misses on parameter and code changes, keys that follow the code, and
+entries that are plain data (``.npz`` + JSON: reading one runs no code)."""
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib.util
+import json
 import pickle
 import shutil
 import sys
+import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -54,7 +59,7 @@ def test_hit_returns_stored_value_without_recomputing(cache_env):
     assert len(CALLS) == 1
     assert second["sum"] == first["sum"] == 3.0
     np.testing.assert_array_equal(second["arr"], [0, 2, 4])
-    assert len([p for p in entries(cache_env) if p.suffix == ".pkl"]) == 1
+    assert len([p for p in entries(cache_env) if p.suffix == ".npz"]) == 1
 
 
 def test_keyword_order_does_not_matter():
@@ -228,30 +233,162 @@ def test_key_is_memoised(monkeypatch):
 
 
 def test_interrupted_write_leaves_no_partial_entry(cache_env, monkeypatch):
-    real_dump = pickle.dump
+    real_writestr = zipfile.ZipFile.writestr
 
-    def failing_dump(obj, fh, protocol=None):
-        fh.write(b"\x80\x05partial")  # some bytes reach the disk ...
+    def failing_writestr(self, name, data, *args, **kwargs):
+        real_writestr(self, name, data[: len(data) // 2])  # some bytes reach the disk ...
         raise KeyboardInterrupt("interrupted while writing")  # ... then the run is killed
 
-    monkeypatch.setattr(cache.pickle, "dump", failing_dump)
+    monkeypatch.setattr(zipfile.ZipFile, "writestr", failing_writestr)
     with pytest.raises(KeyboardInterrupt):
         cache.cached(compute, a=1.0)
-    assert entries(cache_env) == []  # neither a partial .pkl nor a leftover temporary file
+    assert entries(cache_env) == []  # neither a partial .npz nor a leftover temporary file
 
-    monkeypatch.setattr(cache.pickle, "dump", real_dump)
+    monkeypatch.setattr(zipfile.ZipFile, "writestr", real_writestr)
     assert cache.cached(compute, a=1.0)["sum"] == 2.0
     assert cache.cached(compute, a=1.0)["sum"] == 2.0
     assert len(CALLS) == 2  # recomputed once after the interruption, then read back
-    assert [p.suffix for p in entries(cache_env)] == [".pkl"]
+    assert [p.suffix for p in entries(cache_env)] == [".npz"]
 
 
-def test_corrupt_entry_is_a_miss(cache_env):
+def only_entry(root):
+    (path,) = [p for p in entries(root) if p.suffix == ".npz"]
+    return path
+
+
+@pytest.mark.parametrize("damage", [
+    lambda path: path.write_bytes(b"not an archive"),
+    lambda path: path.write_bytes(path.read_bytes()[:-20]),  # truncated
+    lambda path: path.write_bytes(b""),
+])
+def test_corrupt_entry_is_a_miss(cache_env, damage):
     cache.cached(compute, a=1.0)
-    (path,) = [p for p in entries(cache_env) if p.suffix == ".pkl"]
-    path.write_bytes(b"not a pickle")
+    damage(only_entry(cache_env))
     assert cache.cached(compute, a=1.0)["sum"] == 2.0
     assert len(CALLS) == 2
+    assert cache.cached(compute, a=1.0)["sum"] == 2.0  # rewritten whole
+    assert len(CALLS) == 2
+
+
+class Payload:
+    """A pickle that runs code when it is loaded."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.touch, (Path(self.marker),))  # the file appears if the pickle runs
+
+
+def test_a_pickle_is_a_miss_and_never_runs(cache_env, tmp_path):
+    marker = tmp_path / "ran"
+    cache.cached(compute, a=1.0)
+    path = only_entry(cache_env)
+    path.write_bytes(pickle.dumps(Payload(marker)))           # a pickle under the entry's name
+    path.with_suffix(".pkl").write_bytes(pickle.dumps(Payload(marker)))  # an old-format entry
+    assert cache.cached(compute, a=1.0)["sum"] == 2.0
+    assert len(CALLS) == 2 and not marker.exists()
+
+
+def rewrite_structure(path, edit):
+    """Rewrite the ``structure.json`` member of an entry through ``edit(structure)``."""
+    with zipfile.ZipFile(path) as zf:
+        members = {name: zf.read(name) for name in zf.namelist()}
+    members["structure.json"] = json.dumps(edit(json.loads(members["structure.json"]))).encode()
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+
+
+@pytest.mark.parametrize("name", [
+    "tests.test_cache.Payload",                 # not a registered result type
+    "attn_lib.model.setting.Setting",           # a library dataclass, but not a result type
+    "os.system",
+])
+def test_an_entry_naming_an_unregistered_type_is_a_miss(cache_env, name):
+    kwargs = dict(setting=Setting(c=0.5, snr=1.0), gammas=np.array([1.0]), n=16, trials=1)
+    cache.cached(simulate.errors, **kwargs)
+    path = only_entry(cache_env)
+    rewrite_structure(path, lambda st: {**st, "dataclass": name})
+    assert cache.entry(simulate.errors, **kwargs).hit is False
+    rewrite_structure(path, lambda st: {**st, "dataclass": "attn_lib.simulation.trials.Trials"})
+    assert type(cache.entry(simulate.errors, **kwargs).value).__name__ == "Trials"  # registered
+
+
+def same(a, b):
+    """``a`` and ``b`` equal exactly: the same types all the way down, arrays bit for bit."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (np.ndarray, np.generic)):
+        return (a.dtype == b.dtype and np.shape(a) == np.shape(b)
+                and np.asarray(a).tobytes() == np.asarray(b).tobytes())
+    if isinstance(a, float):
+        return a.hex() == b.hex()
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    if dataclasses.is_dataclass(a):
+        return all(same(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
+    return a == b
+
+
+def stored_types():
+    """One value of each type an entry holds, including every class of ``RESULT_TYPES``."""
+    from attn_lib.simulation.trials import Trials
+    from attn_lib.studies import gpt2, hermite_linearisation
+    rng = np.random.default_rng(0)
+    g = np.array([1e-2, 1.0])
+    setting = Setting(c=0.5, snr=1.0)
+    mats = {"A": gpt2.normalise(rng.standard_normal((8, 8)))[0]}
+    return {
+        "scalars": [None, True, False, 0, -7, 2 ** 70, 0.1, -0.0, float("inf"), float("nan"),
+                    "text", np.float64(0.1), np.int64(3), np.bool_(True), np.float32(1.5)],
+        "arrays": (np.arange(6, dtype=np.int32).reshape(2, 3), np.array(2.5), np.zeros((0, 3)),
+                   np.array([1 + 2j]), np.array(["a", "bc"]), np.asfortranarray(np.eye(3))),
+        "dict": {"b": {"nested": [1, (2.0, "x")]}, "a": np.ones(2)},
+        "tuple keys": {("attention", "A", "mu"): np.ones(2), ("ridge", "mu"): np.zeros(2)},
+        "SimulationResult": simulate.errors(setting, g, n=16, trials=2, seed=1),
+        "ridge only": simulate.errors(setting, g, n=16, trials=1, attention=False),
+        "Trials": hermite_linearisation.error_gap(setting, g, n=16, trials=1),
+        "MonteCarlo": gpt2.simulate_matrices(mats, {"mu": np.ones(8)}, "tanh", g, n=16),
+        "Summary": gpt2.layer_summary(rng.standard_normal((8, 8)), k_max=4),
+        "Trials()": Trials(values={}, gammas=np.float64(1.0), n=1, p=1),
+    }
+
+
+def test_every_stored_type_round_trips_exactly(cache_env):
+    values = stored_types()
+    types = {type(v) for v in values.values()} | {type(values["Summary"].fit),
+                                                  type(values["Summary"].spectrum)}
+    assert {f"{t.__module__}.{t.__qualname__}" for t in types} >= set(cache.RESULT_TYPES)
+    for name, value in values.items():
+        path = cache_env / f"{name}.npz"
+        cache._store(path, value)
+        hit, back = cache._load(path)
+        assert hit and same(back, value), name
+        assert back is not value
+
+
+def test_a_type_outside_the_closed_set_is_refused(cache_env):
+    for value in ({1: "int key"}, {"x": object()}, np.array([None]), Setting(c=0.5, snr=1.0),
+                  {"a": {1, 2}}, [Payload("x")]):
+        with pytest.raises(TypeError):
+            cache._store(cache_env / "refused.npz", value)
+    assert entries(cache_env) == []
+
+
+def test_the_result_types_are_dataclasses_of_their_name():
+    for name in cache.RESULT_TYPES:
+        cls = cache._result_type(name)
+        assert dataclasses.is_dataclass(cls) and f"{cls.__module__}.{cls.__qualname__}" == name
+
+
+def test_where_the_work_runs_does_not_enter_a_key():
+    deps = cache.dependencies(simulate.errors, sweeps.simulations)
+    assert "attn_lib.simulation.trials.run_plans" in deps
+    assert [k for k in deps if k.startswith("attn_lib.simulation.executor")] == []
+    assert "dask" not in deps and "distributed" not in deps
 
 
 def test_disabled_cache(cache_env, monkeypatch):
@@ -273,7 +410,7 @@ def test_clear(cache_env):
     cache.cached(compute, a=1.0)
     cache.cached(compute, a=2.0)
     assert cache.clear() == 2
-    assert [p for p in entries(cache_env) if p.suffix == ".pkl"] == []
+    assert [p for p in entries(cache_env) if p.suffix == ".npz"] == []
 
 
 def test_simulation_result_round_trip(cache_env):
@@ -287,7 +424,7 @@ def test_simulation_result_round_trip(cache_env):
     np.testing.assert_array_equal(stored.ridge.mean, fresh.ridge.mean)
     direct = simulate.errors(**kwargs)
     np.testing.assert_array_equal(stored.ridge.values, direct.ridge.values)
-    assert len([p for p in entries(cache_env) if p.suffix == ".pkl"]) == 1
+    assert len([p for p in entries(cache_env) if p.suffix == ".npz"]) == 1
 
 
 # ------------------------------------------------------------------ keys of edited library copies

@@ -218,7 +218,7 @@ def test_small_run_ridge_unbiased_and_coherent_shift_bias_negative(cache_env):
     # the series are the draws of the cached sweep, and a second run reads them from the cache
     again = cv.run(settings, n=[32, 64], trials=[96, 64], gammas=gammas, seed=5)
     np.testing.assert_array_equal(again.runs[1].attention, study.runs[1].attention)
-    assert len(list(cache_env.rglob("*.pkl"))) == 4  # one entry per setting and size
+    assert len(list(cache_env.rglob("*.npz"))) == 4  # one entry per setting and size
     s = study.series("attention", 0, 1)
     np.testing.assert_allclose(s.mean, [r.mean("attention")[0, 1] for r in study.runs])
     with pytest.raises(ValueError, match="model"):

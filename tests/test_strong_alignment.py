@@ -193,7 +193,7 @@ def test_finite_size_theory_is_the_cached_theory(tmp_path, monkeypatch):
     out = sa.finite_size_theory([s], g, n=2048)
     assert out.shape == (1, 1)
     np.testing.assert_allclose(out[0], attention_error(s, g, n=2048), rtol=1e-12)
-    assert list(tmp_path.rglob("*.pkl"))  # stored in the cache
+    assert list(tmp_path.rglob("*.npz"))  # stored in the cache
     np.testing.assert_array_equal(sa.finite_size_theory([s], g, n=2048), out)  # read back
     with pytest.raises(ValueError, match="settings must not be empty"):
         sa.finite_size_theory([], g, n=64)

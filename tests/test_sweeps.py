@@ -126,7 +126,7 @@ def test_monte_carlo_matches_simulate_and_pairs_the_gap(cache_env):
     np.testing.assert_allclose(res.values("gap"), res.attention - res.ridge)
     np.testing.assert_allclose(res.mean("ratio"), (res.attention / res.ridge).mean(axis=1))
     assert res.std("ridge").shape == (2, GAMMAS.size)
-    assert any(cache_env.rglob("*.pkl"))  # went through the disk cache
+    assert any(cache_env.rglob("*.npz"))  # went through the disk cache
     again = sweeps.simulations(settings, GAMMAS, n=64, trials=3, seed=1)
     np.testing.assert_array_equal(again.attention, res.attention)
 
@@ -137,7 +137,7 @@ def test_monte_carlo_per_setting_n_and_ridge_only(cache_env):
                              use_cache=False)
     np.testing.assert_array_equal(res.n, [32, 64])
     assert res.attention is None and res.ridge.shape == (2, 2, 1)
-    assert not any(cache_env.rglob("*.pkl"))
+    assert not any(cache_env.rglob("*.npz"))
     with pytest.raises(ValueError, match="without attention"):
         res.mean("gap")
     with pytest.raises(ValueError, match="model"):

@@ -3,7 +3,9 @@
 One draw of the model (:func:`attn_lib.model.data.draw`) gives the error curves
 ``E(gamma) = gamma^2 y^T Q^2 y / n``, ``Q = (Phi^T Phi / n + gamma I)^{-1}``, of attention
 (``Phi = X K``) and of ridge regression (``Phi = X``) through :func:`draw_errors`;
-:func:`errors` runs seeded trials of it (:meth:`attn_lib.simulation.trials.Trials.run`).
+:func:`errors` runs seeded trials of it (:meth:`attn_lib.simulation.trials.Trials.run`), in-process
+or on a Dask cluster (:mod:`attn_lib.simulation.executor`); :func:`errors_plan` lists its trials
+without running them, so that a sweep can send the trials of many settings at once.
 
 The error of one draw lives in :mod:`attn_lib.simulation.resolvent` and the trials and their
 summaries in :mod:`attn_lib.simulation.trials`; their names are importable from here too.
@@ -18,9 +20,9 @@ from .._validation import check_gammas, check_int, check_seed, check_setting
 from ..model.nonlinearity import check_nonlinearity
 from ..model.setting import Setting
 from .resolvent import gram_error, interpolation_error
-from .trials import Stats, Trials
+from .trials import Plan, Stats, Trials
 
-__all__ = ["draw_errors", "SimulationResult", "errors"]
+__all__ = ["draw_errors", "SimulationResult", "errors", "errors_plan"]
 
 
 def draw_errors(setting: Setting, gammas: np.ndarray, n: int, rng: np.random.Generator,
@@ -70,7 +72,7 @@ class SimulationResult(Trials):
 
 def errors(setting: Setting, gammas: object, n: int = 2048, trials: int = 4, seed: int = 0,
            keep_diagonal: bool = False, progress: bool = False,
-           attention: bool = True) -> SimulationResult:
+           attention: bool = True, scheduler: str | None = None) -> SimulationResult:
     """Monte Carlo interpolation errors of attention and ridge regression.
 
     Parameters
@@ -92,6 +94,11 @@ def errors(setting: Setting, gammas: object, n: int = 2048, trials: int = 4, see
         Show a tqdm progress bar over trials.
     attention : bool, default True
         Also simulate attention; ``False`` gives ridge only (``.attention`` is ``None``).
+    scheduler : str, optional
+        Where the trials run (:mod:`attn_lib.simulation.executor`; default
+        ``$ATTN_BOOK_SCHEDULER``, else in-process); the result is the same in every mode (bit
+        for bit at the same BLAS threads per trial, see the executor). Leave
+        it out of a cached call (:func:`attn_lib.cache.cached`), whose key would include it.
 
     Returns
     -------
@@ -99,6 +106,13 @@ def errors(setting: Setting, gammas: object, n: int = 2048, trials: int = 4, see
         ``.attention`` and ``.ridge`` with ``mean``, ``std`` (ddof=0), ``sem`` and ``values``
         (shape ``(trials, *gammas.shape)``).
     """
+    plan = errors_plan(setting, gammas, n, trials, seed, keep_diagonal, attention)
+    return plan.run(progress=progress, scheduler=scheduler)
+
+
+def errors_plan(setting: Setting, gammas: object, n: int = 2048, trials: int = 4, seed: int = 0,
+                keep_diagonal: bool = False, attention: bool = True) -> Plan[SimulationResult]:
+    """The trials of :func:`errors` (same parameters), as a :class:`~.trials.Plan`."""
     check_setting(setting)
     if not isinstance(keep_diagonal, bool) or not isinstance(attention, bool):
         raise TypeError("keep_diagonal and attention must be bool")
@@ -113,5 +127,4 @@ def errors(setting: Setting, gammas: object, n: int = 2048, trials: int = 4, see
         att, ridge = draw_errors(setting, g, n, rng, keep_diagonal, attention)
         return {"ridge": ridge} if att is None else {"attention": att, "ridge": ridge}
 
-    return SimulationResult.run(trial, trials=trials, seed=seed, gammas=g, n=n, p=p,
-                                progress=progress)
+    return SimulationResult.plan(trial, trials=trials, seed=seed, gammas=g, n=n, p=p)

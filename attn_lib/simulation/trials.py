@@ -6,21 +6,26 @@ more, and a trial's numbers do not depend on how many trials there are), calls a
 function that returns named curves, and stacks each curve over trials into an array of shape
 ``(trials, *shape)``. :class:`Trials` holds them and gives their summaries (:class:`Stats`):
 mean, standard deviation (``ddof=0``) and standard error of the mean (:func:`standard_error`).
-"""
+
+The trials are independent tasks, each carrying its own child seed: :meth:`Trials.plan` lists
+them (a :class:`Plan`), and :func:`run_plans` runs the tasks of many plans together through
+:mod:`attn_lib.simulation.executor`, in-process or on a Dask cluster, with the same numbers in
+every mode."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping
+import functools
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike
-from tqdm import tqdm
 
 from .._validation import check_int, check_seed
+from . import executor
 
-__all__ = ["standard_error", "Stats", "Trials", "TrialFunction"]
+__all__ = ["standard_error", "Stats", "Trials", "TrialFunction", "Plan", "run_plans"]
 
 #: A trial: draws from the generator it is given and returns named curves (arrays of fixed shape).
 TrialFunction = Callable[[np.random.Generator], Mapping[Hashable, ArrayLike]]
@@ -100,8 +105,16 @@ class Trials:
     p: int
 
     @classmethod
+    def plan(cls: type[R], trial: TrialFunction, *, trials: int, seed: int, gammas: np.ndarray,
+             n: int, p: int) -> Plan[R]:
+        """The tasks of :meth:`run` (one per trial, with its child seed), not yet run."""
+        trials = check_int(trials, "trials")
+        children = np.random.SeedSequence(check_seed(seed)).spawn(trials)
+        return Plan(result=cls, trial=trial, seeds=tuple(children), gammas=gammas, n=n, p=p)
+
+    @classmethod
     def run(cls: type[R], trial: TrialFunction, *, trials: int, seed: int, gammas: np.ndarray,
-            n: int, p: int, progress: bool = False) -> R:
+            n: int, p: int, progress: bool = False, scheduler: str | None = None) -> R:
         """Run ``trial`` on ``trials`` seeded generators and stack its curves.
 
         Parameters
@@ -120,22 +133,19 @@ class Trials:
             Tokens and token dimension, stored with the result.
         progress : bool, default False
             Show a tqdm progress bar over trials.
+        scheduler : str, optional
+            Where the trials run (:mod:`attn_lib.simulation.executor`): ``"serial"``,
+            ``"local:N"`` or a scheduler address; default ``$ATTN_BOOK_SCHEDULER``, else serial.
+            The result is the same in every mode (bit for bit at the same number of BLAS
+            threads per trial: one on a cluster; see :mod:`~attn_lib.simulation.executor`).
 
         Returns
         -------
         Trials (or the subclass it is called on)
             ``values[name]`` of shape ``(T, *shape)``, float64.
         """
-        trials = check_int(trials, "trials")
-        children = np.random.SeedSequence(check_seed(seed)).spawn(trials)
-        values: dict = {}
-        for t in tqdm(range(trials), disable=not progress, desc="Monte Carlo"):
-            curves = trial(np.random.default_rng(children[t]))
-            if t == 0:
-                values = {k: np.empty((trials, *np.shape(v))) for k, v in curves.items()}
-            for k, v in curves.items():
-                values[k][t] = v
-        return cls(values=values, gammas=gammas, n=n, p=p)
+        plan = cls.plan(trial, trials=trials, seed=seed, gammas=gammas, n=n, p=p)
+        return plan.run(progress=progress, scheduler=scheduler)
 
     @property
     def trials(self) -> int:
@@ -163,3 +173,56 @@ class Trials:
     def sem(self, model: Hashable) -> np.ndarray:
         """Standard error of the mean (``ddof=1``; zeros for one trial) of the curve ``model``."""
         return self.stats(model).sem
+
+
+def _draw(trial: TrialFunction, seed: np.random.SeedSequence) -> Mapping[Hashable, ArrayLike]:
+    """One task: the curves of ``trial`` on the generator of its child seed."""
+    return trial(np.random.default_rng(seed))
+
+
+@dataclass(frozen=True, eq=False)
+class Plan(Generic[R]):
+    """The trials of one :meth:`Trials.run`, not yet run: one task per child seed.
+
+    Attributes
+    ----------
+    result : type
+        The :class:`Trials` subclass to assemble.
+    trial : callable ``rng -> {name: array}``
+    seeds : tuple of SeedSequence, length T
+        ``SeedSequence(seed).spawn(T)``: task ``t`` draws from ``default_rng(seeds[t])``.
+    gammas : ndarray
+    n, p : int
+    """
+
+    result: type[R]
+    trial: TrialFunction
+    seeds: tuple
+    gammas: np.ndarray
+    n: int
+    p: int
+
+    def assemble(self, curves: Sequence[Mapping[Hashable, ArrayLike]]) -> R:
+        """Stack the tasks' curves (in seed order) into ``values[name]`` of shape ``(T, ...)``."""
+        values = {k: np.empty((len(curves), *np.shape(v))) for k, v in curves[0].items()}
+        for t, c in enumerate(curves):
+            for k, v in c.items():
+                values[k][t] = v
+        return self.result(values=values, gammas=self.gammas, n=self.n, p=self.p)
+
+    def run(self, progress: bool = False, scheduler: str | None = None) -> R:
+        """Run the tasks and assemble them (:func:`run_plans` of this plan alone)."""
+        ((_, out),) = run_plans([self], progress=progress, scheduler=scheduler)
+        return out
+
+
+def run_plans(plans: Sequence[Plan], progress: bool = False,
+              scheduler: str | None = None) -> Iterator[tuple[int, Trials]]:
+    """Run the tasks of every plan together; yield ``(i, result of plans[i])`` as each completes.
+
+    Serially the plans complete in order; on a cluster all their tasks are in flight at once
+    and the plans complete in any order (:func:`attn_lib.simulation.executor.run`).
+    """
+    jobs = [(functools.partial(_draw, plan.trial), plan.seeds) for plan in plans]
+    for i, curves in executor.run(jobs, scheduler=scheduler, progress=progress):
+        yield i, plans[i].assemble(curves)

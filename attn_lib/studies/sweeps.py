@@ -26,7 +26,7 @@ import numpy as np
 
 from .. import cache
 from ..simulation import simulate
-from ..simulation.trials import Stats
+from ..simulation.trials import Stats, run_plans
 from .._validation import (check_bool, check_choice, check_gammas, check_int, check_seed,
                            check_setting, check_settings)
 from ..model.setting import Setting
@@ -128,7 +128,7 @@ class SweepResult:
 
 def simulations(settings: Sequence[Setting], gammas: object, n: int | Sequence[int],
                 trials: int, seed: int = 0, attention: bool = True,
-                use_cache: bool = True) -> SweepResult:
+                use_cache: bool = True, scheduler: str | None = None) -> SweepResult:
     """Simulate every setting of a sweep (:func:`attn_lib.simulation.simulate.errors`), cached on disk.
 
     Parameters
@@ -145,7 +145,14 @@ def simulations(settings: Sequence[Setting], gammas: object, n: int | Sequence[i
     attention : bool, default True
         ``False`` simulates ridge regression only.
     use_cache : bool, default True
-        Read and write each setting's result through :func:`attn_lib.cache.cached`.
+        Read and write each setting's result as the cache entry of
+        ``simulate.errors(setting=..., gammas=..., n=..., trials=..., seed=..., attention=...)``
+        (:func:`attn_lib.cache.entry`), each stored as soon as its trials are done.
+    scheduler : str, optional
+        Where the trials run (:mod:`attn_lib.simulation.executor`; default
+        ``$ATTN_BOOK_SCHEDULER``, else in-process). The trials of every setting not in the cache
+        are sent together (``B x T`` tasks in flight); the result is the same in every mode
+        (bit for bit at the same BLAS threads per trial, :mod:`attn_lib.simulation.executor`).
 
     Returns
     -------
@@ -162,9 +169,16 @@ def simulations(settings: Sequence[Setting], gammas: object, n: int | Sequence[i
     seed = check_seed(seed)
     if not isinstance(attention, bool) or not isinstance(use_cache, bool):
         raise TypeError("attention and use_cache must be bool")
-    run = cache.memoize(simulate.errors) if use_cache else simulate.errors
-    results = [run(setting=s, gammas=g, n=k, trials=trials, seed=seed, attention=attention)
-               for s, k in zip(settings, ns)]
+    calls = [dict(setting=s, gammas=g, n=k, trials=trials, seed=seed, attention=attention)
+             for s, k in zip(settings, ns)]
+    found = [cache.entry(simulate.errors, **kw) if use_cache else None for kw in calls]
+    results = [e.value if e is not None and e.hit else None for e in found]
+    todo = [b for b, r in enumerate(results) if r is None]
+    plans = [simulate.errors_plan(**calls[b]) for b in todo]
+    for j, res in run_plans(plans, scheduler=scheduler):
+        results[todo[j]] = res
+        if found[todo[j]] is not None:
+            found[todo[j]].store(res)
     att = np.stack([r.attention.values for r in results]) if attention else None
     ridge = np.stack([r.ridge.values for r in results])
     return SweepResult(attention=att, ridge=ridge, n=np.array([r.n for r in results]),
