@@ -15,15 +15,14 @@ The mode is chosen by the ``scheduler`` argument, or else by the environment var
   (``dask scheduler`` and ``dask worker tcp://host:8786 --nthreads 1`` on the machines).
 
 On a cluster the jobs' functions are scattered once (one round trip) and every call is one
-task, so all the tasks of all the jobs passed to :func:`run` are in flight together; on the
-worker a call runs with one BLAS thread (``threadpoolctl``), as the worker's one thread shares
-the cores with the others. A call computes the same numbers in every mode: it gets its own
-arguments (a trial its own child seed), nothing else is shared between calls, and the results
-are reassembled in order. Bit for bit, that holds at the same number of BLAS threads: a serial
-run with one BLAS thread equals a cluster run exactly, while a serial run with several (the
-default on a multi-core machine) may sum some products in another order and differ by rounding
-(measured: up to 3.3e-14 relative, in 1 of 18 curves of chapter 2's ``c`` sweep at
-``n = 256``; ``tests/test_distributed.py``).
+task, so all the tasks of all the jobs passed to :func:`run` are in flight together. In every
+mode a call runs with one BLAS thread (``threadpoolctl``): on a cluster the worker's one thread
+shares the cores with the others, and a serial run must sum the products in the same order as
+a worker to give the same bits (a multithreaded BLAS may not: measured up to 3.3e-14 relative,
+in 1 of 18 curves of chapter 2's ``c`` sweep at ``n = 256``). A call gets its own arguments (a
+trial its own child seed), nothing else is shared between calls, and the results are
+reassembled in order, so every mode gives bit-identical results (``tests/test_distributed.py``).
+Parallelism comes from the workers, not from BLAS threads inside a trial.
 
 Examples
 --------
@@ -130,7 +129,7 @@ def _blas():
 
 
 def _call(func: Callable[[Any], Any], arg: Any) -> Any:
-    """One call on a worker, with one BLAS thread."""
+    """One call, with one BLAS thread (serial and on a worker alike)."""
     with _blas().limit(limits=1, user_api="blas"):
         return func(arg)
 
@@ -167,7 +166,7 @@ def run(jobs: Sequence[Job], scheduler: str | None = None,
             for j, (func, args) in enumerate(jobs):
                 out = []
                 for arg in args:
-                    out.append(func(arg))
+                    out.append(_call(func, arg))
                     bar.update()
                 yield j, out
             return
