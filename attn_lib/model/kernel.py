@@ -14,12 +14,19 @@ treats separately, so the theory assumes a zero diagonal; ``keep_diagonal=True``
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 import numpy as np
 from scipy.linalg import blas
+from threadpoolctl import ThreadpoolController
 
 from .nonlinearity import Nonlinearity
+
+#: The BLAS thread pools (their thread count is the one the entry-wise passes use).
+BLAS = ThreadpoolController().select(user_api="blas")
+#: Bytes of one row block of the entry-wise passes: one block per core stays in its L2 cache.
+_BLOCK_BYTES = 1 << 18
 
 
 def logits(X: np.ndarray, w_K: np.ndarray, w_Q: np.ndarray, alpha: float = 1.0,
@@ -48,6 +55,44 @@ def logits(X: np.ndarray, w_K: np.ndarray, w_Q: np.ndarray, alpha: float = 1.0,
     return T
 
 
+def _by_rows(step: Callable[[slice], None], shape: tuple[int, int]) -> None:
+    """Call ``step`` on consecutive row blocks of an ``(m, n)`` float array, in threads.
+
+    The blocks have about ``_BLOCK_BYTES`` each; there are as many threads as BLAS has
+    (:data:`BLAS`), each taking a contiguous run of blocks, so the entry-wise passes use the
+    cores as the GEMMs around them do (one thread where BLAS is limited to one).
+    """
+    m, n = shape
+    rows = max(1, _BLOCK_BYTES // (8 * max(n, 1)))
+    blocks = [slice(i, min(i + rows, m)) for i in range(0, m, rows)]
+    k = min(max(1, min(lib.num_threads for lib in BLAS.lib_controllers)), len(blocks))
+
+    def run(part: list[slice]) -> None:
+        for b in part:
+            step(b)
+
+    # BLAS calls inside a block (dger) run single-threaded: the threads here are the parallelism
+    with BLAS.limit(limits=1):
+        if k <= 1:
+            run(blocks)
+            return
+        with ThreadPoolExecutor(k) as pool:
+            list(pool.map(run, [blocks[j * len(blocks) // k:(j + 1) * len(blocks) // k]
+                                for j in range(k)]))
+
+
+def _finish(f: Nonlinearity, K: np.ndarray, a0: float, scale: float) -> None:
+    """``K <- (f(K) - a0) * scale`` in place, for a block of a registered ``f``."""
+    u = f.ufunc
+    if u is not None:
+        u(K, out=K)
+    else:
+        K[...] = f(K)
+    if a0:
+        K -= a0
+    K *= scale
+
+
 def apply(f: Callable[[np.ndarray], np.ndarray], T: np.ndarray, p: int,
           keep_diagonal: bool = False, a0: float = 0.0, overwrite: bool = False) -> np.ndarray:
     """``K = (f(T) - a0) / sqrt(p)`` with the diagonal zeroed unless ``keep_diagonal``.
@@ -67,17 +112,34 @@ def apply(f: Callable[[np.ndarray], np.ndarray], T: np.ndarray, p: int,
     a0 : float, default 0.0
         Constant subtracted from ``f``.
     overwrite : bool, default False
-        Allow ``T`` to be overwritten (a NumPy ufunc, or a nonlinearity that is one, then writes
-        into it: one ``n x n`` allocation less).
+        Allow ``T`` to be overwritten (a nonlinearity built from registered functions then
+        writes into it: one ``n x n`` allocation less).
+
+    Notes
+    -----
+    A :class:`~attn_lib.model.nonlinearity.Nonlinearity` built from registered functions
+    (``f.registered``) is evaluated row block by row block, each block (about 256 KB) going
+    through ``f``, the centring and the scaling while it sits in cache, on as many threads as
+    BLAS uses: one pass over memory instead of three. Each entry gets the same floating-point
+    operations as ``(f(T) - a0) * (1 / sqrt(p))``, so the result is bit-identical to it. Any
+    other callable is called once on the whole ``T``.
     """
-    u = f.ufunc if isinstance(f, Nonlinearity) else f
-    if overwrite and isinstance(u, np.ufunc) and u.nin == 1:
-        K = u(T, out=T)
+    scale = 1.0 / np.sqrt(p)
+    if isinstance(f, Nonlinearity) and f.registered:
+        K = T if overwrite else np.empty(np.shape(T))
+        src = np.asarray(T, dtype=float)
+
+        def step(b: slice) -> None:
+            if K is not src:
+                K[b] = src[b]
+            _finish(f, K[b], a0, scale)
+
+        _by_rows(step, K.shape)
     else:
         K = np.array(f(T), dtype=float)  # a copy: never an alias of T
-    if a0:
-        K -= a0
-    K *= 1.0 / np.sqrt(p)
+        if a0:
+            K -= a0
+        K *= scale
     if not keep_diagonal:
         np.fill_diagonal(K, 0.0)
     return K
@@ -104,6 +166,37 @@ def attention_kernel(X: np.ndarray, f: Callable[[np.ndarray], np.ndarray], w_K: 
         A precomputed ``X^T X`` (not modified).
     a0 : float, default 0.0
         Centring constant ``E f(alpha xi)`` when ``f`` is not centred already.
+
+    Notes
+    -----
+    Besides the GEMM ``X^T X`` (or the given ``gram``), one pass over the ``n x n`` memory: for
+    an ``f`` built from registered functions, each row block of ``X^T X`` gets the scaling
+    ``alpha / sqrt(p)``, the rank-one term ``(X^T w_K)_i (X^T w_Q)_j / sqrt(p)``, ``f``, the
+    centring and the ``1 / sqrt(p)`` while it is in cache, on the BLAS threads (:func:`apply`).
+    Each entry gets the floating-point operations of :func:`logits` followed by :func:`apply`
+    (the rank-one term by the same ``dger``), so the result is bit-identical to theirs. Another
+    callable takes that two-step path.
     """
-    return apply(f, logits(X, w_K, w_Q, alpha, gram), X.shape[0], keep_diagonal, a0,
-                 overwrite=True)
+    if not (isinstance(f, Nonlinearity) and f.registered):
+        return apply(f, logits(X, w_K, w_Q, alpha, gram), X.shape[0], keep_diagonal, a0,
+                     overwrite=True)
+    p = X.shape[0]
+    s, c = 1.0 / np.sqrt(p), alpha / np.sqrt(p)
+    K = X.T @ X if gram is None else np.empty(gram.shape)
+    u, v = X.T @ w_K, X.T @ w_Q
+    rank_one = bool(np.any(u) and np.any(v))
+
+    def step(b: slice) -> None:
+        Kb = K[b]
+        if gram is None:
+            Kb *= c
+        else:
+            np.multiply(gram[b], c, out=Kb)
+        if rank_one:  # in place, the same arithmetic as logits' dger (Kb.T is Fortran-ordered)
+            blas.dger(s, v, u[b], a=Kb.T, overwrite_a=True)
+        _finish(f, Kb, a0, s)
+
+    _by_rows(step, K.shape)
+    if not keep_diagonal:
+        np.fill_diagonal(K, 0.0)
+    return K

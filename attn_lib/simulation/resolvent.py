@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 from scipy.linalg import blas, lapack
-from threadpoolctl import ThreadpoolController
+
+from ..model.kernel import BLAS
 
 __all__ = ["krylov_tridiagonal", "resolvent_moments", "gram_error", "interpolation_error"]
-
-_BLAS = ThreadpoolController()
-
 
 def krylov_tridiagonal(A: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Tridiagonal ``T`` with ``e_1^T h(T) e_1 = v^T h(A) v / ||v||^2`` for every function ``h``.
@@ -46,7 +44,7 @@ def krylov_tridiagonal(A: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.nda
     # H_0 A H_0 = A - h w^T - w h^T; sytrd reads the lower triangle only. Measured on 2 cores:
     # this memory-bound BLAS-2 work is faster with one thread (39 vs 47 ms at m = 512), and
     # 2-4x faster right after a threaded GEMM, whose spinning workers compete for the cores.
-    with _BLAS.limit(limits=1, user_api="blas"):
+    with BLAS.limit(limits=1):
         a = blas.dsyr2(-1.0, h, w, lower=1, a=a, overwrite_a=1)
         _, d, e, _, info = lapack.dsytrd(a, lower=1, overwrite_a=1)
     if info != 0:
