@@ -191,6 +191,30 @@ def test_krylov_tridiagonal_reproduces_quadratic_forms(m):
         assert r2[0] * (v @ v) == pytest.approx(v @ R @ R @ v, rel=1e-9)
 
 
+
+def test_reductions_side_by_side_equal_one_call_each():
+    rng = np.random.default_rng(7)
+    y = rng.choice([-1.0, 1.0], 60)
+    feats = [rng.standard_normal((30, 60)), rng.standard_normal((80, 60)), np.zeros((20, 60))]
+    grams = [F.T @ F / 60 for F in feats[:2]]
+    with kernel.BLAS.limit(limits=2):  # two reductions at once, whatever the machine's BLAS
+        got = resolvent.interpolation_errors(feats, y, GAMMAS)
+        got_gram = resolvent.interpolation_errors(grams, y, GAMMAS, gram=True)
+    for F, A, e, e_gram in zip(feats, grams, got, got_gram):
+        np.testing.assert_array_equal(e, interpolation_error(F, y, GAMMAS))
+        np.testing.assert_array_equal(e_gram, resolvent.gram_error(A, y, GAMMAS))
+    assert np.all(got[2] == 1.0)  # Phi y = 0: E = ||y||^2 / n
+
+
+def test_gil_free_dsytrd_is_scipys():
+    from scipy.linalg import lapack
+    for m in (1, 2, 50):
+        A = np.random.default_rng(m).standard_normal((m, m))
+        A = np.asfortranarray(A + A.T)
+        _, d, e, _, info = lapack.dsytrd(A.copy(order="F"), lower=1)
+        got = resolvent._dsytrd_lower(A.copy(order="F"))
+        assert info == 0 and np.array_equal(got[0], d) and np.array_equal(got[1], e)
+
 def test_standard_error():
     v = np.array([[1.0, 2.0], [3.0, 6.0], [5.0, 10.0]])
     np.testing.assert_allclose(trials.standard_error(v, axis=0), [2.0, 4.0] / np.sqrt(3))

@@ -55,6 +55,11 @@ def logits(X: np.ndarray, w_K: np.ndarray, w_Q: np.ndarray, alpha: float = 1.0,
     return T
 
 
+def blas_threads() -> int:
+    """The number of threads BLAS uses now (at least 1): the width of the entry-wise passes."""
+    return max(1, min((lib.num_threads for lib in BLAS.lib_controllers), default=1))
+
+
 def _by_rows(step: Callable[[slice], None], shape: tuple[int, int]) -> None:
     """Call ``step`` on consecutive row blocks of an ``(m, n)`` float array, in threads.
 
@@ -65,7 +70,7 @@ def _by_rows(step: Callable[[slice], None], shape: tuple[int, int]) -> None:
     m, n = shape
     rows = max(1, _BLOCK_BYTES // (8 * max(n, 1)))
     blocks = [slice(i, min(i + rows, m)) for i in range(0, m, rows)]
-    k = min(max(1, min(lib.num_threads for lib in BLAS.lib_controllers)), len(blocks))
+    k = min(blas_threads(), len(blocks))
 
     def run(part: list[slice]) -> None:
         for b in part:

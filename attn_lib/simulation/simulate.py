@@ -17,7 +17,7 @@ from ..model import data, kernel
 from .._validation import check_gammas, check_int, check_seed, check_setting
 from ..model.nonlinearity import check_nonlinearity
 from ..model.setting import Setting
-from .resolvent import gram_error, interpolation_error
+from .resolvent import interpolation_error, interpolation_errors
 from .trials import Stats, Trials
 
 __all__ = ["draw_errors", "SimulationResult", "errors"]
@@ -41,12 +41,10 @@ def draw_errors(setting: Setting, gammas: np.ndarray, n: int, rng: np.random.Gen
     if p >= n:
         G = s.X.T @ s.X
         K = kernel.attention_kernel(s.X, f, s.w_K, s.w_Q, setting.alpha, keep_diagonal, G, a0)
-        att = gram_error(K.T @ (G @ K) / n, s.y, gammas)
-        ridge = gram_error(G / n, s.y, gammas)
+        att, ridge = interpolation_errors([K.T @ (G @ K) / n, G / n], s.y, gammas, gram=True)
     else:
         K = kernel.attention_kernel(s.X, f, s.w_K, s.w_Q, setting.alpha, keep_diagonal, a0=a0)
-        att = interpolation_error(s.X @ K, s.y, gammas)
-        ridge = interpolation_error(s.X, s.y, gammas)
+        att, ridge = interpolation_errors([s.X @ K, s.X], s.y, gammas)
     return att, ridge
 
 
