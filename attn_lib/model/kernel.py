@@ -64,8 +64,9 @@ def _by_rows(step: Callable[[slice], None], shape: tuple[int, int]) -> None:
     """Call ``step`` on consecutive row blocks of an ``(m, n)`` float array, in threads.
 
     The blocks have about ``_BLOCK_BYTES`` each; there are as many threads as BLAS has
-    (:data:`BLAS`), each taking a contiguous run of blocks, so the entry-wise passes use the
-    cores as the GEMMs around them do (one thread where BLAS is limited to one).
+    (:data:`BLAS`), thread ``j`` taking blocks ``j, j + k, ...`` (balanced when the work per
+    block varies), so the entry-wise passes use the cores as the GEMMs around them do (one
+    thread where BLAS is limited to one).
     """
     m, n = shape
     rows = max(1, _BLOCK_BYTES // (8 * max(n, 1)))
@@ -82,8 +83,13 @@ def _by_rows(step: Callable[[slice], None], shape: tuple[int, int]) -> None:
             run(blocks)
             return
         with ThreadPoolExecutor(k) as pool:
-            list(pool.map(run, [blocks[j * len(blocks) // k:(j + 1) * len(blocks) // k]
-                                for j in range(k)]))
+            list(pool.map(run, [blocks[j::k] for j in range(k)]))
+
+
+def _parallel(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether ``b = lambda a`` to rounding (``|b - lambda a| <= 8 eps max|b|`` entry-wise)."""
+    lam = (a @ b) / (a @ a)
+    return bool(np.all(np.abs(b - lam * a) <= 8 * np.finfo(float).eps * np.abs(b).max()))
 
 
 def _finish(f: Nonlinearity, K: np.ndarray, a0: float, scale: float) -> None:
@@ -152,7 +158,8 @@ def apply(f: Callable[[np.ndarray], np.ndarray], T: np.ndarray, p: int,
 
 def attention_kernel(X: np.ndarray, f: Callable[[np.ndarray], np.ndarray], w_K: np.ndarray,
                      w_Q: np.ndarray, alpha: float = 1.0, keep_diagonal: bool = False,
-                     gram: np.ndarray | None = None, a0: float = 0.0) -> np.ndarray:
+                     gram: np.ndarray | None = None, a0: float = 0.0,
+                     use_symmetry: bool = False) -> np.ndarray:
     """``K = (f(X^T (alpha I + w_K w_Q^T) X / sqrt(p)) - a0) / sqrt(p)``, shape ``(n, n)``.
 
     Parameters
@@ -171,6 +178,9 @@ def attention_kernel(X: np.ndarray, f: Callable[[np.ndarray], np.ndarray], w_K: 
         A precomputed ``X^T X`` (not modified).
     a0 : float, default 0.0
         Centring constant ``E f(alpha xi)`` when ``f`` is not centred already.
+    use_symmetry : bool, default False
+        Mirror the upper triangle when ``w_K`` and ``w_Q`` are parallel (see the Notes):
+        half the evaluations of ``f``, at the price of rounding-level differences.
 
     Notes
     -----
@@ -179,8 +189,16 @@ def attention_kernel(X: np.ndarray, f: Callable[[np.ndarray], np.ndarray], w_K: 
     ``alpha / sqrt(p)``, the rank-one term ``(X^T w_K)_i (X^T w_Q)_j / sqrt(p)``, ``f``, the
     centring and the ``1 / sqrt(p)`` while it is in cache, on the BLAS threads (:func:`apply`).
     Each entry gets the floating-point operations of :func:`logits` followed by :func:`apply`
-    (the rank-one term by the same ``dger``), so the result is bit-identical to theirs. Another
-    callable takes that two-step path.
+    (the rank-one term by the same ``dger``), so the result is bit-identical to theirs.
+
+    With ``use_symmetry``, when ``w_Q = lambda w_K`` to rounding (aligned weights, or a zero
+    one) the matrix ``alpha I + w_K w_Q^T`` is symmetric and so is ``K``: ``f``, the centring
+    and the scaling are applied on the upper triangle only (half the work of ``f``) and the
+    strict lower triangle is its mirror, so ``K`` is exactly symmetric. The upper triangle is
+    bit-identical to the two-step path; the mirrored entries differ from it by the rounding
+    of the rank-one term only (``u_i v_j`` against ``u_j v_i``, a few ulp of it).
+
+    Any other callable takes the two-step path, with one call of ``f`` on the whole array.
     """
     if not (isinstance(f, Nonlinearity) and f.registered):
         return apply(f, logits(X, w_K, w_Q, alpha, gram), X.shape[0], keep_diagonal, a0,
@@ -190,18 +208,25 @@ def attention_kernel(X: np.ndarray, f: Callable[[np.ndarray], np.ndarray], w_K: 
     K = X.T @ X if gram is None else np.empty(gram.shape)
     u, v = X.T @ w_K, X.T @ w_Q
     rank_one = bool(np.any(u) and np.any(v))
+    symmetric = use_symmetry and (not rank_one or _parallel(w_K, w_Q))
 
     def step(b: slice) -> None:
         Kb = K[b]
-        if gram is None:
-            Kb *= c
-        else:
-            np.multiply(gram[b], c, out=Kb)
+        np.multiply(Kb if gram is None else gram[b], c, out=Kb)
         if rank_one:  # in place, the same arithmetic as logits' dger (Kb.T is Fortran-ordered)
             blas.dger(s, v, u[b], a=Kb.T, overwrite_a=True)
-        _finish(f, Kb, a0, s)
+        # f on the upper part of the rows b when K is symmetric, else on all of them
+        _finish(f, Kb[:, b.start:] if symmetric else Kb, a0, s)
+
+    def mirror(b: slice) -> None:
+        K[b, :b.start] = K[:b.start, b].T
+        D = K[b, b]
+        lower = np.tril_indices(D.shape[0], -1)
+        D[lower] = D.T[lower]
 
     _by_rows(step, K.shape)
+    if symmetric:
+        _by_rows(mirror, K.shape)
     if not keep_diagonal:
         np.fill_diagonal(K, 0.0)
     return K
