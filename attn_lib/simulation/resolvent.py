@@ -27,12 +27,11 @@ __all__ = ["krylov_tridiagonal", "resolvent_moments", "gram_error", "interpolati
 
 def _capsule_function(capsule: object, *argtypes: type) -> Callable[..., None]:
     """The C function in a Cython capsule, callable through ctypes (which releases the GIL)."""
-    api = ctypes.pythonapi
-    api.PyCapsule_GetName.restype, api.PyCapsule_GetName.argtypes = ctypes.c_char_p, [ctypes.py_object]
-    api.PyCapsule_GetPointer.restype = ctypes.c_void_p
-    api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-    pointer = api.PyCapsule_GetPointer(capsule, api.PyCapsule_GetName(capsule))
-    return ctypes.CFUNCTYPE(None, *argtypes)(pointer)
+    name = ctypes.PYFUNCTYPE(ctypes.c_char_p, ctypes.py_object)(
+        ("PyCapsule_GetName", ctypes.pythonapi))
+    pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+        ("PyCapsule_GetPointer", ctypes.pythonapi))
+    return ctypes.CFUNCTYPE(None, *argtypes)(pointer(capsule, name(capsule)))
 
 
 _INT, _PTR = ctypes.POINTER(ctypes.c_int), ctypes.c_void_p
@@ -56,6 +55,7 @@ def _dsytrd_lower(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if info.value != 0:
         raise np.linalg.LinAlgError(f"LAPACK dsytrd failed with info={info.value}")
     return d, e[:m - 1]
+
 
 def krylov_tridiagonal(A: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Tridiagonal ``T`` with ``e_1^T h(T) e_1 = v^T h(A) v / ||v||^2`` for every function ``h``.
@@ -90,7 +90,7 @@ def _krylov(A: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     # this memory-bound BLAS-2 work is faster with one thread (39 vs 47 ms at m = 512), and
     # 2-4x faster right after a threaded GEMM, whose spinning workers compete for the cores.
     a = blas.dsyr2(-1.0, h, w, lower=1, a=a, overwrite_a=1)
-    return _dsytrd_lower(a)
+    return _dsytrd_lower(np.asfortranarray(a))  # a itself: dsyr2 wrote into it
 
 
 def resolvent_moments(d: np.ndarray, e: np.ndarray, gammas: np.ndarray

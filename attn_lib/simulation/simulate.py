@@ -38,14 +38,15 @@ def draw_errors(setting: Setting, gammas: np.ndarray, n: int, rng: np.random.Gen
     trial makes one pass over the ``n x n`` kernel memory (scaling, rank-one term, ``f``,
     centring and ``1 / sqrt(p)`` on cache-sized row blocks, on the BLAS threads:
     :func:`attn_lib.model.kernel.attention_kernel`) and runs the attention and ridge
-    tridiagonal reductions side by side (:func:`attn_lib.simulation.resolvent.interpolation_errors`).
+    tridiagonal reductions side by side
+    (:func:`attn_lib.simulation.resolvent.interpolation_errors`).
     Everything is bit-identical to evaluating ``f`` on the whole logits array, except that for
     ``p < n`` and aligned ``w_K``, ``w_Q`` the symmetric kernel is mirrored (``use_symmetry``):
     half the evaluations of ``f``; the errors then move by at most 2e-14 relative (measured
     over the registered ``f``, ``c`` = 0.25 and 0.5, gammas 1e-5 to 10). For ``p >= n`` the
     Gram ``K^T G K / n`` is ill-conditioned at small ``gamma`` (mirroring moved the error at
-    ``gamma = 1e-5`` by up to 5e-10, as a random one-ulp change of ``K`` does), so there ``K``
-    is computed entry by entry.
+    ``gamma = 1e-5`` by up to 5e-10, a random one-ulp change of ``K`` by up to 2e-10), so
+    there ``K`` is computed entry by entry.
     """
     s = data.draw(setting, n, rng)
     p = s.X.shape[0]
