@@ -43,7 +43,6 @@ def test_attention_kernel_definition():
     assert np.allclose(np.diag(Kd), np.diag(f(smp.X.T @ M @ smp.X / np.sqrt(p)) / np.sqrt(p)))
 
 
-
 _FAST = [*REGISTRY.values(), normalised("tanh", 2.0), mixture(0.7), reflected("relu"),
          scaled("erf", 1.7), scaled(normalised("cos"), 1.5)]
 
@@ -79,7 +78,6 @@ def test_blockwise_kernel_equals_one_call_of_f(f):
             assert np.array_equal(T, T0)  # overwrite=False leaves T alone
 
 
-
 @pytest.mark.parametrize("f", _FAST, ids=repr)
 def test_symmetric_kernel_of_aligned_weights(f):
     # w_Q = 2 w_K: f on the upper triangle only, the lower one its mirror
@@ -98,6 +96,7 @@ def test_symmetric_kernel_of_aligned_weights(f):
             assert np.array_equal(got[upper], want[upper])  # the same arithmetic as one call
             # the mirror differs by the rounding of the rank-one term only
             assert np.abs(got - want).max() <= 1e-12 * np.abs(want).max()
+
 
 def test_a_user_callable_is_called_once_on_the_whole_array():
     calls = []
@@ -210,7 +209,6 @@ def test_krylov_tridiagonal_reproduces_quadratic_forms(m):
         r1, r2 = resolvent.resolvent_moments(d, e, np.array([gamma]))
         assert r1[0] * (v @ v) == pytest.approx(v @ R @ v, rel=1e-9)
         assert r2[0] * (v @ v) == pytest.approx(v @ R @ R @ v, rel=1e-9)
-
 
 
 def test_reductions_side_by_side_equal_one_call_each():
