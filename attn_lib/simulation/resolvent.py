@@ -136,7 +136,9 @@ def _feature_problem(Phi: np.ndarray, y: np.ndarray, g: np.ndarray) -> tuple:
     def finish(d: np.ndarray, e: np.ndarray) -> np.ndarray:
         r1, r2 = resolvent_moments(d, e, g)
         return (y @ y - vv * (r1 + g * r2)) / n
-    return Phi @ Phi.T / n, v, finish
+    B = Phi @ Phi.T
+    B /= n
+    return B, v, finish
 
 
 def _solve(problems: list[tuple]) -> list[np.ndarray]:

@@ -57,7 +57,10 @@ def draw_errors(setting: Setting, gammas: np.ndarray, n: int, rng: np.random.Gen
     if p >= n:
         G = s.X.T @ s.X
         K = kernel.attention_kernel(s.X, f, s.w_K, s.w_Q, setting.alpha, keep_diagonal, G, a0)
-        att, ridge = interpolation_errors([K.T @ (G @ K) / n, G / n], s.y, gammas, gram=True)
+        A = K.T @ (G @ K)
+        A /= n
+        G /= n  # in place: the kernel is done with X^T X
+        att, ridge = interpolation_errors([A, G], s.y, gammas, gram=True)
     else:
         K = kernel.attention_kernel(s.X, f, s.w_K, s.w_Q, setting.alpha, keep_diagonal, a0=a0,
                                     use_symmetry=True)
