@@ -4,8 +4,9 @@ One attention + ridge trial at ``n = 2048``, ``p = 512`` (``f = tanh``) needs at
 matrix products ``X^T X`` (n x p x n), ``Phi = X K`` (p x n x n) and ``Phi Phi^T`` (p x n x p).
 This script times them and a full trial (``attn_lib.simulation.simulate.draw_errors`` on a 50-point gamma
 grid) in interleaved repeats, and prints the medians, the minima and the ratio
-``trial / (sum of the GEMMs)`` of each. Target: at most 2. The trial's entry-wise passes and its
-two tridiagonal reductions use as many threads as BLAS does, so the comparison is like with like.
+``trial / (sum of the GEMMs)`` of each. Target: at most 2. Trial and GEMMs run with the same
+BLAS threads (``--blas-threads``, default 1: the threads every mode of
+:mod:`attn_lib.simulation.executor` gives a trial), so the comparison is like with like.
 
 It also reads how busy the cores were with other processes during the run (``/proc/stat``
 minus this process's CPU time) and says whether it was measured alone or under load: run it
@@ -14,7 +15,7 @@ alone on an idle machine for the README.
 With ``--memory`` it instead runs one trial at ``n = 4096, p = 8192`` and prints the peak
 resident memory (the simulator must fit in 24 GB).
 
-Usage: ``python benchmarks/simulator.py [--n 2048] [--c 0.25] [--repeats 9] [--memory]``
+Usage: ``python benchmarks/simulator.py [--n 2048] [--c 0.25] [--repeats 9] [--blas-threads 1] [--memory]``
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import resource
 import time
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 import attn_lib as al
 
@@ -56,8 +58,15 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=2048)
     ap.add_argument("--c", type=float, default=0.25)
     ap.add_argument("--repeats", type=int, default=9)
+    ap.add_argument("--blas-threads", type=int, default=1,
+                    help="BLAS threads of trial and GEMMs alike (default 1, as in every executor mode)")
     ap.add_argument("--memory", action="store_true", help="peak memory at n=4096, p=8192")
     args = ap.parse_args()
+    with threadpool_limits(limits=args.blas_threads, user_api="blas"):
+        run(args)
+
+
+def run(args: argparse.Namespace) -> None:
     if args.memory:
         setting = al.Setting(c=2.0, snr=2.0, f="tanh", wk_norm=2.0, wq_norm=2.0)
         t0 = time.perf_counter()

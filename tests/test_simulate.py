@@ -225,15 +225,6 @@ def test_reductions_side_by_side_equal_one_call_each():
     assert np.all(got[2] == 1.0)  # Phi y = 0: E = ||y||^2 / n
 
 
-def test_gil_free_dsytrd_is_scipys():
-    from scipy.linalg import lapack
-    for m in (1, 2, 50):
-        A = np.random.default_rng(m).standard_normal((m, m))
-        A = np.asfortranarray(A + A.T)
-        _, d, e, _, info = lapack.dsytrd(A.copy(order="F"), lower=1)
-        got = resolvent._dsytrd_lower(A.copy(order="F"))
-        assert info == 0 and np.array_equal(got[0], d) and np.array_equal(got[1], e)
-
 def test_standard_error():
     v = np.array([[1.0, 2.0], [3.0, 6.0], [5.0, 10.0]])
     np.testing.assert_allclose(trials.standard_error(v, axis=0), [2.0, 4.0] / np.sqrt(3))

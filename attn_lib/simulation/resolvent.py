@@ -7,54 +7,20 @@ For features ``Phi`` (shape ``(p, n)``) and labels ``y`` the interpolation error
 
 One tridiagonal reduction of the smaller Gram matrix per draw gives the whole ``gamma`` curve
 (:func:`interpolation_error`), so a grid of any length costs one factorisation; the reductions
-of several feature matrices of one draw run side by side (:func:`interpolation_errors`).
+of several feature matrices of one draw share one call (:func:`interpolation_errors`).
 """
 
 from __future__ import annotations
 
-import ctypes
-from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
-from scipy.linalg import blas, cython_lapack, lapack
+from scipy.linalg import blas, lapack
 
-from ..model.kernel import BLAS, blas_threads
+from ..model.kernel import BLAS
 
 __all__ = ["krylov_tridiagonal", "resolvent_moments", "gram_error", "interpolation_error",
            "interpolation_errors"]
-
-
-def _capsule_function(capsule: object, *argtypes: type) -> Callable[..., None]:
-    """The C function in a Cython capsule, callable through ctypes (which releases the GIL)."""
-    name = ctypes.PYFUNCTYPE(ctypes.c_char_p, ctypes.py_object)(
-        ("PyCapsule_GetName", ctypes.pythonapi))
-    pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
-        ("PyCapsule_GetPointer", ctypes.pythonapi))
-    return ctypes.CFUNCTYPE(None, *argtypes)(pointer(capsule, name(capsule)))
-
-
-_INT, _PTR = ctypes.POINTER(ctypes.c_int), ctypes.c_void_p
-#: LAPACK dsytrd(uplo, n, a, lda, d, e, tau, work, lwork, info) of scipy.linalg.cython_lapack:
-#: scipy.linalg.lapack.dsytrd holds the GIL, this one lets two reductions run at once.
-_DSYTRD = _capsule_function(cython_lapack.__pyx_capi__["dsytrd"], ctypes.c_char_p, _INT, _PTR,
-                            _INT, _PTR, _PTR, _PTR, _PTR, _INT, _INT)
-
-
-def _dsytrd_lower(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Diagonal and off-diagonal of the ``sytrd`` reduction of the Fortran-ordered ``a`` (lower).
-
-    ``a`` is overwritten. The workspace is scipy's default (``lwork = m``, the unblocked
-    ``dsytd2``), so the result is bit-identical to ``scipy.linalg.lapack.dsytrd(a, lower=1)``.
-    """
-    m = a.shape[0]
-    d, e, tau, work = np.empty(m), np.empty(max(m - 1, 1)), np.empty(max(m - 1, 1)), np.empty(m)
-    size, info = ctypes.c_int(m), ctypes.c_int(0)
-    _DSYTRD(b"L", size, a.ctypes.data, size, d.ctypes.data, e.ctypes.data, tau.ctypes.data,
-            work.ctypes.data, size, info)
-    if info.value != 0:
-        raise np.linalg.LinAlgError(f"LAPACK dsytrd failed with info={info.value}")
-    return d, e[:m - 1]
 
 
 def krylov_tridiagonal(A: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -90,7 +56,10 @@ def _krylov(A: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     # this memory-bound BLAS-2 work is faster with one thread (39 vs 47 ms at m = 512), and
     # 2-4x faster right after a threaded GEMM, whose spinning workers compete for the cores.
     a = blas.dsyr2(-1.0, h, w, lower=1, a=a, overwrite_a=1)
-    return _dsytrd_lower(np.asfortranarray(a))  # a itself: dsyr2 wrote into it
+    _, d, e, _, info = lapack.dsytrd(a, lower=1, overwrite_a=1)
+    if info != 0:
+        raise np.linalg.LinAlgError(f"LAPACK dsytrd failed with info={info}")
+    return d, e
 
 
 def resolvent_moments(d: np.ndarray, e: np.ndarray, gammas: np.ndarray
@@ -142,19 +111,10 @@ def _feature_problem(Phi: np.ndarray, y: np.ndarray, g: np.ndarray) -> tuple:
 
 
 def _solve(problems: list[tuple]) -> list[np.ndarray]:
-    """Finish each ``(A, v, finish)`` from the Lanczos matrix of ``A`` at ``v``.
-
-    The reductions run on up to as many threads as BLAS has, each with one BLAS thread
-    (:func:`_dsytrd_lower` releases the GIL).
-    """
+    """Finish each ``(A, v, finish)`` from the Lanczos matrix of ``A`` at ``v`` (one BLAS thread)."""
     todo = [(A, v) for A, v, _ in problems if A is not None]
-    k = min(len(todo), blas_threads())
     with BLAS.limit(limits=1):
-        if k <= 1:
-            tri = [_krylov(A, v) for A, v in todo]
-        else:
-            with ThreadPoolExecutor(k) as pool:
-                tri = list(pool.map(lambda job: _krylov(*job), todo))
+        tri = [_krylov(A, v) for A, v in todo]
     out, it = [], iter(tri)
     for A, _, finish in problems:
         out.append(finish(*next(it)) if A is not None else finish(None, None))
@@ -223,9 +183,9 @@ def interpolation_errors(matrices: Sequence[np.ndarray], y: np.ndarray, gammas: 
 
     Notes
     -----
-    The Gram matrices are formed one after the other on all BLAS threads; the tridiagonal
-    reductions, memory-bound BLAS-2 work that is fastest on one thread, then run side by side,
-    one per thread (as many as BLAS has). The results are bit-identical to one call per matrix.
+    The Gram matrices are formed on all BLAS threads; the tridiagonal reductions, memory-bound
+    BLAS-2 work that is fastest on one thread, run one after the other on one thread. The
+    results are bit-identical to one call per matrix.
     """
     g = np.asarray(gammas, dtype=float)
     make = _gram_problem if gram else _feature_problem

@@ -37,9 +37,8 @@ def draw_errors(setting: Setting, gammas: np.ndarray, n: int, rng: np.random.Gen
     Beyond its three unavoidable GEMMs (``X^T X``, ``X K``, ``Phi Phi^T`` when ``p < n``), a
     trial makes one pass over the ``n x n`` kernel memory (scaling, rank-one term, ``f``,
     centring and ``1 / sqrt(p)`` on cache-sized row blocks, on the BLAS threads:
-    :func:`attn_lib.model.kernel.attention_kernel`) and runs the attention and ridge
-    tridiagonal reductions side by side
-    (:func:`attn_lib.simulation.resolvent.interpolation_errors`).
+    :func:`attn_lib.model.kernel.attention_kernel`) and the attention and ridge tridiagonal
+    reductions (:func:`attn_lib.simulation.resolvent.interpolation_errors`).
     Everything is bit-identical to evaluating ``f`` on the whole logits array, except that for
     ``p < n`` and aligned ``w_K``, ``w_Q`` the symmetric kernel is mirrored (``use_symmetry``):
     half the evaluations of ``f``; the errors then move by at most 2e-14 relative (measured
