@@ -4,6 +4,9 @@ import numpy as np
 import pytest
 
 import attn_lib as al
+from attn_lib.model import kernel
+from attn_lib.model.nonlinearity import (REGISTRY, Nonlinearity, check_nonlinearity, mixture,
+                                          normalised, reflected, scaled)
 from attn_lib.simulation import resolvent, trials
 from attn_lib.simulation.resolvent import interpolation_error
 
@@ -39,6 +42,90 @@ def test_attention_kernel_definition():
     Kd = al.kernel.attention_kernel(smp.X, f, smp.w_K, smp.w_Q, alpha=1.3, keep_diagonal=True)
     assert np.allclose(np.diag(Kd), np.diag(f(smp.X.T @ M @ smp.X / np.sqrt(p)) / np.sqrt(p)))
 
+
+_FAST = [*REGISTRY.values(), normalised("tanh", 2.0), mixture(0.7), reflected("relu"),
+         scaled("erf", 1.7), scaled(normalised("cos"), 1.5)]
+
+
+def _plain_kernel(f, X, w_K, w_Q, alpha, keep_diagonal, a0):
+    """The kernel as one call of ``f`` on the whole logits array (the path of a user callable)."""
+    K = np.asarray(f(kernel.logits(X, w_K, w_Q, alpha)), dtype=float) - a0
+    K *= 1.0 / np.sqrt(X.shape[0])
+    if not keep_diagonal:
+        np.fill_diagonal(K, 0.0)
+    return K
+
+
+@pytest.mark.parametrize("f", _FAST, ids=repr)
+def test_blockwise_kernel_equals_one_call_of_f(f):
+    # n = 300: 109 rows per 256 KB block, so 3 blocks over 2 threads and a ragged last block
+    s = al.Setting(c=0.5, snr=2.0, f=f, wk_norm=1.5, wq_norm=0.8, cos_mu_wk=0.6,
+                   cos_mu_wq=0.3, cos_wk_wq=0.2, alpha=1.2)
+    smp = al.data.draw(s, 300, np.random.default_rng(4))
+    a0 = s.hermite.a0
+    with kernel.BLAS.limit(limits=2):  # the threaded path, whatever the machine's BLAS threads
+        for keep in (False, True):
+            want = _plain_kernel(f, smp.X, smp.w_K, smp.w_Q, 1.2, keep, a0)
+            got = kernel.attention_kernel(smp.X, f, smp.w_K, smp.w_Q, 1.2, keep, a0=a0)
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
+            gram = smp.X.T @ smp.X
+            got = kernel.attention_kernel(smp.X, f, smp.w_K, smp.w_Q, 1.2, keep, gram, a0)
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
+            T = kernel.logits(smp.X, smp.w_K, smp.w_Q, 1.2)
+            T0 = T.copy()
+            np.testing.assert_allclose(kernel.apply(f, T, smp.X.shape[0], keep, a0), want,
+                                       rtol=1e-12, atol=0)
+            assert np.array_equal(T, T0)  # overwrite=False leaves T alone
+
+
+@pytest.mark.parametrize("f", _FAST, ids=repr)
+def test_symmetric_kernel_of_aligned_weights(f):
+    # w_Q = 2 w_K: f on the upper triangle only, the lower one its mirror
+    s = al.Setting(c=0.5, snr=2.0, f=f, wk_norm=1.0, wq_norm=2.0, alpha=0.8)
+    smp = al.data.draw(s, 300, np.random.default_rng(8))
+    a0 = s.hermite.a0
+    with kernel.BLAS.limit(limits=2):
+        for keep in (False, True):
+            want = _plain_kernel(f, smp.X, smp.w_K, smp.w_Q, 0.8, keep, a0)
+            assert np.array_equal(
+                kernel.attention_kernel(smp.X, f, smp.w_K, smp.w_Q, 0.8, keep, a0=a0), want)
+            got = kernel.attention_kernel(smp.X, f, smp.w_K, smp.w_Q, 0.8, keep, a0=a0,
+                                          use_symmetry=True)
+            assert np.array_equal(got, got.T)
+            upper = np.triu_indices(300)
+            assert np.array_equal(got[upper], want[upper])  # the same arithmetic as one call
+            # the mirror differs by the rounding of the rank-one term only
+            assert np.abs(got - want).max() <= 1e-12 * np.abs(want).max()
+
+
+def test_a_user_callable_is_called_once_on_the_whole_array():
+    calls = []
+
+    def f(t):
+        calls.append(np.shape(t))
+        return np.tanh(t)
+
+    smp = al.data.draw(al.Setting(c=0.5), 300, np.random.default_rng(5))
+    g = Nonlinearity(f)
+    calls.clear()  # the constructor probed f
+    K = kernel.attention_kernel(smp.X, g, smp.w_K, smp.w_Q)
+    assert calls == [(300, 300)] and not g.registered and REGISTRY["tanh"].registered
+    np.testing.assert_array_equal(
+        K, _plain_kernel(REGISTRY["tanh"], smp.X, smp.w_K, smp.w_Q, 1.0, False, 0.0))
+
+
+@pytest.mark.parametrize("cos", [0.2, 1.0])  # w_K, w_Q at an angle, or aligned (symmetric K)
+@pytest.mark.parametrize("c", [0.5, 1.2])
+@pytest.mark.parametrize("f", ["tanh", "relu", "sign", mixture(0.7)], ids=repr)
+def test_errors_equal_those_of_the_plain_kernel(f, c, cos):
+    s = al.Setting(c=c, snr=2.0, f=f, wk_norm=1.5, wq_norm=0.8, cos_mu_wk=0.6, cos_mu_wq=0.6,
+                   cos_wk_wq=cos, alpha=1.2)
+    n, g = 300, np.logspace(-4, 1, 6)
+    att, ridge = al.simulate.draw_errors(s, g, n, np.random.default_rng(6))
+    smp = al.data.draw(s, n, np.random.default_rng(6))
+    K = _plain_kernel(check_nonlinearity(f), smp.X, smp.w_K, smp.w_Q, 1.2, False, s.hermite.a0)
+    np.testing.assert_allclose(att, interpolation_error(smp.X @ K, smp.y, g), rtol=1e-10)
+    np.testing.assert_allclose(ridge, interpolation_error(smp.X, smp.y, g), rtol=1e-10)
 
 def test_draw_errors_match_definition():
     s = al.Setting(c=1.5, snr=1.0, f="tanh", wk_norm=1.0, wq_norm=2.0)
@@ -122,6 +209,20 @@ def test_krylov_tridiagonal_reproduces_quadratic_forms(m):
         r1, r2 = resolvent.resolvent_moments(d, e, np.array([gamma]))
         assert r1[0] * (v @ v) == pytest.approx(v @ R @ v, rel=1e-9)
         assert r2[0] * (v @ v) == pytest.approx(v @ R @ R @ v, rel=1e-9)
+
+
+def test_reductions_side_by_side_equal_one_call_each():
+    rng = np.random.default_rng(7)
+    y = rng.choice([-1.0, 1.0], 60)
+    feats = [rng.standard_normal((30, 60)), rng.standard_normal((80, 60)), np.zeros((20, 60))]
+    grams = [F.T @ F / 60 for F in feats[:2]]
+    with kernel.BLAS.limit(limits=2):  # two reductions at once, whatever the machine's BLAS
+        got = resolvent.interpolation_errors(feats, y, GAMMAS)
+        got_gram = resolvent.interpolation_errors(grams, y, GAMMAS, gram=True)
+    for F, A, e, e_gram in zip(feats, grams, got, got_gram):
+        np.testing.assert_array_equal(e, interpolation_error(F, y, GAMMAS))
+        np.testing.assert_array_equal(e_gram, resolvent.gram_error(A, y, GAMMAS))
+    assert np.all(got[2] == 1.0)  # Phi y = 0: E = ||y||^2 / n
 
 
 def test_standard_error():

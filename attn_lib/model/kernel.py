@@ -14,12 +14,19 @@ treats separately, so the theory assumes a zero diagonal; ``keep_diagonal=True``
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 import numpy as np
 from scipy.linalg import blas
+from threadpoolctl import ThreadpoolController
 
 from .nonlinearity import Nonlinearity
+
+#: The BLAS thread pools (their thread count is the one the entry-wise passes use).
+BLAS = ThreadpoolController().select(user_api="blas")
+#: Bytes of one row block of the entry-wise passes: one block per core stays in its L2 cache.
+_BLOCK_BYTES = 1 << 18
 
 
 def logits(X: np.ndarray, w_K: np.ndarray, w_Q: np.ndarray, alpha: float = 1.0,
@@ -48,6 +55,55 @@ def logits(X: np.ndarray, w_K: np.ndarray, w_Q: np.ndarray, alpha: float = 1.0,
     return T
 
 
+def blas_threads() -> int:
+    """The number of threads BLAS uses now (at least 1): the width of the entry-wise passes."""
+    return max(1, min((lib.num_threads for lib in BLAS.lib_controllers), default=1))
+
+
+def _by_rows(step: Callable[[slice], None], shape: tuple[int, int]) -> None:
+    """Call ``step`` on consecutive row blocks of an ``(m, n)`` float array, in threads.
+
+    The blocks have about ``_BLOCK_BYTES`` each; there are as many threads as BLAS has
+    (:data:`BLAS`), thread ``j`` taking blocks ``j, j + k, ...`` (balanced when the work per
+    block varies), so the entry-wise passes use the cores as the GEMMs around them do (one
+    thread where BLAS is limited to one).
+    """
+    m, n = shape
+    rows = max(1, _BLOCK_BYTES // (8 * max(n, 1)))
+    blocks = [slice(i, min(i + rows, m)) for i in range(0, m, rows)]
+    k = min(blas_threads(), len(blocks))
+
+    def run(part: list[slice]) -> None:
+        for b in part:
+            step(b)
+
+    # BLAS calls inside a block (dger) run single-threaded: the threads here are the parallelism
+    with BLAS.limit(limits=1):
+        if k <= 1:
+            run(blocks)
+            return
+        with ThreadPoolExecutor(k) as pool:
+            list(pool.map(run, [blocks[j::k] for j in range(k)]))
+
+
+def _parallel(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether ``b = lambda a`` to rounding (``|b - lambda a| <= 8 eps max|b|`` entry-wise)."""
+    lam = (a @ b) / (a @ a)
+    return bool(np.all(np.abs(b - lam * a) <= 8 * np.finfo(float).eps * np.abs(b).max()))
+
+
+def _finish(f: Nonlinearity, K: np.ndarray, a0: float, scale: float) -> None:
+    """``K <- (f(K) - a0) * scale`` in place, for a block of a registered ``f``."""
+    u = f.ufunc
+    if u is not None:
+        u(K, out=K)
+    else:
+        K[...] = f(K)
+    if a0:
+        K -= a0
+    K *= scale
+
+
 def apply(f: Callable[[np.ndarray], np.ndarray], T: np.ndarray, p: int,
           keep_diagonal: bool = False, a0: float = 0.0, overwrite: bool = False) -> np.ndarray:
     """``K = (f(T) - a0) / sqrt(p)`` with the diagonal zeroed unless ``keep_diagonal``.
@@ -67,17 +123,34 @@ def apply(f: Callable[[np.ndarray], np.ndarray], T: np.ndarray, p: int,
     a0 : float, default 0.0
         Constant subtracted from ``f``.
     overwrite : bool, default False
-        Allow ``T`` to be overwritten (a NumPy ufunc, or a nonlinearity that is one, then writes
-        into it: one ``n x n`` allocation less).
+        Allow ``T`` to be overwritten (a nonlinearity built from registered functions then
+        writes into it: one ``n x n`` allocation less).
+
+    Notes
+    -----
+    A :class:`~attn_lib.model.nonlinearity.Nonlinearity` built from registered functions
+    (``f.registered``) is evaluated row block by row block, each block (about 256 KB) going
+    through ``f``, the centring and the scaling while it sits in cache, on as many threads as
+    BLAS uses: one pass over memory instead of three. Each entry gets the same floating-point
+    operations as ``(f(T) - a0) * (1 / sqrt(p))``, so the result is bit-identical to it. Any
+    other callable is called once on the whole ``T``.
     """
-    u = f.ufunc if isinstance(f, Nonlinearity) else f
-    if overwrite and isinstance(u, np.ufunc) and u.nin == 1:
-        K = u(T, out=T)
+    scale = 1.0 / np.sqrt(p)
+    if isinstance(f, Nonlinearity) and f.registered:
+        K = T if overwrite else np.empty(np.shape(T))
+        src = np.asarray(T, dtype=float)
+
+        def step(b: slice) -> None:
+            if K is not src:
+                K[b] = src[b]
+            _finish(f, K[b], a0, scale)
+
+        _by_rows(step, K.shape)
     else:
         K = np.array(f(T), dtype=float)  # a copy: never an alias of T
-    if a0:
-        K -= a0
-    K *= 1.0 / np.sqrt(p)
+        if a0:
+            K -= a0
+        K *= scale
     if not keep_diagonal:
         np.fill_diagonal(K, 0.0)
     return K
@@ -85,7 +158,8 @@ def apply(f: Callable[[np.ndarray], np.ndarray], T: np.ndarray, p: int,
 
 def attention_kernel(X: np.ndarray, f: Callable[[np.ndarray], np.ndarray], w_K: np.ndarray,
                      w_Q: np.ndarray, alpha: float = 1.0, keep_diagonal: bool = False,
-                     gram: np.ndarray | None = None, a0: float = 0.0) -> np.ndarray:
+                     gram: np.ndarray | None = None, a0: float = 0.0,
+                     use_symmetry: bool = False) -> np.ndarray:
     """``K = (f(X^T (alpha I + w_K w_Q^T) X / sqrt(p)) - a0) / sqrt(p)``, shape ``(n, n)``.
 
     Parameters
@@ -104,6 +178,55 @@ def attention_kernel(X: np.ndarray, f: Callable[[np.ndarray], np.ndarray], w_K: 
         A precomputed ``X^T X`` (not modified).
     a0 : float, default 0.0
         Centring constant ``E f(alpha xi)`` when ``f`` is not centred already.
+    use_symmetry : bool, default False
+        Mirror the upper triangle when ``w_K`` and ``w_Q`` are parallel (see the Notes):
+        half the evaluations of ``f``, at the price of rounding-level differences.
+
+    Notes
+    -----
+    Besides the GEMM ``X^T X`` (or the given ``gram``), one pass over the ``n x n`` memory: for
+    an ``f`` built from registered functions, each row block of ``X^T X`` gets the scaling
+    ``alpha / sqrt(p)``, the rank-one term ``(X^T w_K)_i (X^T w_Q)_j / sqrt(p)``, ``f``, the
+    centring and the ``1 / sqrt(p)`` while it is in cache, on the BLAS threads (:func:`apply`).
+    Each entry gets the floating-point operations of :func:`logits` followed by :func:`apply`
+    (the rank-one term by the same ``dger``), so the result is bit-identical to theirs.
+
+    With ``use_symmetry``, when ``w_Q = lambda w_K`` to rounding (aligned weights, or a zero
+    one) the matrix ``alpha I + w_K w_Q^T`` is symmetric and so is ``K``: ``f``, the centring
+    and the scaling are applied on the upper triangle only (half the work of ``f``) and the
+    strict lower triangle is its mirror, so ``K`` is exactly symmetric. The upper triangle is
+    bit-identical to the two-step path; the mirrored entries differ from it by the rounding
+    of the rank-one term only (``u_i v_j`` against ``u_j v_i``, a few ulp of it).
+
+    Any other callable takes the two-step path, with one call of ``f`` on the whole array.
     """
-    return apply(f, logits(X, w_K, w_Q, alpha, gram), X.shape[0], keep_diagonal, a0,
-                 overwrite=True)
+    if not (isinstance(f, Nonlinearity) and f.registered):
+        return apply(f, logits(X, w_K, w_Q, alpha, gram), X.shape[0], keep_diagonal, a0,
+                     overwrite=True)
+    p = X.shape[0]
+    s, c = 1.0 / np.sqrt(p), alpha / np.sqrt(p)
+    K = X.T @ X if gram is None else np.empty(gram.shape)
+    u, v = X.T @ w_K, X.T @ w_Q
+    rank_one = bool(np.any(u) and np.any(v))
+    symmetric = use_symmetry and (not rank_one or _parallel(w_K, w_Q))
+
+    def step(b: slice) -> None:
+        Kb = K[b]
+        np.multiply(Kb if gram is None else gram[b], c, out=Kb)
+        if rank_one:  # in place, the same arithmetic as logits' dger (Kb.T is Fortran-ordered)
+            blas.dger(s, v, u[b], a=Kb.T, overwrite_a=True)
+        # f on the upper part of the rows b when K is symmetric, else on all of them
+        _finish(f, Kb[:, b.start:] if symmetric else Kb, a0, s)
+
+    def mirror(b: slice) -> None:
+        K[b, :b.start] = K[:b.start, b].T
+        D = K[b, b]
+        lower = np.tril_indices(D.shape[0], -1)
+        D[lower] = D.T[lower]
+
+    _by_rows(step, K.shape)
+    if symmetric:
+        _by_rows(mirror, K.shape)
+    if not keep_diagonal:
+        np.fill_diagonal(K, 0.0)
+    return K

@@ -222,6 +222,17 @@ class Nonlinearity:
         return self.scale == 1.0 and self.nu is None and self.theta is None
 
     @property
+    def registered(self) -> bool:
+        """Whether ``f`` is built from registered functions only.
+
+        Such an ``f`` is entry-wise NumPy code that releases the GIL, so a kernel may evaluate it
+        on blocks of its argument in several threads (:mod:`attn_lib.model.kernel`); a user
+        callable is always called once on the whole array.
+        """
+        return isinstance(self.base, str) or (isinstance(self.base, Nonlinearity)
+                                               and self.base.registered)
+
+    @property
     def ufunc(self) -> np.ufunc | None:
         """The NumPy ufunc ``f`` is, if it is a bare registered one (lets kernels work in place)."""
         func = self._function

@@ -6,18 +6,21 @@ For features ``Phi`` (shape ``(p, n)``) and labels ``y`` the interpolation error
     E(gamma) = gamma^2 y^T Q^2 y / n,    Q = (Phi^T Phi / n + gamma I_n)^{-1}.
 
 One tridiagonal reduction of the smaller Gram matrix per draw gives the whole ``gamma`` curve
-(:func:`interpolation_error`), so a grid of any length costs one factorisation.
+(:func:`interpolation_error`), so a grid of any length costs one factorisation; the reductions
+of several feature matrices of one draw share one call (:func:`interpolation_errors`).
 """
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 from scipy.linalg import blas, lapack
-from threadpoolctl import ThreadpoolController
 
-__all__ = ["krylov_tridiagonal", "resolvent_moments", "gram_error", "interpolation_error"]
+from ..model.kernel import BLAS
 
-_BLAS = ThreadpoolController()
+__all__ = ["krylov_tridiagonal", "resolvent_moments", "gram_error", "interpolation_error",
+           "interpolation_errors"]
 
 
 def krylov_tridiagonal(A: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -36,6 +39,12 @@ def krylov_tridiagonal(A: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.nda
     e : ndarray of shape (m - 1,)
         Off-diagonal of ``T``.
     """
+    with BLAS.limit(limits=1):
+        return _krylov(A, v)
+
+
+def _krylov(A: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`krylov_tridiagonal` without setting the BLAS threads (its callers set one)."""
     x = np.asarray(v, dtype=float) / np.linalg.norm(v)
     a = np.asfortranarray(A, dtype=float)  # a copy: A is left untouched
     h = x.copy()
@@ -46,9 +55,8 @@ def krylov_tridiagonal(A: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.nda
     # H_0 A H_0 = A - h w^T - w h^T; sytrd reads the lower triangle only. Measured on 2 cores:
     # this memory-bound BLAS-2 work is faster with one thread (39 vs 47 ms at m = 512), and
     # 2-4x faster right after a threaded GEMM, whose spinning workers compete for the cores.
-    with _BLAS.limit(limits=1, user_api="blas"):
-        a = blas.dsyr2(-1.0, h, w, lower=1, a=a, overwrite_a=1)
-        _, d, e, _, info = lapack.dsytrd(a, lower=1, overwrite_a=1)
+    a = blas.dsyr2(-1.0, h, w, lower=1, a=a, overwrite_a=1)
+    _, d, e, _, info = lapack.dsytrd(a, lower=1, overwrite_a=1)
     if info != 0:
         raise np.linalg.LinAlgError(f"LAPACK dsytrd failed with info={info}")
     return d, e
@@ -76,15 +84,50 @@ def resolvent_moments(d: np.ndarray, e: np.ndarray, gammas: np.ndarray
     return r1.reshape(g.shape), r2.reshape(g.shape)
 
 
+def _gram_problem(A: np.ndarray, y: np.ndarray, g: np.ndarray) -> tuple:
+    """``(A, y, finish)``: ``finish(d, e)`` is the error of :func:`gram_error` from ``T``."""
+    def finish(d: np.ndarray, e: np.ndarray) -> np.ndarray:
+        _, r2 = resolvent_moments(d, e, g)
+        return g ** 2 * (y @ y) * r2 / y.size
+    return A, y, finish
+
+
+def _feature_problem(Phi: np.ndarray, y: np.ndarray, g: np.ndarray) -> tuple:
+    """``(B, v, finish)`` of :func:`interpolation_error`; ``B`` is ``None`` if ``v = 0``."""
+    p, n = Phi.shape
+    if p >= n:
+        return _gram_problem(Phi.T @ Phi / n, y, g)
+    v = Phi @ y / np.sqrt(n)
+    vv = v @ v
+    if vv == 0.0:
+        return None, None, lambda d, e: np.full(g.shape, (y @ y) / n)
+
+    def finish(d: np.ndarray, e: np.ndarray) -> np.ndarray:
+        r1, r2 = resolvent_moments(d, e, g)
+        return (y @ y - vv * (r1 + g * r2)) / n
+    B = Phi @ Phi.T
+    B /= n
+    return B, v, finish
+
+
+def _solve(problems: list[tuple]) -> list[np.ndarray]:
+    """Finish each ``(A, v, finish)`` from the Lanczos matrix of ``A`` at ``v`` (one BLAS thread)."""
+    todo = [(A, v) for A, v, _ in problems if A is not None]
+    with BLAS.limit(limits=1):
+        tri = [_krylov(A, v) for A, v in todo]
+    out, it = [], iter(tri)
+    for A, _, finish in problems:
+        out.append(finish(*next(it)) if A is not None else finish(None, None))
+    return out
+
+
 def gram_error(A: np.ndarray, y: np.ndarray, gammas: np.ndarray) -> np.ndarray:
     """``E(gamma) = gamma^2 y^T (A + gamma I)^{-2} y / n`` for the ``n x n`` matrix ``A = Phi^T Phi / n``.
 
     With the Lanczos matrix ``T`` of ``A`` started at ``y`` (:func:`krylov_tridiagonal`),
     ``E = gamma^2 ||y||^2 e_1^T (T + gamma)^{-2} e_1 / n``. Returns an array shaped like ``gammas``.
     """
-    g = np.asarray(gammas, dtype=float)
-    _, r2 = resolvent_moments(*krylov_tridiagonal(A, y), g)
-    return g ** 2 * (y @ y) * r2 / y.size
+    return _solve([_gram_problem(A, y, np.asarray(gammas, dtype=float))])[0]
 
 
 def interpolation_error(Phi: np.ndarray, y: np.ndarray, gammas: np.ndarray) -> np.ndarray:
@@ -115,13 +158,35 @@ def interpolation_error(Phi: np.ndarray, y: np.ndarray, gammas: np.ndarray) -> n
 
     with no division by a small eigenvalue.
     """
-    p, n = Phi.shape
-    if p >= n:
-        return gram_error(Phi.T @ Phi / n, y, gammas)
+    return _solve([_feature_problem(Phi, y, np.asarray(gammas, dtype=float))])[0]
+
+
+def interpolation_errors(matrices: Sequence[np.ndarray], y: np.ndarray, gammas: np.ndarray,
+                         gram: bool = False) -> list[np.ndarray]:
+    """:func:`interpolation_error` (or, with ``gram=True``, :func:`gram_error`) of each matrix.
+
+    Parameters
+    ----------
+    matrices : sequence of ndarray
+        Features ``Phi`` of shape ``(p_k, n)``, or with ``gram=True`` the ``n x n`` matrices
+        ``A = Phi^T Phi / n``.
+    y : ndarray of shape (n,)
+        Targets shared by all of them.
+    gammas : ndarray of shape (G,) or ()
+        Positive ridge parameters.
+    gram : bool, default False
+        Whether ``matrices`` are the ``n x n`` Gram matrices.
+
+    Returns
+    -------
+    list of ndarray shaped like ``gammas``, one per matrix.
+
+    Notes
+    -----
+    The Gram matrices are formed on all BLAS threads; the tridiagonal reductions, memory-bound
+    BLAS-2 work that is fastest on one thread, run one after the other on one thread. The
+    results are bit-identical to one call per matrix.
+    """
     g = np.asarray(gammas, dtype=float)
-    v = Phi @ y / np.sqrt(n)
-    vv = v @ v
-    if vv == 0.0:
-        return np.full(g.shape, (y @ y) / n)
-    r1, r2 = resolvent_moments(*krylov_tridiagonal(Phi @ Phi.T / n, v), g)
-    return (y @ y - vv * (r1 + g * r2)) / n
+    make = _gram_problem if gram else _feature_problem
+    return _solve([make(M, y, g) for M in matrices])
