@@ -197,12 +197,10 @@ class _Model:
         self.delta = np.diag(F0) / math.sqrt(p) + self.pp * np.einsum("k,tk,tk->t", self.s, self.u, self.v)
         # Wigner variance profiles times the weights of t' (they act on G(t')), as low-rank
         # factors (left, right^T W): E_t'[k(t, t') g(t')] = left @ (right_w @ g)
-        S2t = S2.T
-        self.noise = []
-        for kern in (np.sqrt(S2 * S2t), S2, None):
-            # S2^T is factorised by the transposed factors of S2
-            sk, left, right = _factor(kern, w, _NOISE_TOL, None) if kern is not None else (sk, right, left)
-            self.noise.append((self.phi * left * sk, (right * w[:, None]).T))
+        sk, left, right = _factor(S2, w, _NOISE_TOL, None)
+        factors = [_factor(np.sqrt(S2 * S2.T), w, _NOISE_TOL, None),
+                   (sk, left, right), (sk, right, left)]   # S2^T: the transposed factors of S2
+        self.noise = [(self.phi * l * sv, (r * w[:, None]).T) for sv, l, r in factors]
 
 
 def _pad(arrays: list[np.ndarray], shape: tuple[int, ...], dtype=float) -> np.ndarray:
@@ -379,7 +377,7 @@ class _Stack:
 
     def update(self, G: np.ndarray) -> np.ndarray:
         """The new state ``(Gamma, om)`` from ``G``, shape (E, N), ``N = Pn^2 + 4 T``."""
-        E, T, Pn = G.shape[0], G.shape[1], self.npar
+        E, Pn = G.shape[0], self.npar
         (la, ra), (lb, rb), (lc, rc) = self.noise
         ss = _lowrank(la, ra, np.stack([G[:, :, 0, 1], G[:, :, 2, 0]], axis=2))
         om = np.stack([ss[:, :, 0], _lowrank(lb, rb, G[:, :, 0, 0, None])[:, :, 0],
@@ -463,6 +461,7 @@ def _anderson(st: _Stack, gamma: np.ndarray, z0: np.ndarray, max_iter: int | Non
     D = np.zeros((E, _MEMORY, 2 * N))
     U = np.zeros((E, _MEMORY, N), dtype=complex)
     gram = np.zeros((E, _MEMORY, _MEMORY))
+    z_prev = f_prev = r_prev = None   # the previous iterate, its update and residual (from it = 1)
     for it in range(_MAX_ITER if max_iter is None else max_iter):
         G = st.resolvent(H0, z)
         gz = st.update(G)
