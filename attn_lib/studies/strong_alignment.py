@@ -71,7 +71,7 @@ from ..simulation.trials import Trials
 from .._validation import check_bool, check_gammas, check_int, check_seed, check_setting, check_settings
 from ..model.nonlinearity import NonlinearityLike, check_nonlinearity
 from ..model.setting import Setting
-from ..theory import attention_error
+from ..theory.attention import attention_error_batch
 from ..theory.shift import shift_functions
 
 __all__ = ["LatentSplit", "latent_split", "signed_shift", "shift_fluctuation", "surrogate_kernel",
@@ -274,8 +274,9 @@ def surrogate_errors(setting: Setting, gammas: object, n: int, trials: int = 2,
 def finite_size_theory(settings: Sequence[Setting], gammas: object, n: int) -> np.ndarray:
     """The finite-size theory ``attention_error(s, gammas, n=n)`` of many settings, cached.
 
-    Each setting's curve is read from or written to the disk cache (:func:`attn_lib.cache.cached`),
-    since the finite-size equivalent costs up to a second per setting.
+    All settings are solved together (:func:`attn_lib.theory.attention.attention_error_batch`
+    with ``n``) and the result is read from or written to the disk cache as one entry
+    (:func:`attn_lib.cache.cached`).
 
     Parameters
     ----------
@@ -291,4 +292,5 @@ def finite_size_theory(settings: Sequence[Setting], gammas: object, n: int) -> n
     settings = check_settings(settings)
     g = np.atleast_1d(check_gammas(gammas))
     n = check_int(n, "n")
-    return np.array([cache.cached(attention_error, setting=s, gammas=g, n=n) for s in settings])
+    grid = np.broadcast_to(g, (len(settings), g.size)).copy()
+    return np.asarray(cache.cached(attention_error_batch, settings=list(settings), gamma=grid, n=n))

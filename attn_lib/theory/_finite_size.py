@@ -40,11 +40,24 @@ Deterministic equivalent
 
 As ``n -> infinity`` at fixed ``snr`` and weights, ``h -> 0`` and the equations reduce to the
 proportional-limit equivalent (tested).
+
+Solver
+    The state ``z = (Gamma, Sigma_W)`` (``(2m + 1)^2 + 4 T`` complex numbers) is iterated by
+    Anderson acceleration, batched: every (setting, gamma) of a batch is one row, settings of
+    similar size are stacked with zero-weight padding (:class:`_Stack`), and one iteration costs
+    ``O(T (m^2 + ranks))`` per row (the coefficient tables of ``Z`` and ``Z^T`` have one entry per
+    block and type; the Wigner profiles act through their low-rank factors). Each setting is
+    cold-started at ``max(gamma_max, 0.1)`` (at 10 if that fails) and continued down in steps of
+    ratio at most 4; one batched solve per step takes the next point of every setting's path and
+    all its gammas inside the step, each from the Taylor predictor of the last point
+    (:func:`_solve`). The one-off factorisations are SVDs (eigendecompositions for symmetric
+    kernels) of ``T x T`` matrices.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,11 +65,10 @@ from threadpoolctl import threadpool_limits
 
 from ..model.data import latent_coordinates
 from ..model.setting import Setting
-from ._continuation import continue_to
-from ._errors import ConvergenceError, check_converged
+from ._errors import ConvergenceError, _gamma, check_converged, not_converged
 from .shift import shift_functions
 
-__all__ = ["finite_size_resolvent_form", "LatentLaw", "latent_law"]
+__all__ = ["finite_size_resolvent_form", "finite_size_resolvent_form_batch", "LatentLaw", "latent_law"]
 
 _GH_NODES = {0: 1, 1: 32, 2: 10, 3: 6}   # Gauss–Hermite nodes per latent dimension
 _PRUNE = 1e-12       # drop nodes whose weight is below this fraction of the largest
@@ -67,9 +79,14 @@ _MEAN_TOL = 1e-8     # keep mean-kernel terms with singular value >= _MEAN_TOL *
 _STEP = 1e-30        # complex step (relative to gamma)
 _TOL = 1e-10         # fixed-point tolerance (relative change of value and derivative)
 _MAX_ITER = 300
-_GAMMA_START = 10.0  # continuation starts here (a cold start converges fast at large gamma)
-_MAX_RATIO = 2.0     # largest gamma ratio of one continuation step
+_GAMMA_START = 10.0  # continuation starts here when a cold start at _GAMMA_COLD fails
+_GAMMA_COLD = 0.1    # first cold start (measured: 35-46 iterations at 0.1, 14 at 10, 275 at 0.01)
+_COLD_ITER = 100     # iteration cap of that first cold start
+_MAX_RATIO = 4.0     # largest gamma ratio of one continuation step (2: 1.6x the iterations, as accurate)
 _MAX_ATTEMPTS = 9    # per continuation step: the first try and up to 8 halvings
+_SAME = 1e-15        # a target within this relative distance of a path point is solved there
+_MIN_STEP = 1e-9     # a failing step shorter than this (relative) is not halved further
+_BATCH_CELLS = 500_000  # models per batch: sum of T (T + 4 rank) at most this (2e6, 1.5e5: 20 %, 5 % slower)
 _PROBLEM = "finite-size fixed point"
 _MEMORY = 12        # Anderson memory
 
@@ -138,9 +155,21 @@ def latent_law(setting: Setting, p: int, nodes: int | None = None) -> LatentLaw:
 
 
 def _factor(kernel: np.ndarray, weight: np.ndarray, rel_tol: float, max_terms: int | None):
-    """``kernel(t, t') ~ sum_k s_k a_k(t) b_k(t')`` from the SVD of ``W^1/2 kernel W^1/2``."""
+    """``kernel(t, t') ~ sum_k s_k a_k(t) b_k(t')`` from the SVD of ``W^1/2 kernel W^1/2``.
+
+    A symmetric kernel (to rounding, ``|A - A^T| <= 1e-14 max|A|``: every kernel of a symmetric
+    ``M_r``, e.g. aligned weights) is factorised by the eigendecomposition of ``(A + A^T) / 2``,
+    the same factors at a third of the cost: ``s = |lambda|``, ``b = sign(lambda) a``.
+    """
     sw = np.sqrt(weight)
-    U, s, Vt = np.linalg.svd(sw[:, None] * kernel * sw[None, :])
+    A = sw[:, None] * kernel * sw[None, :]
+    if np.max(np.abs(A - A.T), initial=0.0) <= 1e-14 * np.max(np.abs(A), initial=0.0):
+        lam, U = np.linalg.eigh((A + A.T) / 2)
+        order = np.argsort(-np.abs(lam), kind="stable")
+        s, U = np.abs(lam[order]), U[:, order]
+        Vt = (U * np.where(lam[order] < 0, -1.0, 1.0)).T
+    else:
+        U, s, Vt = np.linalg.svd(A)
     m = int(np.sum(s >= rel_tol * s[0])) if s[0] > 0 else 0
     if max_terms is not None:
         m = min(m, max_terms)
@@ -160,155 +189,474 @@ class _Model:
         self.phi = n / p
         self.pp = (p - law.r) / p                    # p'/p
         w = law.weight
-        T = len(w)
         # slope kernel F1(h(t, t')) ~ sum_k s_k u_k(t) v_k(t')
-        s, u, v = _factor(F1, w, _SLOPE_TOL, _SLOPE_MAX)
-        K = len(s)
+        self.s, self.u, self.v = _factor(F1, w, _SLOPE_TOL, _SLOPE_MAX)
         # mean kernel F0(h(t, t')) ~ sum_l S_l a_l(t) b_l(t')
         self.S, self.a, self.b = _factor(F0, w, _MEAN_TOL, None)
         # diagonal correction making K_ii = 0 on average
-        self.delta = np.diag(F0) / math.sqrt(p) + self.pp * np.einsum("k,tk,tk->t", s, u, v)
-        # Wigner variance profiles times the weights of t' (they act on G(t'))
-        S2t = S2.T
-        # as low-rank factors (left, right^T W): E_t'[k(t, t') g(t')] = left @ (right_w @ g)
-        self.noise = []
-        for kern in (np.sqrt(S2 * S2t), S2, S2t):
-            sk, left, right = _factor(kern, w, _NOISE_TOL, None)
-            self.noise.append((self.phi * left * sk, (right * w[:, None]).T))
-        # coefficient tables of Z^T (P: rows x, k, e) and Z (R: columns x, k, e), p-blocks (u, v_k, q_k)
-        P = 1 + 2 * K
-        self.P = np.zeros((T, 3, P))
-        self.P[:, 0, 1 + K:] = self.c * s * v      # row x: c s_k v_k(t) in column q_k
-        self.P[:, 1, 1:1 + K] = -s * u             # row k: -s_k u_k(t) in column v_k
-        self.P[:, 2, 0] = -1.0                     # row e: -1 in column u
-        self.R = np.zeros((T, P, 3))
-        self.R[:, 0, 1] = -1.0                     # u = Z k
-        self.R[:, 1:1 + K, 0] = -v                 # v_k = Z D_{v_k} x
-        self.R[:, 1 + K:, 2] = -u                  # q_k = Z D_{u_k} e
-        self.wR = w[:, None, None] * self.R
+        self.delta = np.diag(F0) / math.sqrt(p) + self.pp * np.einsum("k,tk,tk->t", self.s, self.u, self.v)
+        # Wigner variance profiles times the weights of t' (they act on G(t')), as low-rank
+        # factors (left, right^T W): E_t'[k(t, t') g(t')] = left @ (right_w @ g)
+        sk, left, right = _factor(S2, w, _NOISE_TOL, None)
+        factors = [_factor(np.sqrt(S2 * S2.T), w, _NOISE_TOL, None),
+                   (sk, left, right), (sk, right, left)]   # S2^T: the transposed factors of S2
+        self.noise = [(self.phi * l * sv, (r * w[:, None]).T) for sv, l, r in factors]
 
-    def base(self, gamma: complex) -> np.ndarray:
-        """``H0(t)`` (rows and columns x, k, e), shape (T, 3, 3)."""
-        T = len(self.delta)
-        H0 = np.zeros((T, 3, 3), dtype=complex)
-        H0[:, 0, 0] = gamma
-        H0[:, 0, 2] = -self.c * self.delta
-        H0[:, 1, 0] = self.delta
-        H0[:, 1, 1] = 1.0
-        H0[:, 2, 2] = 1.0
+
+def _pad(arrays: list[np.ndarray], shape: tuple[int, ...], dtype=float) -> np.ndarray:
+    """Stack ``arrays`` into one ``(len(arrays), *shape)`` array, zero-padded at the ends of each axis."""
+    out = np.zeros((len(arrays), *shape), dtype=dtype)
+    for i, x in enumerate(arrays):
+        out[(i, *(slice(0, k) for k in x.shape))] = x
+    return out
+
+
+def _rdot(left: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """``left @ X`` for a real ``left`` (E or 1, m, T) and a complex ``X`` (E, T, c), shape (E, m, c):
+    real GEMMs on the interleaved real and imaginary parts, one GEMM over the whole batch when
+    ``left`` is shared (it is then read once, not E times)."""
+    E, T, c = X.shape
+    if left.shape[0] == 1:
+        Xr = np.ascontiguousarray(X.transpose(1, 0, 2)).reshape(T, E * c).view(np.float64)
+        Y = np.ascontiguousarray(left[0] @ Xr).view(complex)
+        return Y.reshape(-1, E, c).transpose(1, 0, 2)
+    return np.ascontiguousarray(left @ np.ascontiguousarray(X).view(np.float64)).view(complex)
+
+
+def _lowrank(left: np.ndarray, right: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """``left @ (right @ X)`` for real factors ``left`` (E or 1, T, k), ``right`` (E or 1, k, T) and a
+    complex ``X`` (E, T, c): real GEMMs on the interleaved real and imaginary parts, and one GEMM
+    over the whole batch when the factors are shared (they are then read once, not E times)."""
+    E, T, c = X.shape
+    if left.shape[0] == 1:
+        Xr = np.ascontiguousarray(X.transpose(1, 0, 2)).reshape(T, E * c).view(np.float64)
+        Y = np.ascontiguousarray(left[0] @ (right[0] @ Xr)).view(complex)
+        return Y.reshape(T, E, c).transpose(1, 0, 2)
+    Y = left @ (right @ np.ascontiguousarray(X).view(np.float64))
+    return np.ascontiguousarray(Y).view(complex)
+
+
+def _inv3(A: np.ndarray) -> np.ndarray:
+    """Inverses of the ``3 x 3`` matrices ``A`` (shape ``(..., 3, 3)``) by cofactors (no LAPACK call per matrix)."""
+    a, b, c = A[..., 0, 0], A[..., 0, 1], A[..., 0, 2]
+    d, e, f = A[..., 1, 0], A[..., 1, 1], A[..., 1, 2]
+    g, h, i = A[..., 2, 0], A[..., 2, 1], A[..., 2, 2]
+    co = np.empty_like(A)
+    co[..., 0, 0], co[..., 0, 1], co[..., 0, 2] = e * i - f * h, c * h - b * i, b * f - c * e
+    co[..., 1, 0], co[..., 1, 1], co[..., 1, 2] = f * g - d * i, a * i - c * g, c * d - a * f
+    co[..., 2, 0], co[..., 2, 1], co[..., 2, 2] = d * h - e * g, b * g - a * h, a * e - b * d
+    det = a * co[..., 0, 0] + b * co[..., 1, 0] + c * co[..., 2, 0]
+    return co / det[..., None, None]
+
+
+_SHARED = ("K", "jb")  # attributes of a _Stack common to all its models
+
+
+class _Stack:
+    """Models of ``M`` settings on a leading axis, padded to common sizes.
+
+    Padding adds types of zero weight (every expectation over the types ignores them; their
+    ``G(t)`` is the inverse of the diagonal ``H0``), slope and mean-kernel terms with zero
+    singular value and zero noise factors, so each model's equations are unchanged.
+
+    Attributes (``E`` models, ``T`` types, ``K`` slope terms, ``Pn = 1 + 2K``)
+    ------------------------------------------------------------------------
+    beta, alpha : ndarray, shape (E, T, Pn)
+        The one entry per p-block ``b`` of the coefficients ``P(t)`` of ``Z^T`` (rows ``x, k, e``,
+        columns ``u, v_k, q_k``; row ``jb[b]``) and ``R(t)`` of ``Z`` (columns ``k, x, e`` for the
+        blocks ``u, v, q``). Products with them cost ``O(T Pn K)``, not ``O(T Pn^2)``.
+    Lx, Lk : ndarray, shape (E, T, K)
+        ``beta`` on the rows ``x`` (block ``q``) and ``k`` (block ``v``).
+    wa : list of three ndarrays, shapes (E, 1, T), (E, K, T), (E, K, T)
+        ``w_t alpha_b(t)`` of the blocks ``u, v, q``.
+    noise : list of (left, right_w), shapes (E, T, rank) and (E, rank, T), real
+    c, phi, pp, kappa, sp : ndarray, shape (E, 1)
+        ``c``, ``n/p``, ``p'/p``, ``n/sqrt(p)`` and ``sqrt(p)``.
+    """
+
+    def __init__(self, models: list[_Model] | None = None):
+        if models is None:
+            return
+        T = max(len(m.delta) for m in models)
+        K = max(len(m.s) for m in models)
+        L = max(len(m.S) for m in models)
+        r = max(m.law.r for m in models)
+        E = len(models)
+        Pn = 1 + 2 * K
+        col = lambda x: np.array(x, dtype=float)[:, None]  # noqa: E731
+        self.c, self.phi, self.pp = (col([getattr(m, k) for m in models]) for k in ("c", "phi", "pp"))
+        self.kappa = col([m.n / math.sqrt(m.p) for m in models])
+        self.sp = col([math.sqrt(m.p) for m in models])
+        self.w = _pad([m.law.weight for m in models], (T,))
+        self.y = _pad([m.law.y for m in models], (T,))
+        self.xi = _pad([m.law.xi for m in models], (T, r))
+        self.delta = _pad([m.delta for m in models], (T,))
+        s = _pad([m.s for m in models], (K,))[:, None, :]
+        u = _pad([m.u for m in models], (T, K))
+        v = _pad([m.v for m in models], (T, K))
+        # Z^T has rows x, k, e; Z has columns x, k, e; p-blocks (u, v_k, q_k). Both are one entry per
+        # p-block in each type: P(t)[j_b, b] = beta_b(t), R(t)[b, i_b] = alpha_b(t)
+        self.K = K
+        beta = np.zeros((E, T, Pn))
+        beta[:, :, 0] = -1.0                                       # row e: -1 in column u
+        beta[:, :, 1:1 + K] = -s * u                               # row k: -s_k u_k(t) in column v_k
+        beta[:, :, 1 + K:] = self.c[:, :, None] * s * v            # row x: c s_k v_k(t) in column q_k
+        alpha = np.zeros((E, T, Pn))
+        alpha[:, :, 0] = -1.0                                      # u = Z k
+        alpha[:, :, 1:1 + K] = -v                                  # v_k = Z D_{v_k} x
+        alpha[:, :, 1 + K:] = -u                                   # q_k = Z D_{u_k} e
+        self.jb = np.array([2] + [1] * K + [0] * K)                # row of Z^T read by column b
+        self.beta, self.alpha = beta, alpha
+        # the rows of Z^T: x (q-block), k (v-block), e (u); w_t R(t)^T by the row of G each reads
+        self.Lx, self.Lk = self.beta[:, :, 1 + K:], self.beta[:, :, 1:1 + K]
+        wa = (self.w[:, :, None] * alpha).transpose(0, 2, 1).copy()            # (E, Pn, T)
+        self.wa = [wa[:, 0:1], wa[:, 1:1 + K], wa[:, 1 + K:]]                  # blocks u, v, q
+        self.noise = []
+        for j in range(3):
+            rk = max(m.noise[j][0].shape[1] for m in models)
+            self.noise.append((_pad([m.noise[j][0] for m in models], (T, rk)),
+                               _pad([m.noise[j][1] for m in models], (rk, T))))
+        self.S = _pad([m.S for m in models], (L,))[:, None, :]
+        self.a = _pad([m.a for m in models], (T, L))
+        self.b = _pad([m.b for m in models], (T, L))
+
+    @property
+    def size(self) -> int:
+        return self.w.shape[0]
+
+    @property
+    def npar(self) -> int:
+        """``Pn = 1 + 2K``, the size of ``Gamma``."""
+        return self.alpha.shape[2]
+
+    def take(self, idx: np.ndarray) -> "_Stack":
+        """The models ``idx`` (one row per element of a batch; a shared model is broadcast)."""
+        if self.size == 1:
+            return self
+        out = _Stack()
+        for k, x in self.__dict__.items():
+            if k == "noise":
+                x = [(l[idx], r[idx]) for l, r in x]
+            elif k == "wa":
+                x = [a[idx] for a in x]
+            elif k not in _SHARED:
+                x = x[idx]
+            out.__dict__[k] = x
+        return out
+
+    def base(self, gamma: np.ndarray) -> np.ndarray:
+        """``H0(t)`` (rows and columns x, k, e) at the complex ``gamma`` (shape (E,)), shape (E, T, 3, 3)."""
+        T = self.w.shape[1]
+        H0 = np.zeros((len(gamma), T, 3, 3), dtype=complex)
+        H0[:, :, 0, 0] = gamma[:, None]
+        H0[:, :, 0, 2] = -self.c * self.delta
+        H0[:, :, 1, 0] = self.delta
+        H0[:, :, 1, 1] = 1.0
+        H0[:, :, 2, 2] = 1.0
         return H0
 
-    def resolvent(self, H0: np.ndarray, Gam: np.ndarray, om: np.ndarray) -> np.ndarray:
-        """``G(t) = Lambda(t)^{-1}`` for given ``Gamma`` (P, P) and noise self-energies ``om`` (4, T)."""
-        c = self.c
-        Lam = H0 - self.pp * (self.P @ Gam @ self.R)
-        Lam[:, 1, 0] -= om[0]            # (k, x): E[sigma sigma' G_xk]
-        Lam[:, 1, 2] += c * om[1]        # (k, e): -c E[S2(t, t') G_xx]
-        Lam[:, 0, 0] += c * om[2]        # (x, x): -c E[S2(t', t) G_ek]
-        Lam[:, 0, 2] -= c * c * om[3]    # (x, e): c^2 E[sigma sigma' G_ex]
-        return np.linalg.inv(Lam)
+    def resolvent(self, H0: np.ndarray, z: np.ndarray) -> np.ndarray:
+        """``G(t) = Lambda(t)^{-1}``, shape (E, T, 3, 3), for the states ``z = (Gamma, om)`` (E, N)."""
+        E, Pn, T, K = len(z), self.npar, H0.shape[1], self.K
+        Gam, om = z[:, :Pn * Pn].reshape(E, Pn, Pn), z[:, Pn * Pn:].reshape(E, 4, T)
+        # (P Gamma R)(t)[i, j] = sum_b (P Gamma)(t)[i, b] alpha_b(t) over the p-blocks b writing column j;
+        # (P Gamma)(t) has rows x (from the q-rows of Gamma), k (v-rows) and e (u-row)
+        PG = np.stack([_rdot(self.Lx, Gam[:, 1 + K:]), _rdot(self.Lk, Gam[:, 1:1 + K]),
+                       np.broadcast_to(-Gam[:, None, 0], (E, T, Pn))], axis=2)
+        Y = PG * self.alpha[:, :, None, :]
+        pp = self.pp[:, :, None]
+        Lam = H0.copy()
+        Lam[:, :, :, 0] -= pp * Y[:, :, :, 1:1 + K].sum(axis=3)
+        Lam[:, :, :, 1] -= pp * Y[:, :, :, 0]
+        Lam[:, :, :, 2] -= pp * Y[:, :, :, 1 + K:].sum(axis=3)
+        Lam[:, :, 1, 0] -= om[:, 0]                # (k, x): E[sigma sigma' G_xk]
+        Lam[:, :, 1, 2] += self.c * om[:, 1]       # (k, e): -c E[S2(t, t') G_xx]
+        Lam[:, :, 0, 0] += self.c * om[:, 2]       # (x, x): -c E[S2(t', t) G_ek]
+        Lam[:, :, 0, 2] -= self.c ** 2 * om[:, 3]  # (x, e): c^2 E[sigma sigma' G_ex]
+        return _inv3(Lam)
 
-    def update(self, G: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """New ``(Gamma, om)`` from ``G``."""
+    def update(self, G: np.ndarray) -> np.ndarray:
+        """The new state ``(Gamma, om)`` from ``G``, shape (E, N), ``N = Pn^2 + 4 T``."""
+        E, Pn = G.shape[0], self.npar
         (la, ra), (lb, rb), (lc, rc) = self.noise
-        ss = la @ (ra @ np.column_stack([G[:, 0, 1], G[:, 2, 0]]))
-        om = np.stack([ss[:, 0], lb @ (rb @ G[:, 0, 0]), lc @ (rc @ G[:, 2, 1]), ss[:, 1]])
-        P = self.P.shape[2]
-        RGP = np.matmul(self.wR, G).transpose(1, 0, 2).reshape(P, -1) @ self.P.reshape(-1, P)
-        Gam = np.linalg.inv(np.eye(len(RGP)) - self.phi * RGP)
-        return Gam, om
+        ss = _lowrank(la, ra, np.stack([G[:, :, 0, 1], G[:, :, 2, 0]], axis=2))
+        om = np.stack([ss[:, :, 0], _lowrank(lb, rb, G[:, :, 0, 0, None])[:, :, 0],
+                       _lowrank(lc, rc, G[:, :, 2, 1, None])[:, :, 0], ss[:, :, 1]], axis=1)
+        # E_pi[R G P] = sum_t w_t R(t) (G(t) P(t)), with (G P)(t)[i, b] = G(t)[i, j_b] beta_b(t):
+        # the u-row of R reads row k of G P, the v-rows row x, the q-rows row e
+        RGP = np.concatenate([_rdot(wa, G[:, :, i, self.jb] * self.beta) for wa, i in zip(self.wa, (1, 0, 2))],
+                             axis=1)
+        Gam = np.linalg.inv(np.eye(Pn) - self.phi[:, :, None] * RGP)
+        return np.concatenate([Gam.reshape(E, -1), om.reshape(E, -1)], axis=1)
 
-    def pack(self, Gam, om):
-        return np.concatenate([Gam.ravel(), om.ravel()])
+    def cold(self, E: int) -> np.ndarray:
+        """The cold start ``Gamma = I``, ``om = 0`` for ``E`` elements, shape (E, N)."""
+        Pn, T = self.npar, self.w.shape[1]
+        z = np.zeros((E, Pn * Pn + 4 * T), dtype=complex)
+        z[:, :Pn * Pn:Pn + 1] = 1.0
+        return z
 
-    def unpack(self, z):
-        P = self.P.shape[2]
-        return z[:P * P].reshape(P, P), z[P * P:].reshape(4, -1)
+    def label_form(self, G: np.ndarray) -> np.ndarray:
+        """``E_pi[y_t x(t)]`` with the mean kernel and latent Gram kept exactly (module docstring), shape (E,)."""
+        c, w, y, xi, kappa = self.c[:, :, None], self.w, self.y, self.xi, self.kappa[:, :, None]
+        # unknowns z = (alpha = <b, x>_w, beta = <a, e>_w, omega = kappa E[xi k])
+        # (x, k, e)(t) = G(t) [y_t - c kappa b(t) S beta, kappa a(t) S alpha, xi_t . omega / sqrt(p)]
+        # response of (x, k, e)(t) to each unknown (E, T, 3, J), J = 2L + r: alpha enters row k,
+        # beta row x, omega row e of the right-hand side
+        resp = np.concatenate([G[:, :, :, 1:2] * (kappa * self.a * self.S)[:, :, None, :],
+                               G[:, :, :, 0:1] * (-c * kappa * self.b * self.S)[:, :, None, :],
+                               G[:, :, :, 2:3] * (xi / self.sp[:, :, None])[:, :, None, :]], axis=3)
+        base = G[:, :, :, 0] * y[:, :, None]                        # (E, T, 3)
+        rows = [(w[:, :, None] * self.b).transpose(0, 2, 1),        # alpha = sum_t w b(t) x(t)
+                (w[:, :, None] * self.a).transpose(0, 2, 1),        # beta = sum_t w a(t) e(t)
+                kappa * (w[:, :, None] * xi).transpose(0, 2, 1)]    # omega = kappa sum_t w xi(t) k(t)
+        which = (0, 2, 1)                                           # the row of (x, k, e) each reads
+        A = np.concatenate([_rdot(rw, resp[:, :, i, :]) for rw, i in zip(rows, which)], axis=1)
+        rhs = np.concatenate([_rdot(rw, base[:, :, i, None]) for rw, i in zip(rows, which)], axis=1)
+        z = np.linalg.solve(np.eye(A.shape[1]) - A, rhs)
+        x = base[:, :, 0] + (resp[:, :, 0, :] @ z)[:, :, 0]
+        return np.sum(w * y * x, axis=1)
 
 
-def _fixed_point(m: _Model, gamma: float, start: tuple | None):
-    """Fixed point at ``gamma + i eps`` (complex step) by Anderson acceleration.
+def _anderson(st: _Stack, gamma: np.ndarray, z0: np.ndarray, max_iter: int | None = None):
+    """Fixed points at ``gamma + i eps`` (complex step) of a batch by Anderson acceleration.
 
     The state ``z`` (``Gamma`` and the noise self-energies) is complex; its imaginary part divided
-    by ``eps`` is the gamma-derivative. Anderson's mixing coefficients are real and fitted to the
-    residuals of both parts (the imaginary part scaled by ``1/eps``), so the iteration solves the
-    fixed-point equation and its tangent equation together. ``start`` is a previous solution
-    ``(gamma0, z, dz/dgamma, d2z/dgamma2)`` (a Taylor predictor for the warm start); returns ``G``,
-    the same tuple at ``gamma`` (the second derivative by a difference of the first ones) and the
-    last relative residual, or ``None, None, residual`` after ``_MAX_ITER`` iterations.
+    by ``eps`` is the gamma-derivative. Anderson's mixing coefficients are real and fitted, per
+    element, to the residuals of both parts (the imaginary part scaled by ``1/eps``), so the
+    iteration solves the fixed-point equation and its tangent equation together. Converged
+    elements leave the batch.
+
+    Parameters
+    ----------
+    st : _Stack
+        One model per element, or one shared model.
+    gamma : ndarray, shape (E,)
+    z0 : ndarray, shape (E, N)
+        Starting states (complex: the tangent part is ``i eps dz``).
+    max_iter : int, optional
+        Iteration cap (default ``_MAX_ITER``).
+
+    Returns
+    -------
+    ok : ndarray of bool, shape (E,)
+    label : ndarray of complex, shape (E,)
+        The label form at the fixed point (valid where ``ok``).
+    z, dz : ndarray, shape (E, N)
+        The fixed point and its gamma-derivative (valid where ``ok``).
+    err : ndarray, shape (E,)
+        The last relative residual.
     """
+    E = len(gamma)
     eps = _STEP * gamma
-    H0 = m.base(complex(gamma, eps))
-    if start is None:
-        P = m.P.shape[2]
-        z0 = m.pack(np.eye(P, dtype=complex), np.zeros((4, len(m.delta)), dtype=complex))
-    else:  # Taylor predictor from the previous solution (second order once two are known)
-        g0, z, dz, d2z = start
-        step = gamma - g0
-        z0 = (z + step * dz + 0.5 * step ** 2 * d2z) + 1j * eps * (dz + step * d2z)
-
-    def g(z):
-        G = m.resolvent(H0, *m.unpack(z))
-        return m.pack(*m.update(G)), G
-
-    z, f_prev, r_prev = z0, None, None
-    d_res, d_upd = [], []          # Anderson history: residual differences (real form) and updates
-    for it in range(_MAX_ITER):
-        gz, G = g(z)
+    ok, err = np.zeros(E, dtype=bool), np.full(E, np.inf)
+    label = np.zeros(E, dtype=complex)
+    z_out, dz_out = np.zeros(z0.shape), np.zeros(z0.shape)
+    act = np.arange(E)
+    H0 = st.base(gamma + 1j * eps)
+    z, ep = z0, eps[:, None]
+    # Anderson history, a ring of _MEMORY columns: residual differences D (real form), updates U
+    # and the Gram matrix D^T D of the least-squares fit, updated one column at a time
+    N = z0.shape[1]
+    D = np.zeros((E, _MEMORY, 2 * N))
+    U = np.zeros((E, _MEMORY, N), dtype=complex)
+    gram = np.zeros((E, _MEMORY, _MEMORY))
+    z_prev = f_prev = r_prev = None   # the previous iterate, its update and residual (from it = 1)
+    for it in range(_MAX_ITER if max_iter is None else max_iter):
+        G = st.resolvent(H0, z)
+        gz = st.update(G)
         f = gz - z
-        scale = max(np.max(np.abs(gz.real)), 1e-300), max(np.max(np.abs(gz.imag)), 1e-300)
+        scale = (np.maximum(np.max(np.abs(gz.real), axis=1), 1e-300)[:, None],
+                 np.maximum(np.max(np.abs(gz.imag), axis=1), 1e-300)[:, None])
         if it == 0:
             weights = 1.0 / scale[0], 1.0 / scale[1]   # value and derivative count alike
-        r = np.concatenate([f.real * weights[0], f.imag * weights[1]])
-        err = max(np.max(np.abs(f.real)) / scale[0], np.max(np.abs(f.imag)) / scale[1])
-        if err < _TOL:
-            dz = gz.imag / eps
-            d2z = (dz - start[2]) / (gamma - start[0]) if start else 0.0
-            return G, (gamma, gz.real, dz, d2z), err
-        if f_prev is not None:
-            d_res.append(r - r_prev)
-            d_upd.append(z - z_prev + f - f_prev)
-            if len(d_res) > _MEMORY:
-                d_res.pop(0)
-                d_upd.pop(0)
-            D = np.stack(d_res, axis=1)
-            gram = D.T @ D                 # normal equations of min ||r - D theta||, regularised
-            gram[np.diag_indices_from(gram)] *= 1.0 + 1e-12
-            theta = np.linalg.solve(gram, D.T @ r)
-            z_prev, z = z, z + f - np.stack(d_upd, axis=1) @ theta
-        else:
-            z_prev, z = z, z + f
-        f_prev, r_prev = f, r
-    return None, None, err
+        r = np.concatenate([f.real * weights[0], f.imag * weights[1]], axis=1)
+        e = np.maximum(np.max(np.abs(f.real) / scale[0], axis=1), np.max(np.abs(f.imag) / scale[1], axis=1))
+        err[act] = e
+        done = e < _TOL
+        if np.any(done):
+            i = act[done]
+            ok[i], z_out[i], dz_out[i] = True, gz[done].real, gz[done].imag / ep[done]
+            label[i] = st.take(done).label_form(G[done])
+            if np.all(done):
+                break
+            keep = ~done           # converged elements leave the batch
+            act, z, f, r, H0, ep = act[keep], z[keep], f[keep], r[keep], H0[keep], ep[keep]
+            weights = weights[0][keep], weights[1][keep]
+            D, U, gram = D[keep], U[keep], gram[keep]
+            if it:
+                z_prev, f_prev, r_prev = z_prev[keep], f_prev[keep], r_prev[keep]
+            st = st.take(keep)
+        z_new = z + f
+        if it:
+            k = (it - 1) % _MEMORY
+            D[:, k] = r - r_prev
+            U[:, k] = z - z_prev + f - f_prev
+            col = np.einsum("emn,en->em", D, D[:, k])
+            gram[:, k, :], gram[:, :, k] = col, col
+            m = min(it, _MEMORY)
+            g = gram[:, :m, :m].copy()                # normal equations of min ||r - D theta||, regularised
+            g[:, np.arange(m), np.arange(m)] *= 1.0 + 1e-12
+            theta = np.linalg.solve(g, np.einsum("emn,en->em", D[:, :m], r)[:, :, None])
+            z_new -= (U[:, :m].transpose(0, 2, 1) @ theta)[:, :, 0]
+        z_prev, f_prev, r_prev, z = z, f, r, z_new
+    return ok, label, z_out, dz_out, err
 
 
-def _label_form(m: _Model, G: np.ndarray) -> complex:
-    """``E_pi[y_t x(t)]`` with the mean kernel and latent Gram kept exactly (see module docstring)."""
-    c, w, y, xi = m.c, m.law.weight, m.law.y, m.law.xi
-    kappa = m.n / math.sqrt(m.p)
-    SL, a, b = m.S, m.a, m.b
-    L, r = len(SL), xi.shape[1]
-    # unknowns z = (alpha = <b, x>_w, beta = <a, e>_w, omega = kappa E[xi k])
-    # (x, k, e)(t) = G(t) [y_t - c kappa b(t) S beta, kappa a(t) S alpha, xi_t . omega / sqrt(p)]
-    # response of (x, k, e)(t) to each unknown (T, 3, 2L + r): alpha enters row k, beta row x,
-    # omega row e of the right-hand side
-    resp = np.concatenate([G[:, :, 1:2] * (kappa * a * SL)[:, None, :],
-                           G[:, :, 0:1] * (-c * kappa * b * SL)[:, None, :],
-                           G[:, :, 2:3] * (xi / math.sqrt(m.p))[:, None, :]], axis=2)
-    base = G[:, :, 0] * y[:, None]                    # (T, 3)
-    rows_x = (w[:, None] * b).T          # alpha = sum_t w b(t) x(t)
-    rows_e = (w[:, None] * a).T          # beta = sum_t w a(t) e(t)
-    rows_k = kappa * (w[:, None] * xi).T  # omega = kappa sum_t w xi(t) k(t)
-    A = np.concatenate([rows_x @ resp[:, 0, :], rows_e @ resp[:, 2, :], rows_k @ resp[:, 1, :]])
-    rhs = np.concatenate([rows_x @ base[:, 0], rows_e @ base[:, 2], rows_k @ base[:, 1]])
-    z = np.linalg.solve(np.eye(2 * L + r) - A, rhs)
-    x = base[:, 0] + resp[:, 0, :] @ z
-    return np.sum(w * y * x)
+def _solve(st: _Stack, targets: list[np.ndarray], label: Callable[[int], str]) -> np.ndarray:
+    """The label form ``E_pi[y_t x(t)]`` at ``gamma + i eps`` for each model's targets.
+
+    Continuation (module docstring of :mod:`attn_lib.theory._continuation` for the rule): each
+    model follows one path from ``max(gamma_max, 10)`` (cold start) down in steps of ratio at
+    most ``_MAX_RATIO``, halved in ``log gamma`` on failure (``_MAX_ATTEMPTS`` attempts). One
+    batched Anderson solve per step takes, for every model, the path's next point and all its
+    targets inside the step, each started from the Taylor predictor of the path's last point
+    (second order once two points are known).
+
+    Parameters
+    ----------
+    st : _Stack
+        ``M`` models.
+    targets : list of M ndarrays
+        Positive gammas of each model.
+    label : callable
+        ``label(m)`` names model ``m`` in a :class:`ConvergenceError`.
+
+    Returns
+    -------
+    list of M complex ndarrays shaped like ``targets``.
+    """
+    M = st.size
+    out = [np.zeros(len(g), dtype=complex) for g in targets]
+    todo = [list(np.argsort(-g, kind="stable")) for g in targets]   # indices, decreasing gamma
+    # cold starts at max(gamma_max, _GAMMA_COLD); those that fail start again at _GAMMA_START
+    t = np.array([max(float(np.max(g)), _GAMMA_COLD) for g in targets])
+    ok, lab, z, dz, err = _anderson(st, t, st.cold(M), _COLD_ITER)
+    if not np.all(ok):
+        bad = np.flatnonzero(~ok)
+        t[bad] = np.maximum(t[bad], _GAMMA_START)
+        ok[bad], lab[bad], z[bad], dz[bad], err[bad] = _anderson(st.take(bad), t[bad], st.cold(len(bad)))
+    check_converged(ok, err, t, problem=_PROBLEM, label=label, reason=f"{_MAX_ITER} iterations")
+    d2z = np.zeros_like(z)                                         # first order from the cold start
+
+    def settle(m, at, value):
+        """Targets of model m at ``at`` (relative 1e-15) take the value of the fixed point there."""
+        while todo[m] and targets[m][todo[m][0]] >= at * (1 - _SAME):
+            out[m][todo[m].pop(0)] = value
+
+    for m in range(M):
+        settle(m, t[m], lab[m])
+    goal = np.array([max(targets[m][todo[m][-1]], t[m] / _MAX_RATIO) if todo[m] else t[m] for m in range(M)])
+    attempts = np.zeros(M, dtype=int)
+    while any(todo):
+        paths = [m for m in range(M) if todo[m]]
+        # elements: each path's next point, then its targets strictly inside (goal, t)
+        owner, gam, tgt = [], [], []
+        for m in paths:
+            owner.append(m), gam.append(goal[m]), tgt.append(-1)
+            for j in todo[m]:
+                gj = targets[m][j]
+                if gj <= goal[m] * (1 + _SAME):
+                    break
+                owner.append(m), gam.append(gj), tgt.append(j)
+        owner, gam = np.array(owner), np.array(gam)
+        step = (gam - t[owner])[:, None]
+        z0 = (z[owner] + step * dz[owner] + 0.5 * step ** 2 * d2z[owner]
+              + 1j * (_STEP * gam)[:, None] * (dz[owner] + step * d2z[owner]))
+        ok_e, lab_e, z_e, dz_e, err_e = _anderson(st.take(owner), gam, z0)
+        first = {}
+        for e, (m, j) in enumerate(zip(owner, tgt)):
+            if j < 0:
+                first[m] = e
+            elif ok_e[e]:
+                out[m][j] = lab_e[e]
+                todo[m].remove(j)
+        for m in paths:
+            e = first[m]
+            inside = [j for j in todo[m] if targets[m][j] > goal[m] * (1 + _SAME)]
+            if ok_e[e] and not inside:               # the step succeeded
+                d2z[m] = (dz_e[e] - dz[m]) / (goal[m] - t[m])
+                t[m], z[m], dz[m], attempts[m] = goal[m], z_e[e], dz_e[e], 0
+                settle(m, t[m], lab_e[e])
+                if todo[m]:
+                    goal[m] = max(targets[m][todo[m][-1]], t[m] / _MAX_RATIO)
+                continue
+            attempts[m] += 1
+            res = err_e[e] if not ok_e[e] else max(err_e[f] for f in range(len(owner))
+                                                   if owner[f] == m and not ok_e[f])
+            if attempts[m] >= _MAX_ATTEMPTS:
+                raise not_converged(_PROBLEM, label(m), _gamma(goal[m]), float(res),
+                                    f"{_MAX_ATTEMPTS} attempts at one continuation step")
+            new = math.sqrt(t[m] * goal[m])
+            if t[m] / new < 1 + _MIN_STEP:
+                raise not_converged(_PROBLEM, label(m), _gamma(goal[m]), float(res),
+                                    f"step from {_gamma(t[m])} below a relative 1e-9")
+            goal[m] = new
+    return out
+
+
+def _chunks(models: list[_Model]) -> list[list[int]]:
+    """Groups of model indices of similar size, each small enough to solve as one batch."""
+    size = np.array([len(m.delta) * (len(m.delta) + 4 * max(l.shape[1] for l, _ in m.noise))
+                     for m in models])
+    order = np.argsort(size, kind="stable")
+    groups, cur, total = [], [], 0
+    for i in order:
+        if cur and (total + size[i] > _BATCH_CELLS or size[i] > 2 * size[cur[0]]):
+            groups.append(cur)
+            cur, total = [], 0
+        cur.append(int(i))
+        total += size[i]
+    return groups + [cur]
+
+
+def finite_size_resolvent_form_batch(settings: Sequence[Setting], gammas: Sequence[np.ndarray], n: int,
+                                     nodes: int | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``y^T Q y / n`` and its gamma-derivative from the finite-size equivalent, for many settings.
+
+    Settings are solved together in batches of similar size (:class:`_Stack`): one Anderson
+    iteration advances every (setting, gamma) of a batch.
+
+    Parameters
+    ----------
+    settings : sequence of Setting, length B
+        Any settings (reduced to ``alpha = 1`` through :meth:`Setting.canonical`).
+    gammas : sequence of B ndarrays
+        Positive ridge parameters of each setting, any shapes (validated by the caller).
+    n : int
+        Number of tokens; ``p = round(c n)``.
+    nodes : int, optional
+        Gauss–Hermite nodes per latent dimension (default 32, 10, 6 for ``r = 1, 2, 3``).
+
+    Returns
+    -------
+    list of B pairs ``(q, dq)`` shaped like ``gammas[b]``
+
+    Raises
+    ------
+    ConvergenceError
+        When a fixed point does not converge (never returns NaN).
+    """
+    gs = [np.asarray(g, dtype=float) for g in gammas]
+    out: list = [None] * len(settings)
+    with threadpool_limits(limits=1, user_api="blas"):  # small matrices: threads only cost
+        models = [_Model(s.canonical(), n, nodes) for s in settings]
+        for group in _chunks(models):
+            label = lambda m: f"{settings[group[m]]!r}, n={n} (p={models[group[m]].p})"  # noqa: E731
+            vals = _solve(_Stack([models[b] for b in group]), [gs[b].ravel() for b in group], label)
+            for b, val in zip(group, vals):
+                q, dq = val.real, val.imag / (_STEP * gs[b].ravel())
+                for name, arr in (("q", q), ("dq", dq)):
+                    if not np.all(np.isfinite(arr)):
+                        raise ConvergenceError(f"non-finite finite-size label form {name} for "
+                                               f"{settings[b]!r}, n={n}")
+                out[b] = q.reshape(gs[b].shape), dq.reshape(gs[b].shape)
+    return out
 
 
 def finite_size_resolvent_form(setting: Setting, gammas: np.ndarray, n: int,
                                nodes: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """``y^T Q y / n`` and its gamma-derivative from the finite-size equivalent.
+    """``y^T Q y / n`` and its gamma-derivative from the finite-size equivalent (one setting).
 
     Parameters
     ----------
@@ -330,32 +678,4 @@ def finite_size_resolvent_form(setting: Setting, gammas: np.ndarray, n: int,
     ConvergenceError
         When the fixed point does not converge (never returns NaN).
     """
-    g = np.asarray(gammas, dtype=float)
-    flat = g.ravel()
-    q, dq = np.empty(flat.size), np.empty(flat.size)
-    with threadpool_limits(limits=1, user_api="blas"):  # small matrices: threads only cost
-        m = _Model(setting.canonical(), n, nodes)
-        label = lambda b: f"{setting!r}, n={n} (p={m.p})"  # noqa: E731
-        order = np.argsort(-flat)                         # continuation from large gamma
-        gam = np.array([max(flat[order[0]], _GAMMA_START)])
-        G, state, err = _fixed_point(m, gam[0], None)     # cold start
-        check_converged([G is not None], [err], gam, problem=_PROBLEM, label=label,
-                        reason=f"{_MAX_ITER} iterations")
-
-        def step(idx, g0, g1):
-            """Taylor predictor and Anderson corrector (both in :func:`_fixed_point`)."""
-            nonlocal G, state
-            G1, state1, res = _fixed_point(m, float(g1[0]), state)
-            if G1 is not None:
-                G, state = G1, state1
-            return np.array([G1 is not None]), np.array([res])
-
-        for i in order:
-            continue_to(gam, flat[i], step, max_ratio=_MAX_RATIO, max_attempts=_MAX_ATTEMPTS,
-                        problem=_PROBLEM, label=label)
-            val = _label_form(m, G)
-            q[i], dq[i] = val.real, val.imag / (_STEP * flat[i])
-    for name, arr in (("q", q), ("dq", dq)):
-        if not np.all(np.isfinite(arr)):
-            raise ConvergenceError(f"non-finite finite-size label form {name} for {setting!r}, n={n}")
-    return q.reshape(g.shape), dq.reshape(g.shape)
+    return finite_size_resolvent_form_batch([setting], [gammas], n, nodes)[0]

@@ -26,7 +26,7 @@ from .._validation import check_gammas, check_int, check_real, check_setting, ch
 from ..model.setting import Setting
 from ._bulk import BulkSolution, solve_bulk, spectral_g1
 from ._errors import ConvergenceError
-from ._finite_size import finite_size_resolvent_form
+from ._finite_size import finite_size_resolvent_form, finite_size_resolvent_form_batch
 from ._spiked import label_quadratic_form
 
 __all__ = ["attention_error", "attention_error_batch", "attention_bulk", "Linearisation",
@@ -182,7 +182,8 @@ def attention_error(setting: Setting, gammas: object, *, n: int | None = None, m
     return -(g ** 2) * dq
 
 
-def attention_error_batch(settings: Sequence[Setting], gamma: object, *, max_iter: int = 50) -> np.ndarray:
+def attention_error_batch(settings: Sequence[Setting], gamma: object, *, n: int | None = None,
+                          max_iter: int = 50) -> np.ndarray:
     """The error of many settings at once, vectorised across settings.
 
     Parameters
@@ -190,10 +191,21 @@ def attention_error_batch(settings: Sequence[Setting], gamma: object, *, max_ite
     settings : sequence of Setting, length B
     gamma : float or array_like of shape (B,) or (B, G)
         One ``gamma`` for all, one per setting, or a curve per setting.
+    n : int, optional
+        Number of tokens: the finite-size equivalent (as :func:`attention_error` with ``n``),
+        solved in batches of settings of similar size, every (setting, gamma) of a batch
+        advanced by one vectorised fixed-point iteration (``attn_lib.theory._finite_size``).
+    max_iter : int, default 50
+        Newton iteration cap per continuation step (proportional limit only).
 
     Returns
     -------
     ndarray of shape ``(B,)`` (scalar or per-setting ``gamma``) or ``(B, G)``.
+
+    Raises
+    ------
+    ConvergenceError
+        When the fixed point of any setting cannot be solved (never returns NaN).
     """
     settings = check_settings(settings)
     g = np.asarray(gamma, dtype=float)
@@ -209,7 +221,12 @@ def attention_error_batch(settings: Sequence[Setting], gamma: object, *, max_ite
         g2 = g
     else:
         raise ValueError(f"gamma must be a scalar, shape ({B},) or ({B}, G); got shape {g.shape}")
-    _, _, dq = _solve(settings, g2, max_iter)
+    if n is not None:
+        for s in settings:
+            n = _check_n(n, s)
+        dq = np.array([d for _, d in finite_size_resolvent_form_batch(settings, list(g2), n)])
+    else:
+        _, _, dq = _solve(settings, g2, max_iter)
     out = -(g2 ** 2) * dq
     return out[:, 0] if g.ndim < 2 else out
 
