@@ -125,7 +125,24 @@ class LatentLaw:
         return self.xi @ self.M @ self.xi.T / math.sqrt(self.p)
 
 
-def latent_law(setting: Setting, p: int, nodes: int | None = None) -> LatentLaw:
+def _frame(coords: np.ndarray) -> np.ndarray:
+    """Orthogonal ``O`` (r x r) whose rows are ``w_K``'s direction, then ``w_Q``'s, then ``mu``'s.
+
+    Gram–Schmidt on ``(w_{K,r}, w_{Q,r}, mu_r, e_1, ..., e_r)``, skipping vectors that are
+    (numerically) in the span of the previous ones. ``h = xi^T M_r xi' / sqrt(p)`` varies fastest
+    along ``w_K`` in ``xi`` and along ``w_Q`` in ``xi'``.
+    """
+    r = coords.shape[0]
+    rows: list[np.ndarray] = []
+    for v in [coords[:, 1], coords[:, 2], coords[:, 0], *np.eye(r)]:
+        for u in rows:
+            v = v - (u @ v) * u
+        if len(rows) < r and np.linalg.norm(v) > 1e-8 * max(1.0, np.linalg.norm(coords)):
+            rows.append(v / np.linalg.norm(v))
+    return np.array(rows).reshape(r, r)
+
+
+def latent_law(setting: Setting, p: int, nodes: int | tuple[int, ...] | None = None) -> LatentLaw:
     """Latent geometry of the canonical ``setting`` and a Gauss–Hermite rule for its types.
 
     Parameters
@@ -134,19 +151,29 @@ def latent_law(setting: Setting, p: int, nodes: int | None = None) -> LatentLaw:
         Canonical (``alpha = 1``).
     p : int
         Token dimension.
-    nodes : int, optional
-        Gauss–Hermite nodes per latent dimension (default: 32, 10, 6 for ``r = 1, 2, 3``).
+    nodes : int or tuple of int, optional
+        Gauss–Hermite nodes per latent dimension (default: 32, 10, 6 for ``r = 1, 2, 3``), in the
+        basis of :func:`attn_lib.model.data.latent_coordinates`. A tuple of ``r`` counts gives
+        the nodes along the axes of ``w_K``, ``w_Q`` and ``mu`` instead (:func:`_frame`; the law
+        of the types is rotation invariant): a rule refined where the kernels vary fastest, for
+        oscillating or step-like ``f`` under a strong spike.
     """
     coords = latent_coordinates(setting)        # (r, 3): columns mu_r, wK_r, wQ_r
     r = coords.shape[0]
+    if isinstance(nodes, tuple):
+        if len(nodes) != r:
+            raise ValueError(f"nodes must have one count per latent dimension (r = {r}), got {nodes!r}")
+        coords = _frame(coords) @ coords
+        counts = nodes
+    else:
+        counts = (nodes or _GH_NODES[r],) * r
     mu_r, wk_r, wq_r = coords[:, 0], coords[:, 1], coords[:, 2]
     M = np.eye(r) + np.outer(wk_r, wq_r)
-    k = nodes or _GH_NODES[r]
-    t, w = np.polynomial.hermite_e.hermegauss(k)
-    w = w / w.sum()
-    grids = np.meshgrid(*([t] * r), indexing="ij")
+    rules = [np.polynomial.hermite_e.hermegauss(k) for k in counts]
+    grids = np.meshgrid(*[t for t, _ in rules], indexing="ij")
     zeta = np.stack([g.ravel() for g in grids], axis=1) if r else np.zeros((1, 0))
-    wz = np.prod(np.meshgrid(*([w] * r), indexing="ij"), axis=0).ravel() if r else np.ones(1)
+    wz = (np.prod(np.meshgrid(*[w / w.sum() for _, w in rules], indexing="ij"), axis=0).ravel()
+          if r else np.ones(1))
     sel = wz >= _PRUNE * wz.max()
     zeta, wz = zeta[sel], wz[sel] / wz[sel].sum()
     y = np.repeat([1.0, -1.0], len(wz))
@@ -179,7 +206,7 @@ def _factor(kernel: np.ndarray, weight: np.ndarray, rel_tol: float, max_terms: i
 class _Model:
     """The type-space data of one setting at one size (everything that does not depend on gamma)."""
 
-    def __init__(self, setting: Setting, n: int, nodes: int | None = None):
+    def __init__(self, setting: Setting, n: int, nodes: int | tuple[int, ...] | None = None):
         p = setting.p(n)
         law = latent_law(setting, p, nodes)
         H = law.shifts()
@@ -611,7 +638,7 @@ def _chunks(models: list[_Model]) -> list[list[int]]:
 
 
 def finite_size_resolvent_form_batch(settings: Sequence[Setting], gammas: Sequence[np.ndarray], n: int,
-                                     nodes: int | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
+                                     nodes: int | tuple[int, ...] | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
     """``y^T Q y / n`` and its gamma-derivative from the finite-size equivalent, for many settings.
 
     Settings are solved together in batches of similar size (:class:`_Stack`): one Anderson
@@ -625,8 +652,9 @@ def finite_size_resolvent_form_batch(settings: Sequence[Setting], gammas: Sequen
         Positive ridge parameters of each setting, any shapes (validated by the caller).
     n : int
         Number of tokens; ``p = round(c n)``.
-    nodes : int, optional
-        Gauss–Hermite nodes per latent dimension (default 32, 10, 6 for ``r = 1, 2, 3``).
+    nodes : int or tuple of int, optional
+        Gauss–Hermite nodes per latent dimension (default 32, 10, 6 for ``r = 1, 2, 3``), or per
+        axis of ``w_K``, ``w_Q``, ``mu`` (:func:`latent_law`).
 
     Returns
     -------
@@ -655,7 +683,7 @@ def finite_size_resolvent_form_batch(settings: Sequence[Setting], gammas: Sequen
 
 
 def finite_size_resolvent_form(setting: Setting, gammas: np.ndarray, n: int,
-                               nodes: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+                               nodes: int | tuple[int, ...] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``y^T Q y / n`` and its gamma-derivative from the finite-size equivalent (one setting).
 
     Parameters
@@ -666,8 +694,9 @@ def finite_size_resolvent_form(setting: Setting, gammas: np.ndarray, n: int,
         Positive ridge parameters, any shape (validated by the caller).
     n : int
         Number of tokens; ``p = round(c n)``.
-    nodes : int, optional
-        Gauss–Hermite nodes per latent dimension (default 32, 10, 6 for ``r = 1, 2, 3``).
+    nodes : int or tuple of int, optional
+        Gauss–Hermite nodes per latent dimension (default 32, 10, 6 for ``r = 1, 2, 3``), or per
+        axis of ``w_K``, ``w_Q``, ``mu`` (:func:`latent_law`).
 
     Returns
     -------

@@ -1,0 +1,150 @@
+"""Where the finite-size theory's type quadrature and Gaussian surrogate stop: issue 15, part 2.
+
+Two measurements behind ``book/derivation_finite_size.md``:
+
+1. **Type quadrature** (the ``sin`` setting at ``delta = 2.2`` of ``benchmarks/small_n.py``,
+   three latent directions, ``n = 512``): the finite-size error ``attention_error(s, gammas,
+   n=512)`` against the rule for the types -- the default tensor rule with 6, 8 and 10
+   Gauss–Hermite nodes per dimension, and rules of ``k x k x 3`` nodes along the axes of
+   ``w_K``, ``w_Q`` and ``mu`` (``nodes=(k, k, 3)``, :func:`attn_lib.theory._finite_size.latent_law`)
+   -- beside the leading singular values of the mean-kernel operator
+   ``E_t' F0(h(t, t')) g(t')`` on each rule and on 6,000 seeded Monte Carlo types. With
+   ``--mc FILE`` (a saved ``small_n.py`` run) the Monte Carlo error of the setting is printed.
+2. **The residual is not a Wigner matrix** (``--skew``): the spectrum of the ``He2`` residual
+   ``[(g_ij^2 - 1) / sqrt(2)] / sqrt(n)`` (``g_ij = z_i . z_j / sqrt(p)``, zero diagonal), which
+   the theory replaces by a GOE matrix, is skewed. Printed: its skewness ``m3 / m2^{3/2}`` over 4
+   draws at ``c = 1/2`` and ``p = 256, 512, 1024``, a GOE matrix's, and ``sqrt(2 n) / p``.
+3. **Where the quadratic gap lies** (``--surrogate``): the quadratic setting at ``delta = 0.3``
+   of ``small_n.py`` on common draws at ``n = 512, 1024, 2048`` -- the true kernel, the latent
+   surrogate (the theory's Gaussian model of the kernel, simulated), and the theory.
+
+Usage::
+
+    python benchmarks/type_quadrature.py [--max-k 24] [--mc benchmarks/results/small_n_n512.json]
+                                          [--skew] [--surrogate]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from small_n import GAMMAS, grid
+from attn_lib.model.data import latent_coordinates
+from attn_lib.simulation.trials import standard_error
+from attn_lib.studies import strong_alignment
+from attn_lib.theory import _finite_size, attention_error
+from attn_lib.theory.shift import shift_functions
+
+SIN = "sin c=0.75 snr=3 nonparallel delta512=2.2"
+QUADRATIC = "quadratic c=0.5 snr=2.4 partial delta512=0.3"
+N = 512
+
+
+def mean_kernel_spectrum(setting, law, k: int = 6) -> np.ndarray:
+    """Leading ``k`` singular values of the weighted mean kernel ``W^1/2 F0(h) W^1/2`` on ``law``."""
+    H = law.shifts()
+    F0 = shift_functions(setting.f, 1.0, np.abs(H).max() + 1.0)(H)[0]
+    sw = np.sqrt(law.weight)
+    return np.linalg.svd(sw[:, None] * F0 * sw[None, :], compute_uv=False)[:k]
+
+
+def monte_carlo_types(setting, p: int, size: int, seed: int) -> _finite_size.LatentLaw:
+    """``size`` seeded draws of the types as an equal-weight law (a reference for the spectrum)."""
+    co = latent_coordinates(setting)
+    rng = np.random.default_rng(np.random.SeedSequence(seed))
+    y = rng.choice([-1.0, 1.0], size)
+    xi = y[:, None] * co[:, 0] + rng.standard_normal((size, co.shape[0]))
+    return _finite_size.LatentLaw(xi=xi, y=y, weight=np.full(size, 1.0 / size),
+                                  M=np.eye(co.shape[0]) + np.outer(co[:, 1], co[:, 2]), p=p)
+
+
+def quadrature(max_k: int, mc: Path | None) -> None:
+    s = dict(grid())[SIN]
+    sc, p = s.canonical(), s.p(N)
+    print(f"## Type quadrature: {SIN} (r = 3, p = {p}, delta = {s.delta(N):.2f})\n")
+    if mc is not None:
+        row = next(r for r in json.loads(mc.read_text())["rows"] if r["name"] == SIN)
+        print("Monte Carlo: " + ", ".join(f"gamma {g:g}: {m:.4f} ± {e:.4f}" for g, m, e in
+                                         zip(row["gammas"], row["mc_attention"], row["sem_attention"])) + "\n")
+    print("| rule | types | " + " | ".join(f"E({g:g})" for g in GAMMAS)
+          + " | mean-kernel singular values | time (s) |")
+    print("|---|---|" + "---|" * len(GAMMAS) + "---|---|")
+    rules = [6, 8, 10] + [(k, k, 3) for k in range(16, max_k + 1, 4)]
+    for nodes in rules:
+        law = _finite_size.latent_law(sc, p, nodes)
+        t0 = time.perf_counter()
+        dq = _finite_size.finite_size_resolvent_form(s, GAMMAS, N, nodes=nodes)[1]
+        dt = time.perf_counter() - t0
+        name = f"{nodes}^3" if isinstance(nodes, int) else "x".join(map(str, nodes)) + " (w_K, w_Q, mu)"
+        print(f"| {name} | {len(law.weight)} | " + " | ".join(f"{e:.4f}" for e in -GAMMAS ** 2 * dq)
+              + f" | {np.array2string(mean_kernel_spectrum(sc, law), precision=4)} | {dt:.1f} |", flush=True)
+    ref = mean_kernel_spectrum(sc, monte_carlo_types(sc, p, 6000, 0))
+    print(f"| 6,000 Monte Carlo types | 6000 | | | | {np.array2string(ref, precision=4)} | |\n")
+
+
+def skewness() -> None:
+    print("## Skewness of the He2 residual (c = 1/2, 4 draws)\n")
+    print("| n | p | residual | GOE | sqrt(2n)/p |\n|---|---|---|---|---|")
+    rng = np.random.default_rng(np.random.SeedSequence(15))
+    for n in (512, 1024, 2048):
+        p = n // 2
+        sk = []
+        for _ in range(4):
+            Z = rng.standard_normal((p, n))
+            R = ((Z.T @ Z) ** 2 / p - 1.0) / np.sqrt(2.0 * n)
+            np.fill_diagonal(R, 0.0)
+            W = rng.standard_normal((n, n))
+            W = (W + W.T) / np.sqrt(2.0 * n)
+            np.fill_diagonal(W, 0.0)
+            sk.append([np.mean(e ** 3) / np.mean(e ** 2) ** 1.5
+                       for e in (np.linalg.eigvalsh(R), np.linalg.eigvalsh(W))])
+        sk = np.array(sk)
+        m, se = sk.mean(0), standard_error(sk, axis=0)
+        print(f"| {n} | {p} | {m[0]:.4f} ± {se[0]:.4f} | {m[1]:+.4f} ± {se[1]:.4f} | "
+              f"{np.sqrt(2 * n) / p:.4f} |", flush=True)
+    print()
+
+
+def surrogate() -> None:
+    s = dict(grid())[QUADRATIC]
+    g = GAMMAS[[0, 2]]
+    print(f"## {QUADRATIC}: true kernel, latent surrogate and theory on common draws\n")
+    print("| n | p | delta | trials | gamma | attention | latent surrogate | attention - surrogate "
+          "(paired) | theory |\n|---|---|---|---|---|---|---|---|---|")
+    for n, trials in ((512, 240), (1024, 60), (2048, 16)):
+        res = strong_alignment.surrogate_errors(s, g, n, trials=trials, seed=5)
+        th = attention_error(s, g, n=n)
+        d = res["attention"] - res["latent"]
+        for j, gam in enumerate(g):
+            print(f"| {n} | {s.p(n)} | {s.delta(n):.2f} | {trials} | {gam:g} | "
+                  f"{res.mean('attention')[j]:.4f} ± {res.sem('attention')[j]:.4f} | "
+                  f"{res.mean('latent')[j]:.4f} ± {res.sem('latent')[j]:.4f} | "
+                  f"{d.mean(0)[j]:+.4f} ± {standard_error(d, 0)[j]:.4f} | {th[j]:.4f} |", flush=True)
+    print()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--max-k", type=int, default=24, help="largest in-plane count of the refined rules")
+    ap.add_argument("--mc", type=Path, default=None, help="a saved small_n.py run (n = 512)")
+    ap.add_argument("--skew", action="store_true")
+    ap.add_argument("--surrogate", action="store_true")
+    args = ap.parse_args(argv)
+    with threadpool_limits(limits=1, user_api="blas"):
+        quadrature(args.max_k, args.mc)
+        if args.skew:
+            skewness()
+        if args.surrogate:
+            surrogate()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
