@@ -44,7 +44,8 @@ from ..model import hermite
 from ..simulation.trials import standard_error
 from . import sweeps
 from .strong_alignment import finite_size_theory as _finite_size_curves
-from .._validation import check_array, check_bool, check_choice, check_int, check_real, check_seed, check_setting
+from .._validation import (check_array, check_bool, check_choice, check_int, check_real,
+                           check_seed, check_setting)
 from ..model.hermite import Hermite
 from ..model.nonlinearity import (Nonlinearity, NonlinearityLike, check_nonlinearity,
                                   check_registered, mixture, normalised, reflected)
