@@ -85,6 +85,7 @@ def test_finite_size():
     assert numbers["fs_r2_gain"].required and numbers["fs_r2_gain"].holds is None
     assert not numbers["fs_agrees"].required and not numbers["fs_cos_above"].required
     assert numbers["fs_spread_max"] >= numbers["fs_spread_median"] > 0
+    assert "no standard error" in numbers["fs_within_r2_se"].data
     # at delta = 0 (random inputs) the finite-size theory is the DE: the same share explained
     A = figs._load(**KW, finite_size=True)
     assert numbers["fs_r2_random"] == pytest.approx(A.explained("limit")[0], rel=1e-6)

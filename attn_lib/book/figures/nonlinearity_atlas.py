@@ -565,8 +565,8 @@ def _finite_numbers(A: atlas.Atlas, k: int) -> dict[str, Any]:
     ``fs_r2_gain``: claim (:func:`~attn_lib.book.claims.exceeds`, required) that the share of
     variance explained by the finite-size theory exceeds the DE's; the difference of the two
     shares with its jackknife standard error over the draws (:func:`_jackknife`: the same draws
-    enter both). ``fs_within_r2`` ± ``fs_within_r2_se``: the share of the variance within the
-    groups of equal ``a1^2 / nu`` (the DE's is 0). ``fs_spread_median``, ``fs_spread_max``:
+    enter both). ``fs_within_r2`` and ``fs_within_r2_se`` (Markdown, "± se"): the share of the
+    variance within the groups of equal ``a1^2 / nu`` (the DE's is 0), jackknife standard error. ``fs_spread_median``, ``fs_spread_max``:
     relative spread of the finite-size theory within a group (max - min over the group's mean
     simulated error, %, as ``rel. spread``). ``fs_dev_max``, ``fs_dev_max_rel``,
     ``fs_dev_max_z``, ``fs_dev_max_label``: the largest ``|MC - FS|``, in % of FS, in standard
@@ -600,7 +600,8 @@ def _finite_numbers(A: atlas.Atlas, k: int) -> dict[str, Any]:
                        Claim("fs_r2_gain", None, f"difference {gain[0]:+.3g}; fewer than three "
                              "draws: no jackknife standard error", wording)),
         "fs_within_r2": within[0],
-        "fs_within_r2_se": within[1] if np.isfinite(within[1]) else np.nan,
+        "fs_within_r2_se": Markdown(f"± {within[1]:.2f}" if np.isfinite(within[1]) else
+                                    "(fewer than three draws: no standard error)"),
         "fs_spread_median": 100 * float(np.median(fs_rel)),
         "fs_spread_max": 100 * float(fs_rel.max()),
         "fs_dev_max": float(diff[worst]), "fs_dev_max_rel": 100 * float(abs(dev[worst])),
