@@ -78,7 +78,8 @@ def test_finite_size():
                               "fs_dev_max_label", "fs_dev_median", "de_dev_median",
                               "fs_n_beyond", "fs_n_f", "fs_agrees", "fs_ladder_spread0",
                               "fs_ladder_spread1", "fs_ladder_dev_max", "fs_ladder_z_max",
-                              "fs_cos_above"}, 2)
+                              "fs_cos_above", "fs_within_r2_aligned",
+                              "fs_spread_aligned_median", "mc_spread_aligned_median"}, 2)
     assert numbers["fs_n_f"] == 9 and 0 <= numbers["fs_n_beyond"] <= 9
     # the gain is required (it holds at +8.7 s.e. in the full profile), the others reported;
     # with 2 draws the jackknife has no standard error: undecided
