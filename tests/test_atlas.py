@@ -174,6 +174,66 @@ def test_groups_summary_and_explained(small):
     assert small.deltas()["strong"] == pytest.approx(5 * small.deltas()["aligned"])
 
 
+# ------------------------------------------------------------------ finite-size theory
+def test_finite_size_theory_is_the_limit_at_zero_shift_and_approaches_it(tmp_path, monkeypatch):
+    # Two mixtures of equal a1^2/nu = 1/2 (odd sign part, even cosine part). At delta = 0 (no
+    # signal, no weights) the finite-size theory is the limit: measured 2.3e-11 apart at n = 256
+    # and 4096. With aligned weights (delta = 0.177 at n = 256, 0.044 at n = 4096) it differs
+    # from the limit by -2.8e-3 (sign part) and +1.3e-3 (cosine part) at n = 256 and by
+    # -1.9e-4, +7.2e-5 at n = 4096: the gap falls like delta^2 (by 16 for delta / 4; measured 15
+    # and 18). A theory that kept the gap, or lost the finite-size part, fails.
+    monkeypatch.setenv("ATTN_BOOK_CACHE", str(tmp_path))
+    entries = [atlas.Entry(h, atlas.mixture_for_ratio(0.5, h), "sweep") for h in ("sign", "cos")]
+    settings = {k: atlas.default_settings()[k] for k in ("random", "aligned")}
+    limit = sweeps.equivalents([dataclasses.replace(s, f=e.f) for e in entries
+                                for s in settings.values()], GAMMA).reshape(2, 2)
+    gap = {n: atlas.finite_size_theory(entries, settings, GAMMA, n) - limit for n in (256, 4096)}
+    assert gap[256].shape == (2, 2)
+    assert np.abs(gap[256][:, 0]).max() < 1e-9 and np.abs(gap[4096][:, 0]).max() < 1e-9
+    assert gap[256][0, 1] < -1e-3 and gap[256][1, 1] > 5e-4  # equal a1^2/nu, told apart
+    assert np.all(np.abs(gap[4096][:, 1]) < np.abs(gap[256][:, 1]) / 8)
+
+
+def test_finite_size_atlas_explained_and_deviation(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTN_BOOK_CACHE", str(tmp_path))
+    entries = atlas.catalogue(names=("tanh", "cos"), partners=("cos", "sign"), reflect=())
+    strong = {"strong": atlas.default_settings()["strong"]}
+    a = atlas.compute(entries, strong, n=48, trials=3, seed=1, finite_size=True)
+    F = len(entries)
+    assert a.finite.shape == (F, 1) and np.all((a.finite > 0) & (a.finite < 1))
+    np.testing.assert_allclose(a.finite, atlas.finite_size_theory(entries, strong, GAMMA, 48))
+    # the statistics by hand, with the finite-size theory in place of the limit
+    mean = a.mean
+    manual = 1 - ((mean - a.finite) ** 2).sum(0) / ((mean - mean.mean(0)) ** 2).sum(0)
+    np.testing.assert_allclose(a.explained("finite"), manual)
+    dev, se = a.deviation()
+    np.testing.assert_allclose(dev, mean / a.finite - 1)
+    np.testing.assert_allclose(se, a.sem / a.finite)
+    np.testing.assert_allclose(a.deviation("limit")[0], mean / a.theory - 1)
+    # within groups: the limit is constant in a group and explains nothing; the finite-size
+    # theory tells the members apart (its spread within tanh's group is not zero)
+    assert a.explained("limit", within_groups=True) == pytest.approx(0.0, abs=1e-12)
+    num = sum((((mean[g] - mean[g].mean(0)) - (a.finite[g] - a.finite[g].mean(0))) ** 2).sum()
+              for g in a.groups().values())
+    den = sum(((mean[g] - mean[g].mean(0)) ** 2).sum() for g in a.groups().values())
+    g = a.groups()["tanh"]
+    assert a.explained("finite", within_groups=True)[0] == pytest.approx(1 - num / den)
+    summary = a.groups_summary()
+    row = summary[summary.group == "tanh"].iloc[0]
+    assert row["FS spread"] == pytest.approx(np.ptp(a.finite[g, 0])) and row["FS spread"] > 1e-3
+    # without the finite-size theory: NaN spread, and asking for it is an error
+    plain = dataclasses.replace(a, finite=None)
+    assert plain.groups_summary()["FS spread"].isna().all()
+    with pytest.raises(ValueError, match="finite_size=True"):
+        plain.explained("finite")
+    with pytest.raises(ValueError, match="theory must be one of"):
+        a.deviation("proportional")
+    with pytest.raises(TypeError, match="within_groups"):
+        a.explained(within_groups=1)
+    with pytest.raises(TypeError, match="finite_size"):
+        atlas.compute(entries, strong, n=48, trials=3, finite_size="yes")
+
+
 # ------------------------------------------------------------------ validation
 @pytest.mark.parametrize("call, exc, match", [
     (lambda: atlas.catalogue(names=()), ValueError, "names must not be empty"),

@@ -23,7 +23,13 @@ its tails. This module builds the comparison:
   numbers: every ``f`` sees the same tokens in each draw) at a few fixed settings
   (:func:`default_settings`), collected in an :class:`Atlas`;
 * :meth:`Atlas.groups_summary` -- for every group of functions with equal ``a1^2 / nu``, the
-  spread of the simulated errors against their standard error, with paired differences.
+  spread of the simulated errors against their standard error, with paired differences;
+* the finite-size theory (:func:`finite_size_theory`, ``compute(..., finite_size=True)``): the
+  equivalent at the simulated ``n`` (:func:`attn_lib.theory.attention_error` with ``n``), which
+  keeps the whole ``f`` through its shifted mean ``F0(h)``, slope ``F1(h)`` and residual variance
+  ``S2(h)`` (:mod:`attn_lib.theory.shift`) and so can tell functions of equal ``a1^2 / nu``
+  apart once the coherent shift ``delta`` is of order one; :meth:`Atlas.explained` and
+  :meth:`Atlas.deviation` compare the simulation with either theory.
 """
 
 from __future__ import annotations
@@ -37,14 +43,17 @@ import numpy as np
 from ..model import hermite
 from ..simulation.trials import standard_error
 from . import sweeps
-from .._validation import check_array, check_choice, check_int, check_real, check_seed, check_setting
+from .strong_alignment import finite_size_theory as _finite_size_curves
+from .._validation import (check_array, check_bool, check_choice, check_int, check_real,
+                           check_seed, check_setting)
 from ..model.hermite import Hermite
 from ..model.nonlinearity import (Nonlinearity, NonlinearityLike, check_nonlinearity,
                                   check_registered, mixture, normalised, reflected)
 from ..model.setting import Setting
 
 __all__ = ["NAMES", "GAMMA", "Entry", "catalogue", "default_settings",
-           "mixture_for_ratio", "mixture_theory", "compute", "Atlas"]
+           "mixture_for_ratio", "mixture_theory", "finite_size_theory", "compute", "Atlas",
+           "THEORIES"]
 
 #: Registered nonlinearities of the atlas (each scaled to ``nu = 1``).
 NAMES: tuple[str, ...] = ("linear", "tanh", "erf", "sign", "relu", "trunc_relu", "trunc_exp",
@@ -54,6 +63,8 @@ GAMMA: float = 0.1
 #: Ratios ``a1^2 / nu`` closer than this are the same group; smaller ones are ``a1 = 0``.
 _RATIO_TOL = 1e-9
 _KINDS = ("named", "partner", "reflected", "sweep")
+#: The theories an :class:`Atlas` compares with: the proportional limit and the finite-size one.
+THEORIES = ("limit", "finite")
 
 
 @dataclass(frozen=True)
@@ -212,6 +223,34 @@ def mixture_theory(setting: Setting, ratios: object, gammas: object = GAMMA,
     return sweeps.equivalents(settings, gammas)
 
 
+def finite_size_theory(entries: Sequence[Entry], settings: Mapping[str, Setting], gamma: float,
+                       n: int) -> np.ndarray:
+    """Finite-size theory of every entry at every setting, cached on disk.
+
+    :func:`attn_lib.theory.attention_error` ``(s, [gamma], n=n)`` with each entry's ``f`` in
+    each setting, through :func:`attn_lib.studies.strong_alignment.finite_size_theory` (one
+    cache entry per curve). It keeps ``f`` through ``F0, F1, S2`` at the pairwise latent shifts
+    of the tokens, so it differs between functions of equal ``a1^2 / nu`` by an amount that grows
+    with the coherent shift ``delta(n)``; at ``delta = 0`` (no signal, no low-rank weights) it
+    is the proportional limit.
+
+    Parameters
+    ----------
+    entries : sequence of Entry, length F
+    settings : mapping of str to Setting, length S
+    gamma : float
+        Ridge parameter ``> 0``.
+    n : int
+        Tokens (``p = round(c n)``, the shift ``delta(n)``).
+
+    Returns
+    -------
+    ndarray of shape ``(F, S)``.
+    """
+    grid = [dataclasses.replace(s, f=e.f) for e in entries for s in settings.values()]
+    return _finite_size_curves(grid, [gamma], n)[:, 0].reshape(len(entries), len(settings))
+
+
 @dataclass(frozen=True)
 class Atlas:
     """Hermite data and errors of ``F`` nonlinearities at ``S`` settings, one ``gamma``.
@@ -233,6 +272,9 @@ class Atlas:
         Simulated attention error of each draw; draw ``t`` uses the same tokens for every ``f``.
     ridge : ndarray of shape (S, T)
         Simulated ridge error of each draw.
+    finite : ndarray of shape (F, S) or None
+        Finite-size theory of the attention error at ``n`` (:func:`finite_size_theory`), when
+        computed (``compute(..., finite_size=True)``).
     """
 
     entries: tuple[Entry, ...]
@@ -244,6 +286,7 @@ class Atlas:
     ridge_theory: np.ndarray
     attention: np.ndarray
     ridge: np.ndarray
+    finite: np.ndarray | None = None
 
     @property
     def labels(self) -> list[str]:
@@ -336,7 +379,8 @@ class Atlas:
         pandas.DataFrame
             One row per (group, setting) with ``members``, ``a1^2/nu``, ``DE spread`` (max -
             min of the theory, ~1e-12 by construction), ``MC spread`` (max - min of the
-            simulated means), ``SEM`` (largest standard error of a member's mean),
+            simulated means), ``FS spread`` (max - min of the finite-size theory, NaN without
+            it), ``SEM`` (largest standard error of a member's mean),
             ``spread / SEM``, ``max |z|`` (largest ``|mean / sem|`` of the paired difference of
             a member and the reference, the group's first entry) and ``rel. spread`` (MC
             spread over the mean error of the group).
@@ -353,30 +397,74 @@ class Atlas:
                 rows.append({"group": label, "setting": name, "members": len(idx),
                              "a1^2/nu": float(ratio[idx[0]]),
                              "DE spread": float(np.ptp(self.theory[idx, k])),
-                             "MC spread": spread, "SEM": float(sem[idx, k].max()),
+                             "MC spread": spread,
+                             "FS spread": (np.nan if self.finite is None
+                                           else float(np.ptp(self.finite[idx, k]))),
+                             "SEM": float(sem[idx, k].max()),
                              "spread / SEM": spread / float(sem[idx, k].max()),
                              "max |z|": float(z[:, k].max()),
                              "rel. spread": spread / float(mean[idx, k].mean())})
         return pd.DataFrame(rows)
 
-    def explained(self) -> np.ndarray:
-        """Share of the variance of the simulated means across entries explained by the theory.
+    def _values(self, theory: str) -> np.ndarray:
+        """The theory ``(F, S)`` named by ``theory`` (one of :data:`THEORIES`)."""
+        theory = check_choice(theory, "theory", THEORIES)
+        if theory == "limit":
+            return self.theory
+        if self.finite is None:
+            raise ValueError("theory='finite' needs an atlas computed with finite_size=True")
+        return self.finite
 
-        ``1 - sum_f (MC_f - DE_f)^2 / sum_f (MC_f - mean_f MC)^2`` per setting, shape ``(S,)``:
-        1 when the theory (a function of ``a1^2 / nu`` alone) accounts for every difference
-        between nonlinearities, 0 or less when it explains none of them; NaN where the simulated
-        means do not vary (e.g. a single entry).
+    def explained(self, theory: str = "limit", within_groups: bool = False) -> np.ndarray:
+        """Share of the variance of the simulated means across entries explained by a theory.
+
+        ``1 - sum_f (MC_f - T_f)^2 / sum_f (MC_f - mean_f MC)^2`` per setting, shape ``(S,)``,
+        with ``T`` the proportional limit (``theory="limit"``, :attr:`theory`) or the
+        finite-size theory (``"finite"``, :attr:`finite`): 1 when the theory accounts for every
+        difference between nonlinearities, 0 or less when it explains none of them; NaN where
+        the simulated means do not vary (e.g. a single entry).
+
+        With ``within_groups=True`` only the differences *within* the groups of equal
+        ``a1^2 / nu`` (:meth:`groups`) count: ``MC_f`` and ``T_f`` are centred on their group's
+        mean and the sums run over the members of the groups. The limit, constant within a
+        group, explains exactly 0 of that variance.
         """
+        T = self._values(theory)
         mean = self.mean
-        resid = ((mean - self.theory) ** 2).sum(axis=0)
-        total = ((mean - mean.mean(axis=0)) ** 2).sum(axis=0)
+        if check_bool(within_groups, "within_groups"):
+            parts = [(mean[g] - mean[g].mean(axis=0), T[g] - T[g].mean(axis=0))
+                     for g in self.groups().values()]
+            if not parts:
+                return np.full(mean.shape[1], np.nan)
+            mean, T = np.concatenate([m for m, _ in parts]), np.concatenate([t for _, t in parts])
+            total = (mean ** 2).sum(axis=0)
+        else:
+            total = ((mean - mean.mean(axis=0)) ** 2).sum(axis=0)
+        resid = ((mean - T) ** 2).sum(axis=0)
         out = np.full(total.shape, np.nan)
         np.divide(resid, total, out=out, where=total > 0)
         return np.where(total > 0, 1.0 - out, np.nan)
 
+    def deviation(self, theory: str = "finite") -> tuple[np.ndarray, np.ndarray]:
+        """Relative deviation ``(MC_f - T_f) / T_f`` of the simulated mean from a theory.
+
+        Parameters
+        ----------
+        theory : {"limit", "finite"}, default "finite"
+            As in :meth:`explained`.
+
+        Returns
+        -------
+        dev, se : ndarray of shape (F, S)
+            The deviation and its standard error ``sem / T`` (the theory has no noise).
+        """
+        T = self._values(theory)
+        return self.mean / T - 1.0, self.sem / T
+
 
 def compute(entries: Sequence[Entry], settings: Mapping[str, Setting] | None = None,
-            gamma: float = GAMMA, n: int = 256, trials: int = 4, seed: int = 0) -> Atlas:
+            gamma: float = GAMMA, n: int = 256, trials: int = 4, seed: int = 0,
+            finite_size: bool = False) -> Atlas:
     """Hermite data, theory and cached Monte Carlo of every entry at every setting.
 
     Parameters
@@ -393,6 +481,9 @@ def compute(entries: Sequence[Entry], settings: Mapping[str, Setting] | None = N
         Draws per (entry, setting), at least 2 (for standard errors). Draw ``t`` uses the same
         seed for every entry and setting (common random numbers).
     seed : int, default 0
+    finite_size : bool, default False
+        Also compute the finite-size theory at ``n`` (:func:`finite_size_theory`, up to a
+        second per entry and setting, cached), stored in :attr:`Atlas.finite`.
 
     Returns
     -------
@@ -417,6 +508,7 @@ def compute(entries: Sequence[Entry], settings: Mapping[str, Setting] | None = N
     n = check_int(n, "n")
     trials = check_int(trials, "trials", low=2)
     seed = check_seed(seed)
+    finite_size = check_bool(finite_size, "finite_size")
 
     grid = [dataclasses.replace(s, f=e.f) for e in entries for s in settings.values()]
     F, S = len(entries), len(settings)
@@ -427,4 +519,5 @@ def compute(entries: Sequence[Entry], settings: Mapping[str, Setting] | None = N
                  hermite=tuple(hermite.coefficients(e.f) for e in entries), theory=theory,
                  ridge_theory=ridge_theory,
                  attention=mc.attention[:, :, 0].reshape(F, S, trials),
-                 ridge=mc.ridge[:S, :, 0])
+                 ridge=mc.ridge[:S, :, 0],
+                 finite=finite_size_theory(entries, settings, gamma, n) if finite_size else None)

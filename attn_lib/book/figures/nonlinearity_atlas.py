@@ -25,10 +25,11 @@ from .. import style
 from ..claims import Z, Claim, equivalent, exceeds
 from ..page import Figure, markdown_table
 from ...model import nonlinearity
+from ...simulation.trials import standard_error
 from ...studies import atlas, sweeps
 
 __all__ = ["Z_MAX", "SMALL", "overview", "gamma_choice", "tables", "error_ratio",
-           "paired_deviations", "shift_ladder", "reflection"]
+           "paired_deviations", "shift_ladder", "finite_size", "reflection"]
 
 #: A paired difference counts as real beyond this many standard errors.
 Z_MAX = 4.0
@@ -50,17 +51,19 @@ def _settings() -> dict:
     return atlas.default_settings()  # c = 2: random, aligned, orthogonal, strong
 
 
-@functools.lru_cache(maxsize=2)
+@functools.lru_cache(maxsize=4)
 def _atlas(names: tuple[str, ...], partners: tuple[str, ...], reflect: tuple[str, ...],
-           n_sweep: int, n: int, trials: int, seed: int) -> atlas.Atlas:
+           n_sweep: int, n: int, trials: int, seed: int, finite_size: bool) -> atlas.Atlas:
     sweep_ratios = np.linspace(0.0, 1.0, n_sweep + 2)[1:-1]
     entries = atlas.catalogue(names, partners, reflect, sweep_ratios)
-    return atlas.compute(entries, _settings(), atlas.GAMMA, n=n, trials=trials, seed=seed)
+    return atlas.compute(entries, _settings(), atlas.GAMMA, n=n, trials=trials, seed=seed,
+                         finite_size=finite_size)
 
 
 def _load(names: Sequence[str], partners: Sequence[str], reflect: Sequence[str], n_sweep: int,
-          n: int, trials: int, seed: int) -> atlas.Atlas:
-    return _atlas(tuple(names), tuple(partners), tuple(reflect), n_sweep, n, trials, seed)
+          n: int, trials: int, seed: int, finite_size: bool = False) -> atlas.Atlas:
+    return _atlas(tuple(names), tuple(partners), tuple(reflect), n_sweep, n, trials, seed,
+                  finite_size)
 
 
 def _category(entry: atlas.Entry) -> str:
@@ -390,12 +393,7 @@ def shift_ladder(*, names: Sequence[str], partners: Sequence[str], reflect: Sequ
     from IPython.display import Markdown
 
     A = _load(names, partners, reflect, n_sweep, n, trials, seed)
-    groups = A.groups()
-    ladder_groups = {g: groups[g] for g in ("tanh", "relu") if g in groups}
-    members = [A.entries[i] for idx in ladder_groups.values() for i in idx]
-    strong_only = {"strong": A.settings["strong"]}
-    ladder = [atlas.compute(members, strong_only, atlas.GAMMA, n=k, trials=trials, seed=seed)
-              for k in n_ladder]
+    ladder_groups, members, ladder = _ladder(A, trials, n_ladder, seed)
     deltas = np.array([run.deltas()["strong"] for run in ladder])
     dev = np.array([100 * (run.mean[:, 0] / run.theory[:, 0] - 1) for run in ladder])  # (N, F)
     dev_se = np.array([100 * run.sem[:, 0] / run.theory[:, 0] for run in ladder])
@@ -435,6 +433,19 @@ def shift_ladder(*, names: Sequence[str], partners: Sequence[str], reflect: Sequ
         "ladder_conclusion": Markdown(conclusion[verdict.holds])})
 
 
+def _ladder(A: atlas.Atlas, trials: int, n_ladder: Sequence[int], seed: int,
+            finite_size: bool = False) -> tuple[dict[str, list[int]], list[atlas.Entry], list]:
+    """The groups of tanh and ReLU (those in ``A``), their members, and one strong-setting
+    :class:`~attn_lib.studies.atlas.Atlas` of the members per ``n`` of ``n_ladder``."""
+    groups = A.groups()
+    ladder_groups = {g: groups[g] for g in ("tanh", "relu") if g in groups}
+    members = [A.entries[i] for idx in ladder_groups.values() for i in idx]
+    strong_only = {"strong": A.settings["strong"]}
+    ladder = [atlas.compute(members, strong_only, atlas.GAMMA, n=k, trials=trials, seed=seed,
+                            finite_size=finite_size) for k in n_ladder]
+    return ladder_groups, members, ladder
+
+
 def _spread_stat(dev: np.ndarray) -> float:
     """Squared spread of the mean deviations across functions, corrected for their noise.
 
@@ -450,17 +461,200 @@ def _spread_stat(dev: np.ndarray) -> float:
 
 
 def _spread_jackknife(dev: np.ndarray) -> tuple[float, float]:
-    """:func:`_spread_stat` and its delete-one jackknife standard error over the ``T`` draws.
+    """:func:`_spread_stat` of ``dev`` (shape ``(F, T)``), :func:`_jackknife` standard error."""
+    return _jackknife(_spread_stat, dev)
 
-    Needs ``T >= 3`` draws (each jackknife sample keeps two); with fewer the standard error is
-    infinite.
+
+def _jackknife(stat: Any, x: np.ndarray) -> tuple[float, float]:
+    """``stat(x)`` and its delete-one jackknife standard error over the draws (last axis of ``x``).
+
+    ``sqrt((T - 1) / T sum_t (stat_(t) - mean_t stat_(t))^2)`` with ``stat_(t)`` computed without
+    draw ``t``. Needs ``T >= 3`` draws (each jackknife sample keeps two); with fewer the standard
+    error is infinite.
     """
-    T = dev.shape[1]
-    q = _spread_stat(dev)
+    T = x.shape[-1]
+    q = float(stat(x))
     if T < 3:
         return q, float("inf")
-    loo = np.array([_spread_stat(np.delete(dev, t, axis=1)) for t in range(T)])
+    loo = np.array([stat(np.delete(x, t, axis=-1)) for t in range(T)])
     return q, float(np.sqrt((T - 1) / T * np.sum((loo - loo.mean()) ** 2)))
+
+
+def finite_size(*, names: Sequence[str], partners: Sequence[str], reflect: Sequence[str],
+                n_sweep: int, n: int, trials: int, n_ladder: Sequence[int],
+                seed: int = 0) -> Figure:
+    r"""Simulated error against the finite-size theory: the strong setting and the ladder.
+
+    Left (log axes): every function of the atlas in the strong setting at ``n``, the simulated
+    mean ± one standard error against the finite-size theory
+    (:func:`attn_lib.studies.atlas.finite_size_theory`; markers by kind) and, in grey, against
+    the proportional limit (DE); the diagonal is equality. Right: the members of the groups of
+    tanh and ReLU at every ``n`` of ``n_ladder`` (as in :func:`shift_ladder`), against the
+    finite-size theory at that ``n``.
+
+    Returns
+    -------
+    Figure
+        Numbers: ``fs_r2_<setting>`` (share of the variance of the simulated means explained by
+        the finite-size theory, :meth:`~attn_lib.studies.atlas.Atlas.explained`); in the strong
+        setting the numbers and claims of :func:`_finite_numbers`; with aligned weights (small
+        ``delta``) ``fs_within_r2_aligned`` (the within-group share) and
+        ``fs_spread_aligned_median``, ``mc_spread_aligned_median`` (median relative spread
+        within a group, %, of the finite-size theory and of the simulation); along the ladder
+        ``fs_ladder_spread0``, ``fs_ladder_spread1`` (range of ``FS / DE - 1`` across the
+        members, in percentage points, at the first and last ``n``: the theory's counterpart of
+        ``ladder_spread0/1``)
+        and ``fs_ladder_dev_max``, ``fs_ladder_z_max`` (largest ``|MC - FS| / FS`` in % over
+        the ladder, and the largest ``|MC - FS| / se``).
+    """
+    import matplotlib.pyplot as plt
+
+    A = _load(names, partners, reflect, n_sweep, n, trials, seed, finite_size=True)
+    k = list(A.settings).index("strong")
+    cats = _categories(A)
+    fig, axes = plt.subplots(1, 2, figsize=(11.5, 4.8))
+    ax = axes[0]
+    ax.errorbar(A.theory[:, k], A.mean[:, k], A.sem[:, k], fmt=".", color="0.6",
+                elinewidth=0.8, label="all, against the DE (limit)")
+    for cat, (marker, col) in _KIND_STYLE.items():
+        sel = cats == cat
+        if sel.any():
+            style.plot_sim(ax, A.finite[sel, k], A.mean[sel, k], A.sem[sel, k], fmt=marker,
+                           color=col, label=f"{cat}, against the finite-size theory")
+    _diagonal(ax, A.finite[:, k], A.theory[:, k], A.mean[:, k])
+    style.label_axes(ax, r"theory $E(\gamma)$", r"simulation $E(\gamma)$", legend=False,
+                     title=f"strong setting, $n = {n}$ ($\\delta =$ "
+                           f"{A.deltas()['strong']:.2f}), every $f$", logx=True, logy=True)
+    ax.legend(fontsize=7, loc="upper left")
+
+    ladder = _ladder(A, trials, n_ladder, seed, finite_size=True)[2]
+    ax = axes[1]
+    for run, col in zip(ladder, plt.cm.viridis(np.linspace(0.0, 0.85, len(ladder)))):
+        style.plot_sim(ax, run.finite[:, 0], run.mean[:, 0], run.sem[:, 0], fmt="o", color=col,
+                       label=f"$n = {run.n}$ ($\\delta =$ {run.deltas()['strong']:.2f})")
+    _diagonal(ax, *[run.finite[:, 0] for run in ladder], *[run.mean[:, 0] for run in ladder])
+    style.label_axes(ax, r"finite-size theory $E(\gamma)$", r"simulation $E(\gamma)$",
+                     title="groups of tanh and ReLU, strong setting", legend=False)
+    ax.legend(fontsize=8, loc="upper left")
+
+    out: dict[str, Any] = {f"fs_r2_{key}": r2
+                           for key, r2 in zip(A.settings, A.explained("finite"))}
+    out.update(_finite_numbers(A, k))
+    ka = list(A.settings).index("aligned")
+    out["fs_within_r2_aligned"] = float(A.explained("finite", within_groups=True)[ka])
+    out["fs_spread_aligned_median"] = 100 * float(np.median(_relative_spreads(A, A.finite, ka)))
+    out["mc_spread_aligned_median"] = 100 * float(np.median(_relative_spreads(A, A.mean, ka)))
+    spread = [100 * np.ptp(run.finite[:, 0] / run.theory[:, 0]) for run in ladder]
+    dev = np.array([run.deviation()[0][:, 0] for run in ladder])   # (N, members)
+    se = np.array([run.deviation()[1][:, 0] for run in ladder])
+    out.update({"fs_ladder_spread0": spread[0], "fs_ladder_spread1": spread[-1],
+                "fs_ladder_dev_max": 100 * float(np.abs(dev).max()),
+                "fs_ladder_z_max": float(np.max(np.abs(dev) / se))})
+    return Figure(fig, out)
+
+
+def _diagonal(ax: Any, *values: np.ndarray) -> None:
+    """The line ``y = x`` over the range of ``values`` (theory equals simulation)."""
+    lo, hi = min(np.min(v) for v in values), max(np.max(v) for v in values)
+    pad = 0.05 * (hi - lo)
+    ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], color="0.3", linewidth=1, zorder=1)
+
+
+#: Margin of "the simulation agrees with the finite-size theory", in % of the theory: a sixth of
+#: the within-group spread it is meant to resolve in the strong setting (median 60 % of the
+#: error in the full profile, ``spread_strong_median`` of :func:`paired_deviations`), and above
+#: the median deviation measured there (4.2 %, ``fs_dev_median``).
+FS_MARGIN = 10.0
+
+
+def _relative_spreads(A: atlas.Atlas, values: np.ndarray, k: int) -> np.ndarray:
+    """Per group of equal ``a1^2 / nu``: max - min of ``values[:, k]`` (theory or simulated means)
+    over the group's mean simulated error, as ``rel. spread`` of
+    :meth:`~attn_lib.studies.atlas.Atlas.groups_summary`."""
+    return np.array([np.ptp(values[g, k]) / A.mean[g, k].mean() for g in A.groups().values()])
+
+
+def _finite_numbers(A: atlas.Atlas, k: int) -> dict[str, Any]:
+    r"""Numbers of the finite-size theory against the simulation at setting ``k`` (strong).
+
+    ``fs_r2_gain``: claim (:func:`~attn_lib.book.claims.exceeds`, required) that the share of
+    variance explained by the finite-size theory exceeds the DE's; the difference of the two
+    shares with its jackknife standard error over the draws (:func:`_jackknife`: the same draws
+    enter both). ``fs_within_r2`` and ``fs_within_r2_se`` (Markdown, "± se"): the share of the
+    variance within the groups of equal ``a1^2 / nu`` (the DE's is 0), jackknife standard
+    error. ``fs_spread_median``, ``fs_spread_max``: relative spread of the finite-size theory
+    within a group (:func:`_relative_spreads`, %). ``fs_dev_max``, ``fs_dev_max_rel``,
+    ``fs_dev_max_z``, ``fs_dev_max_label``: the largest ``|MC - FS|``, in % of FS, in standard
+    errors, and its function; ``fs_dev_median``, ``de_dev_median``: median ``|MC - T| / T`` in
+    % for either theory; ``fs_n_beyond`` of ``fs_n_f``: functions beyond :data:`Z` standard
+    errors; ``fs_agrees``: the equivalence claim of :func:`_agreement_claim`;
+    ``fs_cos_above``: claim (reported) that the finite-size theory lies above the simulated
+    cosine partners, on the mean of ``MC / FS - 1`` over them (in %, its evidence), with the
+    standard error over the draws of its per-draw value (the partners share their draws).
+    """
+    from IPython.display import Markdown
+
+    def share(att: np.ndarray, theory: str, within: bool = False) -> float:
+        return float(dataclasses.replace(A, attention=att).explained(theory, within)[k])
+
+    gain = _jackknife(lambda att: share(att, "finite") - share(att, "limit"), A.attention)
+    within = _jackknife(lambda att: share(att, "finite", True), A.attention)
+    fs_rel = _relative_spreads(A, A.finite, k)
+    dev, se = A.deviation("finite")
+    dev, se = dev[:, k], se[:, k]
+    z = np.abs(dev) / se
+    diff = np.abs(A.mean[:, k] - A.finite[:, k])
+    worst = int(np.argmax(diff))
+    cos = _categories(A) == "partner [cos]"
+    per_draw = 100 * (A.attention[cos, k] / A.finite[cos, k, None] - 1).mean(axis=0)   # (T,)
+    wording = ("explains more of the variance than", "explains less of the variance than",
+               "explains neither more nor less of the variance, beyond the noise, than")
+    return {
+        "fs_r2_gain": (exceeds("fs_r2_gain", gain[0], gain[1], wording=wording)
+                       if np.isfinite(gain[1]) else
+                       Claim("fs_r2_gain", None, f"difference {gain[0]:+.3g}; fewer than three "
+                             "draws: no jackknife standard error", wording)),
+        "fs_within_r2": within[0],
+        "fs_within_r2_se": Markdown(f"± {within[1]:.2f}" if np.isfinite(within[1]) else
+                                    "(fewer than three draws: no standard error)"),
+        "fs_spread_median": 100 * float(np.median(fs_rel)),
+        "fs_spread_max": 100 * float(fs_rel.max()),
+        "fs_dev_max": float(diff[worst]), "fs_dev_max_rel": 100 * float(abs(dev[worst])),
+        "fs_dev_max_z": float(z[worst]), "fs_dev_max_label": Markdown(A.labels[worst]),
+        "fs_dev_median": 100 * float(np.median(np.abs(dev))),
+        "de_dev_median": 100 * float(np.median(np.abs(A.deviation("limit")[0][:, k]))),
+        "fs_n_beyond": int((z > Z).sum()), "fs_n_f": len(A.entries),
+        "fs_agrees": _agreement_claim(dev, se),
+        "fs_cos_above": exceeds("fs_cos_above", -float(per_draw.mean()),
+                                float(standard_error(per_draw, axis=0)), required=False,
+                                wording=("lies above", "lies below", "is within the noise of")),
+    }
+
+
+def _agreement_claim(dev: np.ndarray, se: np.ndarray) -> Claim:
+    """Equivalence of the simulated mean and the finite-size theory for every function.
+
+    Per function ``(MC - FS) / FS`` in % is tested by :func:`~attn_lib.book.claims.equivalent`
+    against :data:`FS_MARGIN` at :data:`Z` standard errors; ``holds`` as in
+    :func:`_equality_claim` (all shown equal, some shown to differ by more, otherwise
+    undecided). Reported (``required=False``).
+    """
+    verdicts = [equivalent("fs", 100 * d, 100 * s, margin=FS_MARGIN, wording=("", "", "")).holds
+                for d, s in zip(dev, se)]
+    holds = False if False in verdicts else True if all(verdicts) else None
+    n_eq, n_diff = verdicts.count(True), verdicts.count(False)
+    margin = f"{FS_MARGIN:.0f} % of the theory"
+    return Claim("fs_agrees", holds,
+                 f"{len(verdicts)} functions against a margin of {margin} at {Z:g} s.e.: "
+                 f"{n_eq} shown equal, {n_diff} shown to differ by more, "
+                 f"{len(verdicts) - n_eq - n_diff} undecided",
+                 (f"agrees with the finite-size theory within {margin} for every function "
+                  f"(equivalence at {Z:g} standard errors)",
+                  f"differs from the finite-size theory by more than {margin} for some "
+                  f"functions, beyond {Z:g} standard errors",
+                  f"cannot be shown to agree with the finite-size theory within {margin} for "
+                  f"every function (too little power), nor to differ by more"),
+                 required=False)
 
 
 def reflection(*, names: Sequence[str], partners: Sequence[str], reflect: Sequence[str],
