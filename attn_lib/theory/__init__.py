@@ -7,7 +7,7 @@ proportional limit; with ``n=...`` it is the finite-size theory), :mod:`~attn_li
 
 The implementation is private: the bulk fixed point for real and complex ``gamma``
 (``_bulk``), the spiked linear pencil (``_spiked``), the finite-size equivalent
-(``_finite_size``), the continuation driver they share (``_continuation``) and
+(``_finite_size``), the continuation driver of the bulk (``_continuation``) and
 :class:`ConvergenceError` (``_errors``).
 """
 

@@ -2,9 +2,10 @@ r"""Continuation in a decreasing parameter with a step-size limit and step halvi
 
 The fixed points of the theory are solved from a large parameter ``t`` (``gamma``, or
 ``x = -Re gamma`` for the spectral problem), where a cold start is good, down to the targets.
-One driver does the stepping for the bulk solver (``attn_lib.theory._bulk``, real and spectral)
-and the finite-size theory (``attn_lib.theory._finite_size``); each caller passes its own
-predictor-corrector ``step`` and keeps its own solution state.
+This driver does the stepping for the bulk solver (``attn_lib.theory._bulk``, real and
+spectral), which passes its own predictor-corrector ``step`` and keeps its own solution state.
+The finite-size theory (``attn_lib.theory._finite_size``) follows the same rule in its own
+batched loop, since one of its steps also solves the targets inside the step.
 
 Rule, per element of a batch (all elements step together):
 
