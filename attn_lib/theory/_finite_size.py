@@ -56,6 +56,7 @@ Solver
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -142,6 +143,23 @@ def _frame(coords: np.ndarray) -> np.ndarray:
     return np.array(rows).reshape(r, r)
 
 
+@functools.lru_cache(maxsize=32)
+def _tensor_rule(counts: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes ``zeta`` (shape ``(T, r)``) and weights (sum one) of the tensor Gauss–Hermite rule
+    with ``counts[j]`` nodes along axis ``j``, pruned below ``_PRUNE`` of the largest weight
+    (read-only, shared between calls)."""
+    r = len(counts)
+    rules = [np.polynomial.hermite_e.hermegauss(k) for k in counts]
+    grids = np.meshgrid(*[t for t, _ in rules], indexing="ij")
+    zeta = np.stack([g.ravel() for g in grids], axis=1) if r else np.zeros((1, 0))
+    wz = (np.prod(np.meshgrid(*[w / w.sum() for _, w in rules], indexing="ij"), axis=0).ravel()
+          if r else np.ones(1))
+    sel = wz >= _PRUNE * wz.max()
+    zeta, wz = zeta[sel], wz[sel] / wz[sel].sum()
+    zeta.flags.writeable = wz.flags.writeable = False
+    return zeta, wz
+
+
 def latent_law(setting: Setting, p: int, nodes: int | tuple[int, ...] | None = None) -> LatentLaw:
     """Latent geometry of the canonical ``setting`` and a Gauss–Hermite rule for its types.
 
@@ -169,13 +187,7 @@ def latent_law(setting: Setting, p: int, nodes: int | tuple[int, ...] | None = N
         counts = (nodes or _GH_NODES[r],) * r
     mu_r, wk_r, wq_r = coords[:, 0], coords[:, 1], coords[:, 2]
     M = np.eye(r) + np.outer(wk_r, wq_r)
-    rules = [np.polynomial.hermite_e.hermegauss(k) for k in counts]
-    grids = np.meshgrid(*[t for t, _ in rules], indexing="ij")
-    zeta = np.stack([g.ravel() for g in grids], axis=1) if r else np.zeros((1, 0))
-    wz = (np.prod(np.meshgrid(*[w / w.sum() for _, w in rules], indexing="ij"), axis=0).ravel()
-          if r else np.ones(1))
-    sel = wz >= _PRUNE * wz.max()
-    zeta, wz = zeta[sel], wz[sel] / wz[sel].sum()
+    zeta, wz = _tensor_rule(tuple(counts))
     y = np.repeat([1.0, -1.0], len(wz))
     xi = np.concatenate([zeta + mu_r, zeta - mu_r])
     return LatentLaw(xi=xi, y=y, weight=np.concatenate([wz, wz]) / 2.0, M=M, p=p)
