@@ -10,6 +10,9 @@ Two measurements behind ``book/derivation_finite_size.md``:
    -- beside the leading singular values of the mean-kernel operator
    ``E_t' F0(h(t, t')) g(t')`` on each rule and on 6,000 seeded Monte Carlo types. With
    ``--mc FILE`` (a saved ``small_n.py`` run) the Monte Carlo error of the setting is printed.
+   With ``--sign``, also ``sign`` under a dominant spike (``alpha = 1e-3``, the geometry of
+   ``benchmarks/finite_size_memory.py``, ``n = 1536``, ``gamma = 0.1``) on the tensor rule and on
+   rules along the weights.
 2. **The residual is not a Wigner matrix** (``--skew``): the spectrum of the ``He2`` residual
    ``[(g_ij^2 - 1) / sqrt(2)] / sqrt(n)`` (``g_ij = z_i . z_j / sqrt(p)``, zero diagonal), which
    the theory replaces by a GOE matrix, is skewed. Printed: its skewness ``m3 / m2^{3/2}`` over 4
@@ -21,7 +24,7 @@ Two measurements behind ``book/derivation_finite_size.md``:
 Usage::
 
     python benchmarks/type_quadrature.py [--max-k 24] [--mc benchmarks/results/small_n_n512.json]
-                                          [--skew] [--surrogate]
+                                          [--sign] [--skew] [--surrogate]
 """
 
 from __future__ import annotations
@@ -76,7 +79,7 @@ def quadrature(max_k: int, mc: Path | None) -> None:
     print("| rule | types | " + " | ".join(f"E({g:g})" for g in GAMMAS)
           + " | mean-kernel singular values | time (s) |")
     print("|---|---|" + "---|" * len(GAMMAS) + "---|---|")
-    rules = [6, 8, 10] + [(k, k, 3) for k in range(16, max_k + 1, 4)]
+    rules = [6, 8, 10, (9, 9, 3), (11, 11, 3)] + [(k, k, 3) for k in range(16, max_k + 1, 4)]
     for nodes in rules:
         law = _finite_size.latent_law(sc, p, nodes)
         t0 = time.perf_counter()
@@ -87,6 +90,21 @@ def quadrature(max_k: int, mc: Path | None) -> None:
               + f" | {np.array2string(mean_kernel_spectrum(sc, law), precision=4)} | {dt:.1f} |", flush=True)
     ref = mean_kernel_spectrum(sc, monte_carlo_types(sc, p, 6000, 0))
     print(f"| 6,000 Monte Carlo types | 6000 | | | | {np.array2string(ref, precision=4)} | |\n")
+
+
+def sign_spike() -> None:
+    from finite_size_memory import GEOMETRY
+    from attn_lib import Setting
+    s = Setting(c=0.5, snr=1.0, f="sign", alpha=1e-3, **GEOMETRY)
+    g = np.array([0.1])
+    print("## sign under a dominant spike (alpha = 1e-3, n = 1536, gamma = 0.1)\n")
+    print("| rule | E | time (s) |\n|---|---|---|")
+    for nodes in (6, 8, (6, 6, 6), (12, 12, 4), (16, 16, 4)):
+        t0 = time.perf_counter()
+        e = -g ** 2 * _finite_size.finite_size_resolvent_form(s, g, 1536, nodes=nodes)[1]
+        name = f"{nodes}^3" if isinstance(nodes, int) else "x".join(map(str, nodes)) + " (w_K, w_Q, mu)"
+        print(f"| {name} | {e[0]:.4f} | {time.perf_counter() - t0:.0f} |", flush=True)
+    print()
 
 
 def skewness() -> None:
@@ -134,11 +152,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--max-k", type=int, default=24, help="largest in-plane count of the refined rules")
     ap.add_argument("--mc", type=Path, default=None, help="a saved small_n.py run (n = 512)")
+    ap.add_argument("--sign", action="store_true")
     ap.add_argument("--skew", action="store_true")
     ap.add_argument("--surrogate", action="store_true")
     args = ap.parse_args(argv)
     with threadpool_limits(limits=1, user_api="blas"):
         quadrature(args.max_k, args.mc)
+        if args.sign:
+            sign_spike()
         if args.skew:
             skewness()
         if args.surrogate:
