@@ -316,6 +316,15 @@ def _group_numbers(A: atlas.Atlas) -> dict[str, Any]:
 EQUAL_MARGIN = 10.0
 
 
+def _joint(verdicts: list[bool | None]) -> tuple[bool | None, int, int]:
+    """Joint verdict of equivalence checks (``False`` if any differs, ``True`` if all are shown
+    equal, else undecided ``None``; ``None`` for no checks) and the counts shown equal and
+    shown to differ."""
+    holds = (None if not verdicts else False if False in verdicts
+             else True if all(verdicts) else None)
+    return holds, verdicts.count(True), verdicts.count(False)
+
+
 def _equality_claim(A: atlas.Atlas, ks: Sequence[int]) -> Claim:
     """Equivalence of every group member with its named function at the settings ``ks``.
 
@@ -334,9 +343,7 @@ def _equality_claim(A: atlas.Atlas, ks: Sequence[int]) -> Claim:
                 pairs.append(equivalent("pair", m[k] * scale, se[k] * scale,
                                         margin=EQUAL_MARGIN, wording=("", "", "")))
     verdicts = [c.holds for c in pairs]
-    holds = (None if not pairs else False if False in verdicts
-             else True if all(verdicts) else None)
-    n_eq, n_diff = verdicts.count(True), verdicts.count(False)
+    holds, n_eq, n_diff = _joint(verdicts)
     margin = f"{EQUAL_MARGIN:.0f} % of the error"
     return Claim("verdict_small", holds,
                  f"{len(pairs)} (member, setting) pairs against a margin of {margin} at {Z:g} "
@@ -641,8 +648,7 @@ def _agreement_claim(dev: np.ndarray, se: np.ndarray) -> Claim:
     """
     verdicts = [equivalent("fs", 100 * d, 100 * s, margin=FS_MARGIN, wording=("", "", "")).holds
                 for d, s in zip(dev, se)]
-    holds = False if False in verdicts else True if all(verdicts) else None
-    n_eq, n_diff = verdicts.count(True), verdicts.count(False)
+    holds, n_eq, n_diff = _joint(verdicts)
     margin = f"{FS_MARGIN:.0f} % of the theory"
     return Claim("fs_agrees", holds,
                  f"{len(verdicts)} functions against a margin of {margin} at {Z:g} s.e.: "
