@@ -316,13 +316,19 @@ def _group_numbers(A: atlas.Atlas) -> dict[str, Any]:
 EQUAL_MARGIN = 10.0
 
 
-def _joint(verdicts: list[bool | None]) -> tuple[bool | None, int, int]:
-    """Joint verdict of equivalence checks (``False`` if any differs, ``True`` if all are shown
-    equal, else undecided ``None``; ``None`` for no checks) and the counts shown equal and
-    shown to differ."""
+def _joint(verdicts: list[bool | None], what: str, margin: str) -> tuple[bool | None, str]:
+    """Joint verdict of equivalence checks and its evidence.
+
+    ``False`` if any check differs, ``True`` if all are shown equal, else undecided ``None``
+    (``None`` for no checks); the evidence counts the ``what`` shown equal, shown to differ and
+    undecided against ``margin`` at :data:`Z` standard errors.
+    """
     holds = (None if not verdicts else False if False in verdicts
              else True if all(verdicts) else None)
-    return holds, verdicts.count(True), verdicts.count(False)
+    n_eq, n_diff = verdicts.count(True), verdicts.count(False)
+    return holds, (f"{len(verdicts)} {what} against a margin of {margin} at {Z:g} s.e.: "
+                   f"{n_eq} shown equal, {n_diff} shown to differ by more, "
+                   f"{len(verdicts) - n_eq - n_diff} undecided")
 
 
 def _equality_claim(A: atlas.Atlas, ks: Sequence[int]) -> Claim:
@@ -342,13 +348,9 @@ def _equality_claim(A: atlas.Atlas, ks: Sequence[int]) -> Claim:
                 scale = 100 / A.theory[idx[0], k]
                 pairs.append(equivalent("pair", m[k] * scale, se[k] * scale,
                                         margin=EQUAL_MARGIN, wording=("", "", "")))
-    verdicts = [c.holds for c in pairs]
-    holds, n_eq, n_diff = _joint(verdicts)
     margin = f"{EQUAL_MARGIN:.0f} % of the error"
-    return Claim("verdict_small", holds,
-                 f"{len(pairs)} (member, setting) pairs against a margin of {margin} at {Z:g} "
-                 f"s.e.: {n_eq} shown equal, {n_diff} shown to differ by more, "
-                 f"{len(pairs) - n_eq - n_diff} undecided",
+    holds, evidence = _joint([c.holds for c in pairs], "(member, setting) pairs", margin)
+    return Claim("verdict_small", holds, evidence,
                  (f"equal a₁²/ν gives simulated errors equal within {margin} (equivalence "
                   f"at {Z:g} standard errors)",
                   f"some functions of equal a₁²/ν differ by more than {margin}, beyond {Z:g} "
@@ -648,12 +650,9 @@ def _agreement_claim(dev: np.ndarray, se: np.ndarray) -> Claim:
     """
     verdicts = [equivalent("fs", 100 * d, 100 * s, margin=FS_MARGIN, wording=("", "", "")).holds
                 for d, s in zip(dev, se)]
-    holds, n_eq, n_diff = _joint(verdicts)
     margin = f"{FS_MARGIN:.0f} % of the theory"
-    return Claim("fs_agrees", holds,
-                 f"{len(verdicts)} functions against a margin of {margin} at {Z:g} s.e.: "
-                 f"{n_eq} shown equal, {n_diff} shown to differ by more, "
-                 f"{len(verdicts) - n_eq - n_diff} undecided",
+    holds, evidence = _joint(verdicts, "functions", margin)
+    return Claim("fs_agrees", holds, evidence,
                  (f"agrees with the finite-size theory within {margin} for every function "
                   f"(equivalence at {Z:g} standard errors)",
                   f"differs from the finite-size theory by more than {margin} for some "
