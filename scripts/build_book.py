@@ -18,7 +18,9 @@ This script does only what Jupyter Book does not; the rest is the toolchain's:
    A chapter is executed when ``--chapter`` names it or when its executed copy is missing or
    stale: ``_executed/manifest.json`` records, for each chapter, what its copy was made from
    (profile, parameters, hashes of the notebook and of the ``attn_lib`` sources) and the time it
-   took. A failing chapter is reported by name and the others still run.
+   took. A failing chapter is reported by name and the others still run. While a chapter
+   runs, a line every ``$ATTN_BOOK_PROGRESS_EVERY`` seconds (default 30, ``0``: none) says how
+   many of its cells are done and how far its current Monte Carlo run is (:func:`progress`).
 2. **Check** each executed chapter (:func:`chapter_problems`): no error output, at least one
    figure and, with ``--style-checks`` (default :data:`STYLE_CHECKS`), the chapter style of
    :func:`style_problems`.
@@ -43,7 +45,11 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,6 +64,11 @@ MATHJAX_VERSION = "3.2.2"
 MATHJAX_FILES = ("tex-chtml.js", "output/chtml/fonts/woff-v2/", "input/tex/extensions/")
 MATHJAX_SKIP = ("input/tex/extensions/all-packages.js",)
 CELL_TIMEOUT = int(os.environ.get("ATTN_BOOK_CELL_TIMEOUT", "1800"))  # seconds per cell
+#: Seconds between two progress lines of a running chapter (0: none).
+PROGRESS_EVERY = float(os.environ.get("ATTN_BOOK_PROGRESS_EVERY", "30"))
+#: The library's variable naming the file its Monte Carlo progress bars go to
+#: (``attn_lib.simulation.executor.PROGRESS``; not imported, so the script runs without the library).
+PROGRESS_ENV = "ATTN_BOOK_PROGRESS"
 #: The chapter-style checks (:func:`style_problems`) run by default once this is True, i.e. once
 #: every chapter follows the chapter style; ``--style-checks`` turns them on before.
 STYLE_CHECKS = True
@@ -215,6 +226,58 @@ def made_from(ch: Chapter, root: Path, profile: str, params: dict) -> dict:
             "library": source_hash(*sorted((root / "attn_lib").rglob("*.py")))}
 
 
+def last_state(path: Path) -> str:
+    """The last state a tqdm bar wrote to ``path`` (its text after the last ``\\r`` or newline)."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(max(0, path.stat().st_size - 4096))
+            text = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    parts = [p.strip() for p in re.split(r"[\r\n]", text) if p.strip()]
+    return parts[-1] if parts else ""
+
+
+@contextmanager
+def progress(stem: str, every: float = PROGRESS_EVERY) -> Iterator[dict | bool]:
+    """Report a running chapter: every ``every`` s, log its cell and its Monte Carlo progress.
+
+    Yields papermill's ``progress_bar`` argument: a tqdm bar over the cells written to a
+    temporary file. The library's Monte Carlo bars go to another one, named to the kernel by
+    ``$ATTN_BOOK_PROGRESS`` (the kernel inherits this process's environment). A thread reads the
+    last state of both and logs it, so the build shows where a long chapter is while nothing is
+    written to the notebook's outputs. ``every = 0`` turns it off.
+    """
+    if every <= 0:
+        yield False
+        return
+    old = os.environ.get(PROGRESS_ENV)
+    stop = threading.Event()
+    with tempfile.TemporaryDirectory(prefix="attn-book-progress-") as tmp, \
+            open(Path(tmp) / "cells", "w", encoding="utf-8") as cells:
+        mc = Path(tmp) / "monte_carlo"
+        t0 = time.perf_counter()
+
+        def report() -> None:
+            while not stop.wait(every):
+                states = [s for s in (last_state(Path(cells.name)), last_state(mc)) if s]
+                log(f"  {stem}, {time.perf_counter() - t0:.0f} s: " + ("; ".join(states) or "starting"))
+
+        os.environ[PROGRESS_ENV] = str(mc)
+        thread = threading.Thread(target=report, daemon=True)
+        thread.start()
+        try:
+            yield {"file": cells, "mininterval": 0, "miniters": 1,
+                   "bar_format": "{n_fmt} of {total_fmt} cells done"}
+        finally:
+            stop.set()
+            thread.join()
+            if old is None:
+                os.environ.pop(PROGRESS_ENV, None)
+            else:
+                os.environ[PROGRESS_ENV] = old
+
+
 def execute(ch: Chapter, stage: Path, profile: str, params: dict, style: bool) -> float:
     """Run one chapter with papermill into ``stage`` and check it; return the wall time (s)."""
     import papermill as pm
@@ -227,10 +290,12 @@ def execute(ch: Chapter, stage: Path, profile: str, params: dict, style: bool) -
     t0 = time.perf_counter()
     tmp = out.with_name(out.stem + ".partial.ipynb")
     try:
-        pm.execute_notebook(str(ch.source), str(tmp), parameters={"profile": profile, **params[ch.stem]},
-                            kernel_name="python3", cwd=str(ch.source.parent),
-                            execution_timeout=CELL_TIMEOUT, progress_bar=False, log_output=False,
-                            start_timeout=120)
+        with progress(ch.stem) as cells:
+            pm.execute_notebook(str(ch.source), str(tmp),
+                                parameters={"profile": profile, **params[ch.stem]},
+                                kernel_name="python3", cwd=str(ch.source.parent),
+                                execution_timeout=CELL_TIMEOUT, progress_bar=cells,
+                                log_output=False, start_timeout=120)
     except pm.PapermillExecutionError as exc:
         raise BuildError(f"chapter {ch.stem!r} failed in cell {exc.exec_count}: {exc.ename}: "
                          f"{exc.evalue} (executed copy: {tmp})") from None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -137,6 +138,22 @@ def test_injected_error_fails_the_build_and_names_the_chapter(tmp_path):
     assert "broken_chapter" in out and "injected failure, size=3" in out, out
     assert not (tmp_path / "_build").exists()  # no HTML from a failed execution
     assert not (tmp_path / "_executed" / "book" / "01_broken_chapter.ipynb").exists()
+
+
+def test_a_running_chapter_reports_its_cell_and_its_monte_carlo_tasks(tmp_path):
+    """Progress lines on the build's stdout while the chapter runs, nothing in its outputs."""
+    tiny_book(tmp_path, "import time\nfrom attn_lib.simulation import executor\n"
+                        "out = list(executor.run([(time.sleep, [0.5] * 6)]))")
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "build_book.py"), "--root",
+                           str(tmp_path), "--profile", "quick", "--no-style-checks"],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "ATTN_BOOK_PROGRESS_EVERY": "0.5"})
+    reports = [line for line in proc.stdout.splitlines() if "[book]   broken_chapter, " in line]
+    assert any("of 4 cells done; Monte Carlo: " in line and " of 6 tasks done" in line
+               for line in reports), proc.stdout
+    nb = nbformat.read(next((tmp_path / "_executed" / "book").glob("01_broken_chapter*.ipynb")),
+                       as_version=4)
+    assert not [o for c in nb.cells for o in c.get("outputs", [])], "the chapter printed"
 
 
 def test_chapter_style_checks_fail_the_build_and_name_the_chapter(tmp_path):

@@ -74,6 +74,19 @@ def test_serial_run_yields_jobs_in_order():
     assert out == [(0, [1, 2]), (1, []), (2, [3])]
 
 
+def test_progress_goes_to_the_file_named_by_the_environment(tmp_path, monkeypatch, capsys):
+    """With ``$ATTN_BOOK_PROGRESS`` set, a run appends its bar there and writes nothing else."""
+    path = tmp_path / "progress"
+    monkeypatch.setenv(executor.PROGRESS, str(path))
+    assert list(executor.run([(abs, [-1, 2]), (str, [3])], scheduler="serial")) == [
+        (0, [1, 2]), (1, ["3"])]
+    text = path.read_text()
+    assert "Monte Carlo: 3 of 3 tasks done" in text, text
+    assert capsys.readouterr() == ("", "")
+    list(executor.run([(abs, [])], scheduler="serial"))  # nothing to run: no bar
+    assert path.read_text() == text
+
+
 def test_serial_needs_no_dask(tmp_path):
     """With ``dask`` unimportable the serial default runs; a cluster mode says what is missing."""
     script = textwrap.dedent("""

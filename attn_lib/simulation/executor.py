@@ -24,6 +24,11 @@ trial its own child seed), nothing else is shared between calls, and the results
 reassembled in order, so every mode gives bit-identical results (``tests/test_distributed.py``).
 Parallelism comes from the workers, not from BLAS threads inside a trial.
 
+Progress goes to a tqdm bar on stderr with ``progress=True``; otherwise, when the environment
+variable ``ATTN_BOOK_PROGRESS`` (:data:`PROGRESS`) names a file, every :func:`run` appends its bar
+there (``scripts/build_book.py`` sets it for each chapter's kernel and prints its last state
+while the chapter runs, so a notebook's own outputs never see it).
+
 Examples
 --------
 >>> from attn_lib.simulation import executor
@@ -34,6 +39,7 @@ Examples
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -43,10 +49,12 @@ from tqdm import tqdm
 
 from .._validation import check_scheduler
 
-__all__ = ["ENV", "mode", "client", "run", "shutdown"]
+__all__ = ["ENV", "PROGRESS", "mode", "client", "run", "shutdown"]
 
 #: Environment variable naming the mode when no ``scheduler`` argument is given.
 ENV = "ATTN_BOOK_SCHEDULER"
+#: Environment variable naming a file that receives the progress bar of every :func:`run`.
+PROGRESS = "ATTN_BOOK_PROGRESS"
 
 #: A job: a function and the arguments of its calls.
 Job = tuple[Callable[[Any], Any], Sequence[Any]]
@@ -134,6 +142,22 @@ def _call(func: Callable[[Any], Any], arg: Any) -> Any:
         return func(arg)
 
 
+@contextlib.contextmanager
+def _bar(total: int, progress: bool) -> Iterator[Any]:
+    """The progress bar of one :func:`run`: on stderr, in the file ``$ATTN_BOOK_PROGRESS``, or off."""
+    path = os.environ.get(PROGRESS) if total else None
+    if progress or not path:
+        with tqdm(total=total, disable=not progress, desc="Monte Carlo") as bar:
+            yield bar
+        return
+    # a file another process reads (its last state): every update, in plain text
+    with open(path, "a", encoding="utf-8") as out, \
+            tqdm(total=total, file=out, mininterval=0, miniters=1,
+                 bar_format="Monte Carlo: {n_fmt} of {total_fmt} tasks done "
+                            "[{elapsed}<{remaining}]") as bar:
+        yield bar
+
+
 def run(jobs: Sequence[Job], scheduler: str | None = None,
         progress: bool = False) -> Iterator[tuple[int, list[Any]]]:
     """Run ``func(arg)`` for every argument of every job; yield ``(j, results of job j)``.
@@ -146,7 +170,8 @@ def run(jobs: Sequence[Job], scheduler: str | None = None,
     scheduler : str, optional
         The mode (see the module docstring); default ``$ATTN_BOOK_SCHEDULER``, else serial.
     progress : bool, default False
-        A tqdm progress bar over all calls.
+        A tqdm progress bar over all calls, on stderr. Without it, the bar is appended to the
+        file named by ``$ATTN_BOOK_PROGRESS`` when that is set (:data:`PROGRESS`).
 
     Yields
     ------
@@ -161,7 +186,7 @@ def run(jobs: Sequence[Job], scheduler: str | None = None,
     else:  # no cluster is started for nothing to do (a sweep read whole from the cache)
         mode(scheduler)
         c = None
-    with tqdm(total=total, disable=not progress, desc="Monte Carlo") as bar:
+    with _bar(total, progress) as bar:
         if c is None:
             for j, (func, args) in enumerate(jobs):
                 out = []
