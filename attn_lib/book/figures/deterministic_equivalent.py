@@ -4,8 +4,9 @@ The three sweeps of the paper's Figure 1: the interpolation error of ridge regre
 attention (``f = tanh``, ``W_K^T W_Q = I_p``) against ``gamma``, ``c = p/n`` and the SNR. Lines
 are the deterministic equivalents (:func:`attn_lib.theory.ridge_error`,
 :func:`attn_lib.theory.attention_error`, :func:`attn_lib.theory.attention_error_batch`),
-markers Monte Carlo (:func:`attn_lib.simulation.simulate.errors`, cached; mean ± one standard
-error over trials). Attention and ridge are simulated on the same draws.
+markers Monte Carlo (:func:`attn_lib.studies.sweeps.simulations`, cached, the trials of all the
+settings of a sweep sent at once; mean ± one standard error over trials). Attention and ridge are
+simulated on the same draws.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import numpy as np
 from ... import Setting, simulate, theory
 from ..._validation import check_int
 from ...simulation.trials import standard_error
+from ...studies import sweeps
+from ...studies.sweeps import SweepResult
 from ... import cache
 from .. import style
 from ..page import Figure
@@ -29,18 +32,10 @@ __all__ = ["controls", "gamma_sweep", "c_sweep", "snr_sweep"]
 LINE_POINTS = 200
 
 
-def _run(setting: Setting, gammas: object, n: int, trials: int,
-         seed: int) -> simulate.SimulationResult:
-    """Monte Carlo of attention and ridge at one setting (cached on disk)."""
-    return cache.cached(simulate.errors, setting=setting, gammas=np.atleast_1d(gammas),
-                        n=n, trials=trials, seed=seed)
-
-
-def _at_gamma(results: Sequence[simulate.SimulationResult],
-              model: str) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and standard error over trials of one model, one value per result (single gamma)."""
-    stats = [getattr(r, model) for r in results]
-    return np.array([s.mean[0] for s in stats]), np.array([s.sem[0] for s in stats])
+def _run(settings: Sequence[Setting], gammas: object, n: int, trials: int,
+         seed: int) -> SweepResult:
+    """Monte Carlo of attention and ridge at every setting (cached on disk, all trials sent at once)."""
+    return sweeps.simulations(settings, np.atleast_1d(gammas), n, trials, seed)
 
 
 def _ridge_theory(settings: Sequence[Setting], gamma: float) -> np.ndarray:
@@ -98,7 +93,6 @@ def controls(ax: object, setting: Setting, gammas: np.ndarray, fine: np.ndarray,
         (``log(E_linear / E_f) > 0``), the last two reported either way; the exact (theory)
         claim ``nonlinearity_minor{s}``: ``|nonlin_gap| < lin_ridge_gap / 3``.
     """
-    from ...studies.sweeps import feature_scale
     from .. import claims
 
     at = check_int(at, "at", low=0, high=len(gammas) - 1)
@@ -114,7 +108,7 @@ def controls(ax: object, setting: Setting, gammas: np.ndarray, fine: np.ndarray,
               "f": style.color(f if isinstance(f, str) else "attention")}
     values, de = {}, {}
     for name, (s, model, keep) in models.items():
-        tau = feature_scale(s, model, keep_diagonal=keep)
+        tau = sweeps.feature_scale(s, model, keep_diagonal=keep)
         res = cache.cached(simulate.errors, setting=s, gammas=tau * gammas, n=n, trials=trials,
                            seed=seed, keep_diagonal=keep, attention=(model == "attention"))
         st = getattr(res, model)
@@ -188,20 +182,20 @@ def gamma_sweep(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
         smallest ratio at the raw ``gamma``; ``slope_small``, the log-log slope of the attention DE over
         the two smallest ``gamma``; ``trials``; and the numbers and claims of :func:`controls`.
     """
-    from ...studies.sweeps import feature_scale
 
     setting = Setting(c=4.0, snr=1.0)
     gammas = np.logspace(-4, 2, check_int(n_points, "n_points"))
-    res = _run(setting, gammas, n, trials, seed)
+    mc = _run([setting], gammas, n, trials, seed)
+    (ridge_mean,), (att_mean,) = mc.mean("ridge"), mc.mean("attention")
     ridge_th = theory.ridge_error(setting, gammas)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
-    style.plot_theory_vs_sim(axes[0], gammas, ridge_th, res.ridge.mean, res.ridge.sem,
+    style.plot_theory_vs_sim(axes[0], gammas, ridge_th, ridge_mean, mc.sem("ridge")[0],
                              label="ridge")
     att_th = theory.attention_error(setting, gammas)
-    style.plot_theory_vs_sim(axes[0], gammas, att_th, res.attention.mean, res.attention.sem,
+    style.plot_theory_vs_sim(axes[0], gammas, att_th, att_mean, mc.sem("attention")[0],
                              label="attention")
     style.label_axes(axes[0], r"ridge parameter $\gamma$", r"interpolation error $E(\gamma)$",
-                     title=f"$p = {res.p}$, $n = {res.n}$, $\\mathrm{{SNR}} = 1$",
+                     title=f"$p = {mc.p[0]}$, $n = {mc.n[0]}$, $\\mathrm{{SNR}} = 1$",
                      logx=True, logy=True)
     tanh = Setting(c=4.0, snr=1.0, f="tanh")
     # the paired comparisons at g ~ 1e-2: small enough for the spectral hole to dominate, large
@@ -210,16 +204,16 @@ def gamma_sweep(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
     ctrl = controls(axes[1], tanh, gammas, np.logspace(-4, 2, LINE_POINTS), n, trials, seed,
                     at=at)
     ctrl["controls_at_gamma"] = ctrl.pop("g_at")
-    scaled_ratio = (theory.attention_error(tanh, feature_scale(tanh) * gammas)
-                    / theory.ridge_error(setting, feature_scale(setting, "ridge") * gammas))
+    scaled_ratio = (theory.attention_error(tanh, sweeps.feature_scale(tanh) * gammas)
+                    / theory.ridge_error(setting, sweeps.feature_scale(setting, "ridge") * gammas))
     fine = np.logspace(-4, 2, LINE_POINTS)
-    fine_ratio = (theory.attention_error(tanh, feature_scale(tanh) * fine)
-                  / theory.ridge_error(setting, feature_scale(setting, "ridge") * fine))
+    fine_ratio = (theory.attention_error(tanh, sweeps.feature_scale(tanh) * fine)
+                  / theory.ridge_error(setting, sweeps.feature_scale(setting, "ridge") * fine))
     below = fine[fine_ratio < 1]
     return Figure(fig, {
-        "gamma_sweep_p": res.p, "gamma_sweep_n": res.n,
-        "gamma_sweep_gap": 100 * _rel_gap(ridge_th, res.ridge.mean),
-        "gamma_sweep_att_abs": float(np.max(np.abs(att_th - res.attention.mean))),
+        "gamma_sweep_p": int(mc.p[0]), "gamma_sweep_n": int(mc.n[0]),
+        "gamma_sweep_gap": 100 * _rel_gap(ridge_th, ridge_mean),
+        "gamma_sweep_att_abs": float(np.max(np.abs(att_th - att_mean))),
         "gamma_sweep_min_ratio": float(np.min(scaled_ratio)),
         "gamma_sweep_min_ratio_raw": float(np.min(att_th / ridge_th)),
         "gamma_sweep_cross": float(below.min()) if below.size else float("nan"),
@@ -255,9 +249,9 @@ def c_sweep(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
     gamma = 1e-5
     cs = np.geomspace(1 / 8, 2, check_int(n_points, "n_points"))
     settings = [Setting(c=float(c), snr=1.0) for c in cs]
-    sims = [_run(s, gamma, n, trials, seed) for s in settings]
-    ridge_mean, ridge_sem = _at_gamma(sims, "ridge")
-    att_mean, att_sem = _at_gamma(sims, "attention")
+    mc = _run(settings, gamma, n, trials, seed)
+    (ridge_mean, ridge_sem), (att_mean, att_sem) = ((mc.mean(m)[:, 0], mc.sem(m)[:, 0])
+                                                    for m in ("ridge", "attention"))
     c_grid = np.geomspace(cs[0], cs[-1], LINE_POINTS)
     ridge_th = _ridge_theory([Setting(c=float(c), snr=1.0) for c in c_grid], gamma)
 
@@ -307,9 +301,9 @@ def snr_sweep(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
     gamma, c = 1e-5, 0.25
     snrs = np.linspace(0.0, 4.0, check_int(n_points, "n_points"))
     settings = [Setting(c=c, snr=float(s)) for s in snrs]
-    sims = [_run(s, gamma, n, trials, seed) for s in settings]
-    ridge_mean, ridge_sem = _at_gamma(sims, "ridge")
-    att_mean, att_sem = _at_gamma(sims, "attention")
+    mc = _run(settings, gamma, n, trials, seed)
+    (ridge_mean, ridge_sem), (att_mean, att_sem) = ((mc.mean(m)[:, 0], mc.sem(m)[:, 0])
+                                                    for m in ("ridge", "attention"))
     snr_grid = np.linspace(snrs[0], snrs[-1], LINE_POINTS)
     ridge_th = _ridge_theory([Setting(c=c, snr=float(s)) for s in snr_grid], gamma)
 
@@ -320,7 +314,7 @@ def snr_sweep(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
     style.plot_theory_vs_sim(ax, snr_grid, att_th, att_mean, att_sem, label="attention",
                              x_sim=snrs)
     style.label_axes(ax, r"$\mathrm{SNR} = \|\mu\|^2$", r"interpolation error $E(\gamma)$",
-                     title=f"$p = {sims[0].p}$, $n = {n}$, $\\gamma = 10^{{-5}}$")
+                     title=f"$p = {mc.p[0]}$, $n = {n}$, $\\gamma = 10^{{-5}}$")
     att_at = theory.attention_error_batch(settings, gamma)
     return Figure(fig, {
         "snr_sweep_gap": 100 * _rel_gap(_ridge_theory(settings, gamma), ridge_mean),
