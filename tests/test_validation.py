@@ -74,7 +74,7 @@ def test_settings_carry_an_attention_kind_and_functions_state_what_they_support(
     assert s.attention == ENTRYWISE and isinstance(s.attention, Entrywise)
     assert isinstance(s, BaseSetting) and s.logit_scale == s.alpha
     later = Setting(c=0.5, attention=_Future(beta=2.0))
-    with pytest.raises(ValueError, match=r"setting.attention must be one of \(Entrywise\)"):
+    with pytest.raises(ValueError, match=r"setting.attention must be one of \(Entrywise, Softmax\)"):
         theory.attention_error(later, 0.1)
     assert v.check_setting(later, attention=(Entrywise, _Future)) is later
     with pytest.raises(TypeError, match="attention must be an attention kind"):

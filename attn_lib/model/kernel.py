@@ -1,4 +1,4 @@
-"""The nonlinear attention kernel.
+"""The attention kernels: entry-wise (the paper's) and softmax.
 
 ``K = f(X^T (alpha I_p + w_K w_Q^T) X / sqrt(p)) / sqrt(p)`` (shape ``(n, n)``) with the centred
 ``f``; row ``i`` indexes keys and column ``j`` queries:
@@ -10,6 +10,11 @@ ones: for a bounded ``f`` they are ``O(p^{-1/2})`` but not negligible at finite 
 ``tanh`` at ``p = 512``), and for a growing ``f`` (ReLU, linear) they add an ``O(1)`` multiple of
 the identity. Either way they are a deterministic-looking shift that the random-matrix limit
 treats separately, so the theory assumes a zero diagonal; ``keep_diagonal=True`` keeps it.
+
+**Softmax attention** (:func:`softmax_kernel`) normalises ``exp(beta T)`` over the keys of each
+query, so each column of ``A`` sums to one; the self-pairs are masked by default, for the same
+reason: a token's logit with itself is about ``alpha sqrt(p)``, and unmasked it takes nearly all
+of its column's weight (:func:`self_weight`).
 """
 
 from __future__ import annotations
@@ -230,3 +235,51 @@ def attention_kernel(X: np.ndarray, f: Callable[[np.ndarray], np.ndarray], w_K: 
     if not keep_diagonal:
         np.fill_diagonal(K, 0.0)
     return K
+
+
+def softmax_kernel(X: np.ndarray, w_K: np.ndarray, w_Q: np.ndarray, beta: float,
+                   alpha: float = 1.0, mask: bool = True,
+                   gram: np.ndarray | None = None) -> np.ndarray:
+    r"""Softmax attention ``A = softmax(beta T)`` column by column, shape ``(n, n)``.
+
+    With the logits ``T = X^T (alpha I + w_K w_Q^T) X / sqrt(p)`` (:func:`logits`; row ``i`` a
+    key, column ``j`` a query)
+
+        A_ij = exp(beta T_ij) / sum_k exp(beta T_kj),
+
+    the sum over ``k != j`` and ``A_jj = 0`` when ``mask`` (the diagonal logit is ``-inf``), so
+    **each column sums to one**. Computed stably: the column maximum is subtracted before the
+    exponential (no overflow for any ``beta``).
+
+    Parameters
+    ----------
+    X : ndarray of shape (p, n)
+        Tokens as columns, ``n >= 2``.
+    w_K, w_Q : ndarray of shape (p,)
+    beta : float
+        Inverse temperature ``> 0``.
+    alpha : float, default 1.0
+        Scale of the full part of ``W_K^T W_Q``.
+    mask : bool, default True
+        Mask the self-pairs.
+    gram : ndarray of shape (n, n), optional
+        A precomputed ``X^T X`` (not modified).
+
+    Notes
+    -----
+    Besides the GEMM ``X^T X``, four passes over the ``n x n`` memory (scale, column maximum,
+    exponential, column sums and division), all in place.
+    """
+    A = logits(X, w_K, w_Q, alpha, gram)
+    A *= beta
+    if mask:
+        np.fill_diagonal(A, -np.inf)
+    A -= A.max(axis=0)
+    np.exp(A, out=A)
+    A /= A.sum(axis=0)
+    return A
+
+
+def self_weight(A: np.ndarray) -> float:
+    """Mean weight ``tr(A) / n`` a query puts on itself (``0`` with the mask; near ``1`` without)."""
+    return float(np.trace(A) / A.shape[0])

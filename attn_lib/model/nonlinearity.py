@@ -25,7 +25,12 @@ constructor                 function                                          us
 :func:`mixture`             ``t -> cos(theta) t + sin(theta) h(t)``           sweeps, atlas, chapters 4, 7
 :func:`reflected`           ``t -> sqrt(nu / nu_f) f(-t)``                    atlas, chapter 8
 :func:`scaled`              ``t -> f(scale t)``                               ``Setting.canonical``, ``gpt2.fit_setting``
+:func:`exponential`         ``f_beta(t) = exp(beta t - beta^2/2) - 1``        softmax attention
 ==========================  ================================================  ==========================
+
+``f_beta`` is the entry-wise kernel hidden in softmax attention
+(:class:`~attn_lib.model.setting.Softmax`); its base is an :class:`Exponential`, whose Hermite data
+:mod:`attn_lib.model.hermite` gives in closed form.
 
 Every transform is evaluated in the same order of floating-point operations as the wrappers it
 replaces, so Hermite data and kernels are bit-identical to them.
@@ -45,8 +50,8 @@ from .._validation import check_real
 if TYPE_CHECKING:
     from .hermite import Hermite
 
-__all__ = ["Nonlinearity", "NonlinearityLike", "REGISTRY", "check_nonlinearity",
-           "check_registered", "normalised", "mixture", "reflected", "scaled"]
+__all__ = ["Nonlinearity", "NonlinearityLike", "REGISTRY", "Exponential", "check_nonlinearity",
+           "check_registered", "normalised", "mixture", "reflected", "scaled", "exponential"]
 
 
 def _linear(t: np.ndarray) -> np.ndarray:
@@ -127,6 +132,36 @@ def _check_callable(f: object, name: str) -> None:
         raise ValueError(f"{name} returned non-finite values on [-4, 4]")
     for b in getattr(f, "breaks", ()):
         check_real(b, f"{name}.breaks")
+
+
+@dataclass(frozen=True)
+class Exponential:
+    r"""The centred exponential ``f_beta(t) = exp(beta t - beta^2 / 2) - 1`` of softmax attention.
+
+    With ``xi ~ N(0, 1)``, ``E exp(beta xi) = e^{beta^2/2}``, so ``f_beta`` is centred and
+    ``1 + f_beta(t) = exp(beta t) / E exp(beta xi)``: softmax weights over ``n`` keys are
+    ``(1 + f_beta(t_ij)) / n`` once their normalising sums concentrate. Its Hermite coefficients
+    are ``a_k = beta^k / sqrt(k!)`` (``E[He_k(xi) e^{beta xi}] = beta^k e^{beta^2/2}``) and
+    ``nu = e^{beta^2} - 1``; with the argument shifted, ``E f_beta(h + xi) = e^{beta h} - 1``
+    (:func:`attn_lib.model.hermite.coefficients` uses these closed forms).
+
+    A callable base of :class:`Nonlinearity` (use :func:`exponential`), smooth (no ``breaks``).
+
+    Parameters
+    ----------
+    beta : float
+        Inverse temperature ``> 0``.
+    """
+
+    beta: float
+    breaks = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "beta", check_real(self.beta, "beta", low=0.0, low_open=True))
+
+    def __call__(self, t: np.ndarray) -> np.ndarray:
+        """``f_beta(t)``, an array shaped like ``t`` (``expm1``: accurate near ``f = 0``)."""
+        return np.expm1(self.beta * np.asarray(t, dtype=float) - 0.5 * self.beta ** 2)
 
 
 def _hermite(name: str) -> "Hermite":
@@ -225,12 +260,12 @@ class Nonlinearity:
     def registered(self) -> bool:
         """Whether ``f`` is built from registered functions only.
 
-        Such an ``f`` is entry-wise NumPy code that releases the GIL, so a kernel may evaluate it
+        Such an ``f`` (or :class:`Exponential`) is entry-wise NumPy code that releases the GIL, so a kernel may evaluate it
         on blocks of its argument in several threads (:mod:`attn_lib.model.kernel`); a user
         callable is always called once on the whole array.
         """
-        return isinstance(self.base, str) or (isinstance(self.base, Nonlinearity)
-                                               and self.base.registered)
+        return isinstance(self.base, (str, Exponential)) or (
+            isinstance(self.base, Nonlinearity) and self.base.registered)
 
     @property
     def ufunc(self) -> np.ufunc | None:
@@ -354,3 +389,21 @@ def scaled(f: NonlinearityLike, scale: float) -> Nonlinearity:
     """
     f = check_nonlinearity(f)
     return Nonlinearity(f.base if f.plain else f, scale=scale)
+
+
+def exponential(beta: float) -> Nonlinearity:
+    """The centred exponential ``f_beta(t) = exp(beta t - beta^2/2) - 1`` (see :class:`Exponential`).
+
+    Parameters
+    ----------
+    beta : float
+        Inverse temperature ``> 0`` of the softmax whose entry-wise kernel this is.
+
+    Examples
+    --------
+    >>> from attn_lib import hermite
+    >>> h = hermite.coefficients(exponential(1.0))
+    >>> h.a0, h.a1, round(h.nu, 12)
+    (0.0, 1.0, 1.718281828459)
+    """
+    return Nonlinearity(Exponential(beta))

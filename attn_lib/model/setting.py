@@ -7,12 +7,12 @@ validates them.
 
 Layout, made for more kinds of attention and of weights:
 
-* **Attention kinds** are small frozen dataclasses deriving from :class:`Attention`. Today there is
-  one, :class:`Entrywise` (``K_ij = f(T_ij) / sqrt(p)`` with the centred ``f`` and a zero
-  diagonal: the paper's model). A softmax kind ``Softmax(beta)`` with an inverse temperature
-  ``beta > 0`` (``K = softmax(beta T)`` column by column) is one more subclass with its field and
-  its checks in ``__post_init__``; a setting carries its kind in the keyword-only field
-  ``attention``.
+* **Attention kinds** are small frozen dataclasses deriving from :class:`Attention`:
+  :class:`Entrywise` (``K_ij = f(T_ij) / sqrt(p)`` with the centred ``f`` and a zero diagonal:
+  the paper's model) and :class:`Softmax` (``A = softmax(beta T)`` column by column, inverse
+  temperature ``beta > 0``, self-pairs masked by default; it ignores the setting's ``f``). A kind
+  holds its fields and checks them in ``__post_init__``; a setting carries its kind in the
+  keyword-only field ``attention``.
 * **Setting types** derive from :class:`BaseSetting`, which owns what every type shares: the
   aspect ratio ``c``, the nonlinearity ``f``, the attention kind and the common validation path
   (:meth:`BaseSetting.__post_init__` checks those, then calls the type's :meth:`~BaseSetting._validate`),
@@ -34,11 +34,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._validation import check_int, check_real
+from .._validation import check_bool, check_int, check_real
 from .hermite import Hermite, coefficients
-from .nonlinearity import NonlinearityLike, check_nonlinearity, scaled
+from .nonlinearity import Nonlinearity, NonlinearityLike, check_nonlinearity, exponential, scaled
 
-__all__ = ["Attention", "Entrywise", "ENTRYWISE", "BaseSetting", "Setting"]
+__all__ = ["Attention", "Entrywise", "ENTRYWISE", "Softmax", "BaseSetting", "Setting"]
 
 _GRAM_TOL = 1e-10
 
@@ -64,6 +64,47 @@ class Entrywise(Attention):
 
 #: The default attention kind.
 ENTRYWISE = Entrywise()
+
+
+@dataclass(frozen=True)
+class Softmax(Attention):
+    r"""Softmax attention: ``A = softmax(beta T)`` over the keys of each query.
+
+    Keys index rows and queries columns (as for :class:`Entrywise`), so **each column of ``A``
+    sums to one**:
+
+        A_ij = exp(beta T_ij) / sum_{k != j} exp(beta T_kj)   (i != j),   A_jj = 0
+
+    with the self-pair masked (``mask=True``); without the mask the sums run over every ``k``.
+    The features are the raw attention output ``Phi = X A`` (no rescaling,
+    :func:`attn_lib.model.kernel.softmax_kernel`).
+
+    Under softmax the setting's ``f`` is **ignored**: the kernel is fixed by ``beta``. Once the
+    normalising sums concentrate at ``(n - 1) e^{beta^2 alpha^2 / 2}``, ``A`` is
+    ``(1 1^T - I) / (n - 1)`` plus the entry-wise kernel of :attr:`f`, the centred
+    ``f_beta(t) = exp(beta t - beta^2/2) - 1`` (:mod:`attn_lib.theory.softmax` derives it).
+
+    Parameters
+    ----------
+    beta : float
+        Inverse temperature ``> 0``.
+    mask : bool, default True
+        Mask the self-pairs (diagonal logits ``-inf``). A token's logit with itself is about
+        ``alpha sqrt(p)``, so without the mask each token puts nearly all its weight on itself
+        (:func:`attn_lib.model.kernel.self_weight`).
+    """
+
+    beta: float
+    mask: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "beta", check_real(self.beta, "beta", low=0.0, low_open=True))
+        object.__setattr__(self, "mask", check_bool(self.mask, "mask"))
+
+    @property
+    def f(self) -> Nonlinearity:
+        """The entry-wise kernel of this softmax, ``f_beta`` (:func:`~attn_lib.model.nonlinearity.exponential`)."""
+        return exponential(self.beta)
 
 
 # ----------------------------------------------------------------------------- setting types

@@ -2,7 +2,8 @@
 
 One draw of the model (:func:`attn_lib.model.data.draw`) gives the error curves
 ``E(gamma) = gamma^2 y^T Q^2 y / n``, ``Q = (Phi^T Phi / n + gamma I)^{-1}``, of attention
-(``Phi = X K``) and of ridge regression (``Phi = X``) through :func:`draw_errors`;
+(``Phi = X K``; under :class:`~attn_lib.model.setting.Softmax` attention the raw output
+``Phi = X A``, no rescaling) and of ridge regression (``Phi = X``) through :func:`draw_errors`;
 :func:`errors` runs seeded trials of it (:meth:`attn_lib.simulation.trials.Trials.run`), in-process
 or on a Dask cluster (:mod:`attn_lib.simulation.executor`); :func:`errors_plan` lists its trials
 without running them, so that a sweep can send the trials of many settings at once.
@@ -18,11 +19,14 @@ import numpy as np
 from ..model import data, kernel
 from .._validation import check_gammas, check_int, check_seed, check_setting
 from ..model.nonlinearity import check_nonlinearity
-from ..model.setting import Setting
+from ..model.setting import Entrywise, Setting, Softmax
 from .resolvent import interpolation_error, interpolation_errors
 from .trials import Plan, Stats, Trials
 
-__all__ = ["draw_errors", "SimulationResult", "errors", "errors_plan"]
+__all__ = ["draw_errors", "SimulationResult", "errors", "errors_plan", "self_weight"]
+
+#: The attention kinds the simulator draws.
+KINDS = (Entrywise, Softmax)
 
 
 def draw_errors(setting: Setting, gammas: np.ndarray, n: int, rng: np.random.Generator,
@@ -33,6 +37,9 @@ def draw_errors(setting: Setting, gammas: np.ndarray, n: int, rng: np.random.Gen
     When ``p >= n`` the attention Gram matrix is formed as ``K^T (X^T X) K`` (reusing ``X^T X``,
     which the kernel needs anyway); otherwise ``Phi Phi^T`` with ``Phi = X K``. With
     ``attention=False`` only the ridge error is computed (the attention entry is ``None``).
+    Under :class:`~attn_lib.model.setting.Softmax` attention the kernel is
+    :func:`attn_lib.model.kernel.softmax_kernel` (``f`` and ``keep_diagonal`` do not apply) and
+    the features are the raw ``Phi = X A``.
 
     Notes
     -----
@@ -53,18 +60,27 @@ def draw_errors(setting: Setting, gammas: np.ndarray, n: int, rng: np.random.Gen
     p = s.X.shape[0]
     if not attention:
         return None, interpolation_error(s.X, s.y, gammas)
-    f = check_nonlinearity(setting.f)
-    a0 = setting.hermite.a0  # E f(alpha xi): the off-diagonal logits are ~ N(0, alpha^2)
+    kind = setting.attention
+    if isinstance(kind, Softmax):
+        def kern(gram: np.ndarray | None = None, use_symmetry: bool = False) -> np.ndarray:
+            return kernel.softmax_kernel(s.X, s.w_K, s.w_Q, kind.beta, setting.alpha, kind.mask,
+                                         gram)
+    else:
+        f = check_nonlinearity(setting.f)
+        a0 = setting.hermite.a0  # E f(alpha xi): the off-diagonal logits are ~ N(0, alpha^2)
+
+        def kern(gram: np.ndarray | None = None, use_symmetry: bool = False) -> np.ndarray:
+            return kernel.attention_kernel(s.X, f, s.w_K, s.w_Q, setting.alpha, keep_diagonal,
+                                           gram, a0, use_symmetry)
     if p >= n:
         G = s.X.T @ s.X
-        K = kernel.attention_kernel(s.X, f, s.w_K, s.w_Q, setting.alpha, keep_diagonal, G, a0)
+        K = kern(G)
         A = K.T @ (G @ K)
         A /= n
         G /= n  # in place: the kernel is done with X^T X
         att, ridge = interpolation_errors([A, G], s.y, gammas, gram=True)
     else:
-        K = kernel.attention_kernel(s.X, f, s.w_K, s.w_Q, setting.alpha, keep_diagonal, a0=a0,
-                                    use_symmetry=True)
+        K = kern(use_symmetry=True)
         att, ridge = interpolation_errors([s.X @ K, s.X], s.y, gammas)
     return att, ridge
 
@@ -95,7 +111,8 @@ def errors(setting: Setting, gammas: object, n: int = 2048, trials: int = 4, see
     Parameters
     ----------
     setting : Setting
-        Model scalars.
+        Model scalars, with :class:`~attn_lib.model.setting.Entrywise` or
+        :class:`~attn_lib.model.setting.Softmax` attention (softmax ignores ``setting.f``).
     gammas : float or array_like of shape (G,)
         Positive ridge parameters.
     n : int, default 2048
@@ -106,7 +123,8 @@ def errors(setting: Setting, gammas: object, n: int = 2048, trials: int = 4, see
     seed : int, default 0
         Non-negative root seed.
     keep_diagonal : bool, default False
-        Keep the kernel's diagonal (see :mod:`attn_lib.model.kernel`).
+        Keep the kernel's diagonal (see :mod:`attn_lib.model.kernel`); entry-wise attention only
+        (softmax has ``Softmax(beta, mask=...)``).
     progress : bool, default False
         Show a tqdm progress bar over trials.
     attention : bool, default True
@@ -130,9 +148,12 @@ def errors(setting: Setting, gammas: object, n: int = 2048, trials: int = 4, see
 def errors_plan(setting: Setting, gammas: object, n: int = 2048, trials: int = 4, seed: int = 0,
                 keep_diagonal: bool = False, attention: bool = True) -> Plan[SimulationResult]:
     """The trials of :func:`errors` (same parameters), as a :class:`~.trials.Plan`."""
-    check_setting(setting)
+    check_setting(setting, attention=KINDS)
     if not isinstance(keep_diagonal, bool) or not isinstance(attention, bool):
         raise TypeError("keep_diagonal and attention must be bool")
+    if keep_diagonal and isinstance(setting.attention, Softmax):
+        raise ValueError("keep_diagonal applies to entry-wise attention; softmax attention masks "
+                         "its self-pairs with Softmax(beta, mask=True) and keeps them with mask=False")
     g = check_gammas(gammas)
     n = check_int(n, "n")
     trials = check_int(trials, "trials")
@@ -145,3 +166,28 @@ def errors_plan(setting: Setting, gammas: object, n: int = 2048, trials: int = 4
         return {"ridge": ridge} if att is None else {"attention": att, "ridge": ridge}
 
     return SimulationResult.plan(trial, trials=trials, seed=seed, gammas=g, n=n, p=p)
+
+
+def self_weight(setting: Setting, n: int = 2048, trials: int = 4, seed: int = 0) -> Trials:
+    """Monte Carlo of the mean weight ``tr(A) / n`` a query puts on itself under softmax.
+
+    ``setting.attention`` must be :class:`~attn_lib.model.setting.Softmax`; with
+    ``mask=False`` this shows the self-pair taking nearly all the weight (its logit is about
+    ``alpha sqrt(p)``, the others ``O(1)``). Seeded as :func:`errors` (the same draws).
+
+    Returns
+    -------
+    Trials
+        The curve ``"self_weight"`` of shape ``(trials,)`` (``gammas`` empty).
+    """
+    check_setting(setting, attention=(Softmax,))
+    n, trials, seed = check_int(n, "n", low=2), check_int(trials, "trials"), check_seed(seed)
+    kind = setting.attention
+    data.geometry(setting, setting.p(n))
+
+    def trial(rng: np.random.Generator) -> dict[str, float]:
+        s = data.draw(setting, n, rng)
+        A = kernel.softmax_kernel(s.X, s.w_K, s.w_Q, kind.beta, setting.alpha, kind.mask)
+        return {"self_weight": kernel.self_weight(A)}
+
+    return Trials.run(trial, trials=trials, seed=seed, gammas=np.empty(0), n=n, p=setting.p(n))

@@ -3,7 +3,8 @@
 Public modules: :mod:`~attn_lib.theory.attention` (``attention_error(setting, gammas)`` is the
 proportional limit; with ``n=...`` it is the finite-size theory), :mod:`~attn_lib.theory.ridge`,
 :mod:`~attn_lib.theory.kernel_spectrum`, :mod:`~attn_lib.theory.marchenko_pastur` and
-:mod:`~attn_lib.theory.shift` (the shifted Hermite data of the finite-size theory).
+:mod:`~attn_lib.theory.shift` (the shifted Hermite data of the finite-size theory) and
+:mod:`~attn_lib.theory.softmax` (softmax attention by reduction to the entry-wise theory).
 
 The implementation is private: the bulk fixed point for real and complex ``gamma``
 (``_bulk``), the spiked linear pencil (``_spiked``), the finite-size equivalent
@@ -11,14 +12,14 @@ The implementation is private: the bulk fixed point for real and complex ``gamma
 :class:`ConvergenceError` (``_errors``).
 """
 
-from . import attention, kernel_spectrum, marchenko_pastur, ridge, shift
+from . import attention, kernel_spectrum, marchenko_pastur, ridge, shift, softmax
 from ._errors import ConvergenceError
 from .attention import (BulkSolution, Linearisation, attention_bulk, attention_error, attention_error_batch,
                         attention_resolvent_form, gram_spectrum, linearisation)
 from .kernel_spectrum import kernel_density
 from .ridge import ridge_error
 
-__all__ = ["attention", "kernel_spectrum", "marchenko_pastur", "ridge", "shift", "ridge_error",
+__all__ = ["attention", "kernel_spectrum", "marchenko_pastur", "ridge", "shift", "softmax", "ridge_error",
            "attention_error", "attention_error_batch", "attention_bulk", "attention_resolvent_form",
            "gram_spectrum", "linearisation", "Linearisation", "BulkSolution", "ConvergenceError",
            "kernel_density"]

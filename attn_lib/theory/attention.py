@@ -10,6 +10,11 @@ linear pencil (``attn_lib.theory._spiked``). The inputs are ``c``, ``snr``, the 
 (``a2`` only enters rank-two terms orthogonal to the labels, and drops out). A full weight part
 ``alpha != 1`` is reduced to ``alpha = 1`` through :meth:`attn_lib.Setting.canonical`.
 
+Softmax attention (:class:`~attn_lib.model.setting.Softmax`) is reduced to the entry-wise
+kernel of ``f_beta`` (:mod:`attn_lib.theory.softmax`): its proportional limit is that of
+:func:`~attn_lib.theory.softmax.entrywise_equivalent` at the effective ridge parameter
+``gamma / s_n^2`` (:func:`~attn_lib.theory.softmax.effective_gamma`).
+
 Special cases handled by the same code: ``a1 = 0`` (then ``Qbar = I/alpha``, and the error does
 not depend on ``snr`` or the weights), linear ``f`` (``b2 = 0``: ``alpha = gamma``,
 ``kappa = tau = 0``), ``snr = 0``, weights orthogonal to ``mu``.
@@ -23,7 +28,8 @@ from typing import Sequence
 import numpy as np
 
 from .._validation import check_gammas, check_int, check_real, check_setting, check_settings
-from ..model.setting import Setting
+from ..model.setting import Entrywise, Setting, Softmax
+from . import softmax
 from ._bulk import BulkSolution, solve_bulk, spectral_g1
 from ._errors import ConvergenceError
 from ._finite_size import finite_size_resolvent_form, finite_size_resolvent_form_batch
@@ -111,6 +117,22 @@ def _solve(settings: Sequence[Setting], g: np.ndarray, max_iter: int, continuati
     return bulk, q, dq
 
 
+#: The attention kinds of the error functions (softmax by reduction, proportional limit only).
+_KINDS = (Entrywise, Softmax)
+
+
+def _entrywise(setting: object, n: object) -> Setting:
+    """``setting`` checked, a softmax one replaced by its entry-wise equivalent (``n`` must be None)."""
+    s = check_setting(setting, attention=_KINDS)
+    if isinstance(s.attention, Softmax):
+        if n is not None:
+            raise ValueError("n: the finite-size theory of softmax attention is not implemented "
+                             "yet; use the proportional limit (n=None) at the effective "
+                             "gamma of attn_lib.theory.softmax.effective_gamma")
+        s = softmax.entrywise_equivalent(s)
+    return s
+
+
 def _check_n(n: object, setting: Setting) -> int:
     n = check_int(n, "n", low=8)
     if setting.p(n) < 8:
@@ -126,7 +148,7 @@ def attention_resolvent_form(setting: Setting, gammas: object, *, n: int | None 
     With ``n`` given, the finite-size equivalent (``attn_lib.theory._finite_size``;
     ``max_iter`` and ``continuation`` then do not apply).
     """
-    s = check_setting(setting)
+    s = _entrywise(setting, n)
     g = check_gammas(gammas)
     if n is not None:
         return finite_size_resolvent_form(s, g, _check_n(n, s))
@@ -147,11 +169,15 @@ def attention_error(setting: Setting, gammas: object, *, n: int | None = None, m
     Parameters
     ----------
     setting : Setting
-        Any ``c > 0``, ``snr >= 0``, weight geometry, nonlinearity and ``alpha``.
+        Any ``c > 0``, ``snr >= 0``, weight geometry, nonlinearity and ``alpha``; entry-wise or
+        (masked) softmax attention. Under softmax ``gammas`` are effective ridge parameters
+        ``gamma / s_n^2`` (:func:`attn_lib.theory.softmax.effective_gamma`): the raw features
+        ``X A`` have the scale ``s_n ~ sqrt(p) / n``.
     gammas : float or array_like of shape (G,)
         Positive ridge parameters (any order; solved along the sorted grid).
     n : int, optional
-        Number of tokens (``p = round(c n)``, at least 8): switches on the finite-size theory.
+        Number of tokens (``p = round(c n)``, at least 8): switches on the finite-size theory
+        (entry-wise attention only: a softmax setting raises ``ValueError``).
     max_iter : int, default 50
         Newton iteration cap per continuation step (proportional limit only).
     continuation : {"parallel", "grid"}, default "parallel"
@@ -207,7 +233,7 @@ def attention_error_batch(settings: Sequence[Setting], gamma: object, *, n: int 
     ConvergenceError
         When the fixed point of any setting cannot be solved (never returns NaN).
     """
-    settings = check_settings(settings)
+    settings = [_entrywise(s, n) for s in check_settings(settings, attention=_KINDS)]
     g = np.asarray(gamma, dtype=float)
     B = len(settings)
     if g.ndim == 0:

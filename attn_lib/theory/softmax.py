@@ -1,0 +1,161 @@
+r"""Softmax attention by reduction to the entry-wise theory (proportional limit).
+
+Softmax attention (:class:`~attn_lib.model.setting.Softmax`) with the self-pairs masked has
+``A_ij = exp(beta T_ij) / D_j`` (``i != j``), ``D_j = sum_{k != j} exp(beta T_kj)``, on the
+logits ``T = X^T M X / sqrt(p)``, whose off-diagonal entries are about ``N(0, sigma^2)`` with
+``sigma`` the setting's ``logit_scale`` (``alpha``). With ``m = E exp(beta sigma xi) =
+e^{beta^2 sigma^2 / 2}`` and ``g(t) = exp(beta t) / m - 1`` (centred), **exactly**
+
+    (n - 1) A = (1 1^T - I + G) D_eps^{-1},   G_ij = g(T_ij) (i != j),  G_jj = 0,
+    D_eps = diag(1 + eps),  eps = G^T 1 / (n - 1),
+
+so ``Phi = X A`` is the sum of
+
+* the kernel part ``X G / (n - 1) = s X K``, ``K`` the book's entry-wise kernel of
+  ``f_beta(t) = exp(beta t - beta^2/2) - 1`` (:func:`entrywise_equivalent`) and
+  ``s = sqrt(p) e^{-beta^2 (sigma^2 - 1) / 2} / (n - 1)`` (:func:`scale`);
+* the mean part ``X (1 1^T - I) / (n - 1)``, a rank-one spike ``u 1^T`` (``u = X 1 / (n - 1)``,
+  ``||u||^2 ~ c``) plus ``-X / (n - 1)``;
+* the normalising-sum fluctuations ``D_eps^{-1} - I``, of relative size
+  ``std(eps) ~ sqrt(nu / n + beta^4 sigma^4 / (2 p))`` (:func:`normalisation_std`).
+
+In the proportional limit only the kernel part survives (``book/derivation_softmax.md`` derives
+each step and measures what the others add at finite ``n``): the features ``s Phi`` at ``gamma``
+have the error of ``Phi`` at ``gamma / s^2`` (exact), the spike ``u 1^T`` is ``n / gamma``
+times larger than the bulk and, the labels being balanced (``y^T 1 = 0``), only removes one
+direction of feature space and one of token space (a rank-two change, ``O(1/n)``), the
+fluctuations multiply the spike into a rank-one term along the same ``u`` and rescale the
+columns of the kernel part by ``1 + O(n^{-1/2})``. Hence
+
+    E_softmax(gamma; n) -> E_entrywise[f_beta](gamma / s_n^2),
+
+and :func:`attn_lib.theory.attention_error` of a softmax setting is the right-hand side as a
+function of the **effective** ridge parameter ``gamma / s_n^2`` (:func:`effective_gamma`): the
+raw ``gamma`` of ``Phi = X A`` shrinks like ``c / n`` at fixed effective regularisation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from .._validation import check_gammas, check_int, check_setting
+from ..model.kernel import logits
+from ..model.setting import ENTRYWISE, BaseSetting, Setting, Softmax
+
+__all__ = ["entrywise_equivalent", "scale", "effective_gamma", "normalisation_std", "Parts",
+           "decompose"]
+
+
+def _softmax_setting(setting: object) -> Setting:
+    """``setting`` if it has masked :class:`Softmax` attention (the one the reduction covers)."""
+    s = check_setting(setting, attention=(Softmax,))
+    if not s.attention.mask:
+        raise ValueError("setting.attention: the softmax theory needs the self-pairs masked "
+                         "(Softmax(beta, mask=True)); without the mask A is close to the identity")
+    return s
+
+
+def entrywise_equivalent(setting: Setting) -> Setting:
+    """The entry-wise setting whose kernel is the softmax's: ``f = f_beta``, ``Entrywise`` attention.
+
+    Parameters
+    ----------
+    setting : Setting
+        With ``attention=Softmax(beta)`` (masked); its ``f`` is ignored.
+
+    Returns
+    -------
+    Setting
+        The same scalars with ``f = exponential(beta)`` and entry-wise attention.
+    """
+    s = _softmax_setting(setting)
+    return dataclasses.replace(s, f=s.attention.f, attention=ENTRYWISE)
+
+
+def scale(setting: BaseSetting, n: int) -> float:
+    r"""Scale ``s = sqrt(p) e^{-beta^2 (sigma^2 - 1) / 2} / (n - 1)`` of the kernel part of ``X A``.
+
+    ``X G / (n - 1) = s X K`` with ``K`` the entry-wise kernel of :func:`entrywise_equivalent`
+    (``sigma = setting.logit_scale``; ``s = sqrt(p) / (n - 1)`` at ``alpha = 1``).
+    """
+    s = _softmax_setting(setting)
+    n = check_int(n, "n", low=2)
+    b, sigma = s.attention.beta, s.logit_scale
+    return float(np.sqrt(s.p(n)) * np.exp(-0.5 * b * b * (sigma * sigma - 1.0)) / (n - 1))
+
+
+def effective_gamma(setting: BaseSetting, gammas: object, n: int) -> np.ndarray:
+    """``gamma / s^2`` (:func:`scale`): the ridge parameter of ``X A`` in the units of ``X K``.
+
+    ``E_{X A}(gamma)`` at ``n`` tokens is compared with ``attention_error(setting,
+    effective_gamma(setting, gamma, n))``.
+    """
+    return check_gammas(gammas) / scale(setting, n) ** 2
+
+
+def normalisation_std(setting: BaseSetting, n: int) -> float:
+    r"""Predicted standard deviation of ``eps_j = D_j / ((n - 1) m) - 1`` on random inputs.
+
+    Given the query ``x_j``, the ``n - 1`` terms ``g(T_kj)`` are independent with variance
+    ``nu = e^{beta^2 sigma^2} - 1``, and their conditional mean is
+    ``exp(beta^2 sigma^2 eta_j / 2) - 1``, ``eta_j = ||x_j||^2 / p - 1 ~ N(0, 2 / p)``:
+
+        Var eps_j ~ nu / (n - 1) + beta^4 sigma^4 / (2 p).
+
+    Leading order for ``mu = 0`` and weights that do not change the logit variance; a coherent
+    shift and aligned weights add to it.
+    """
+    s = _softmax_setting(setting)
+    n = check_int(n, "n", low=2)
+    b = s.attention.beta * s.logit_scale
+    return float(np.sqrt(np.expm1(b * b) / (n - 1) + b ** 4 / (2.0 * s.p(n))))
+
+
+@dataclasses.dataclass(frozen=True)
+class Parts:
+    """The exact decomposition of the softmax features ``X A`` (see the module docstring).
+
+    Attributes
+    ----------
+    kernel : ndarray of shape (p, n)
+        ``X G / (n - 1)``, the kernel part (``s X K``).
+    mean : ndarray of shape (p, n)
+        ``X (1 1^T - I) / (n - 1)``, the mean part.
+    eps : ndarray of shape (n,)
+        ``G^T 1 / (n - 1)``: the normalising sums are ``(n - 1) m (1 + eps)``.
+    """
+
+    kernel: np.ndarray
+    mean: np.ndarray
+    eps: np.ndarray
+
+    @property
+    def features(self) -> np.ndarray:
+        """``X A = (kernel + mean) / (1 + eps)`` (column-wise), shape ``(p, n)``."""
+        return (self.kernel + self.mean) / (1.0 + self.eps)
+
+
+def decompose(X: np.ndarray, w_K: np.ndarray, w_Q: np.ndarray, beta: float,
+              alpha: float = 1.0) -> Parts:
+    """The parts of the masked softmax features ``X A`` of one draw (:class:`Parts`).
+
+    Parameters
+    ----------
+    X : ndarray of shape (p, n)
+    w_K, w_Q : ndarray of shape (p,)
+    beta : float
+        Inverse temperature.
+    alpha : float, default 1.0
+        Full part of the weights; the centring uses ``m = e^{beta^2 alpha^2 / 2}``.
+    """
+    p, n = X.shape
+    G = logits(X, w_K, w_Q, alpha)
+    G *= beta
+    G -= 0.5 * (beta * alpha) ** 2
+    np.expm1(G, out=G)
+    np.fill_diagonal(G, 0.0)
+    eps = G.sum(axis=0) / (n - 1)
+    mean = (X.sum(axis=1, keepdims=True) - X) / (n - 1)
+    return Parts(kernel=(X @ G) / (n - 1), mean=mean, eps=eps)
