@@ -89,3 +89,47 @@ def test_bad_fields_and_vectors():
         al.RankSetting.from_setting(al.RankSetting(c=0.5, gram=np.eye(3)))
     # a rank-deficient but PSD Gram (aligned weights) is accepted
     al.RankSetting.from_vectors(0.5, mu, W_K, W_K)
+
+
+# ----------------------------------------------------------------------------- simulator
+@pytest.mark.parametrize("c, aligned", [(0.5, False), (0.5, True), (1.5, False)])
+def test_rank_one_as_rank_setting_is_bit_identical(c, aligned):
+    # the same draws (labels, then Z; the geometry is deterministic) and the rank-one kernel path
+    cos = 1.0 if aligned else 0.4
+    s = al.Setting(c=c, snr=1.5, wk_norm=1.2, wq_norm=0.8, cos_mu_wk=cos, cos_mu_wq=cos,
+                   cos_wk_wq=1.0 if aligned else 0.1, alpha=0.8)
+    g = [1e-3, 0.1, 1.0]
+    a = al.simulate.errors(s, g, n=96, trials=2, seed=3)
+    b = al.simulate.errors(al.RankSetting.from_setting(s), g, n=96, trials=2, seed=3)
+    assert np.array_equal(a.values["attention"], b.values["attention"])
+    assert np.array_equal(a.values["ridge"], b.values["ridge"])
+
+
+def test_rank_r_draw_and_errors_match_the_explicit_matrix():
+    mu, W_K, W_Q = _vectors(3, d=7, seed=1)
+    rs = al.RankSetting.from_vectors(0.5, 3 * mu, 2 * W_K, 2 * W_Q, f="relu", alpha=0.9)
+    n = 80
+    smp = al.data.draw(rs, n, np.random.default_rng(0))
+    p = rs.p(n)
+    assert smp.w_K.shape == (3, p) and smp.w_Q.shape == (3, p) and smp.mu.shape == (p,)
+    V = np.vstack([smp.mu, smp.w_K, smp.w_Q])
+    assert np.allclose(V @ V.T, rs.gram, rtol=0, atol=1e-12)
+    # the simulator's error of this draw against K built from the p x p matrix itself
+    g = np.array([1e-2, 1.0])
+    att, ridge = al.simulate.draw_errors(rs, g, n, np.random.default_rng(0))
+    M = 0.9 * np.eye(p) + smp.w_K.T @ smp.w_Q
+    X, y = smp.X, smp.y
+    K = al.kernel.apply(al.nonlinearity.check_nonlinearity("relu"), X.T @ M @ X / np.sqrt(p), p,
+                        a0=rs.hermite.a0)
+    Phi = X @ K
+    for gam, e in zip(g, att):
+        Q = np.linalg.inv(Phi.T @ Phi / n + gam * np.eye(n))
+        assert e == pytest.approx(gam ** 2 * y @ Q @ Q @ y / n, rel=1e-8)
+
+
+def test_rank_r_needs_enough_dimensions():
+    mu, W_K, W_Q = _vectors(4, d=20)
+    rs = al.RankSetting.from_vectors(0.05, mu, W_K, W_Q)
+    with pytest.raises(ValueError, match="n is too small: mu and the 8 weight vectors span 9 "
+                                         "dimensions but p = 5"):
+        al.simulate.errors(rs, 1.0, n=100, trials=1)

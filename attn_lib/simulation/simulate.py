@@ -18,14 +18,14 @@ import numpy as np
 from ..model import data, kernel
 from .._validation import check_gammas, check_int, check_seed, check_setting
 from ..model.nonlinearity import check_nonlinearity
-from ..model.setting import Setting
+from ..model.setting import RankSetting, Setting
 from .resolvent import interpolation_error, interpolation_errors
 from .trials import Plan, Stats, Trials
 
 __all__ = ["draw_errors", "SimulationResult", "errors", "errors_plan"]
 
 
-def draw_errors(setting: Setting, gammas: np.ndarray, n: int, rng: np.random.Generator,
+def draw_errors(setting: Setting | RankSetting, gammas: np.ndarray, n: int, rng: np.random.Generator,
                 keep_diagonal: bool = False, attention: bool = True
                 ) -> tuple[np.ndarray | None, np.ndarray]:
     """Attention and ridge errors of one draw, each shaped like ``gammas``.
@@ -87,15 +87,15 @@ class SimulationResult(Trials):
         return self.stats("ridge")
 
 
-def errors(setting: Setting, gammas: object, n: int = 2048, trials: int = 4, seed: int = 0,
+def errors(setting: Setting | RankSetting, gammas: object, n: int = 2048, trials: int = 4, seed: int = 0,
            keep_diagonal: bool = False, progress: bool = False,
            attention: bool = True, scheduler: str | None = None) -> SimulationResult:
     """Monte Carlo interpolation errors of attention and ridge regression.
 
     Parameters
     ----------
-    setting : Setting
-        Model scalars.
+    setting : Setting or RankSetting
+        Model scalars (rank-one or rank-``r`` weights).
     gammas : float or array_like of shape (G,)
         Positive ridge parameters.
     n : int, default 2048
@@ -127,10 +127,10 @@ def errors(setting: Setting, gammas: object, n: int = 2048, trials: int = 4, see
     return plan.run(progress=progress, scheduler=scheduler)
 
 
-def errors_plan(setting: Setting, gammas: object, n: int = 2048, trials: int = 4, seed: int = 0,
+def errors_plan(setting: Setting | RankSetting, gammas: object, n: int = 2048, trials: int = 4, seed: int = 0,
                 keep_diagonal: bool = False, attention: bool = True) -> Plan[SimulationResult]:
     """The trials of :func:`errors` (same parameters), as a :class:`~.trials.Plan`."""
-    check_setting(setting)
+    check_setting(setting, types=(Setting, RankSetting))
     if not isinstance(keep_diagonal, bool) or not isinstance(attention, bool):
         raise TypeError("keep_diagonal and attention must be bool")
     g = check_gammas(gammas)
