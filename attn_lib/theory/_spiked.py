@@ -135,35 +135,42 @@ def pencil_integrals(bulk: BulkSolution):
 
 
 def _vectors(c, gram):
-    """Coordinates ``(alpha_a, w_a)`` of ``yh, e, u, v``: shapes ``(B, 4)`` and ``(B, 4, 3)``.
+    """Coordinates ``(alpha_a, w_a)`` of ``yh, e, u_1..u_r, v_1..v_r``: shapes ``(B, 2 + 2r)``
+    and ``(B, 2 + 2r, 1 + 2r)``.
 
-    ``w_a`` is expressed in the (possibly dependent) frame ``(mu, w_K, w_Q)`` whose Gram matrix
-    is ``gram`` (``(B, 3, 3)``).
+    ``w_a`` is expressed in the (possibly dependent) frame ``(mu, w_K^(1..r), w_Q^(1..r))``
+    whose Gram matrix is ``gram`` (``(B, 1 + 2r, 1 + 2r)``; ``r = 1``: ``(mu, w_K, w_Q)``).
+    ``u_k = X^T w_K^(k) / sqrt(p)`` has ``alpha = mu^T w_K^(k) / sqrt(c)`` and the frame
+    vector ``w_K^(k)``, and so on; ``e = Z^T mu / sqrt(p)`` has ``alpha = 0`` and ``mu``.
     """
-    B = c.shape[0]
-    sc = np.sqrt(c)
-    al = np.zeros((B, 4))
+    B, m = gram.shape[0], gram.shape[1]
+    al = np.zeros((B, m + 1))
     al[:, 0] = 1.0
-    al[:, 2] = gram[:, 0, 1] / sc
-    al[:, 3] = gram[:, 0, 2] / sc
-    W = np.zeros((B, 4, 3))
-    W[:, 1, 0] = 1.0
-    W[:, 2, 1] = 1.0
-    W[:, 3, 2] = 1.0
+    al[:, 2:] = gram[:, 0, 1:] / np.sqrt(c)[:, None]
+    W = np.zeros((B, m + 1, m))
+    W[:, 1:, :] = np.eye(m)
     return al, W
 
 
-# Columns of the low-rank factorisation P = Uc Cc Vc^T: (block, vector) with vectors
-# 0 = yh, 1 = e, 2 = u, 3 = v.
-_U_COLS = [(_X, 0), (_K, 0), (_E, 0), (_X, 1), (_K, 1), (_E, 1), (_X, 3), (_K, 2)]
-_V_COLS = [(_X, 0), (_K, 0), (_E, 0), (_X, 1), (_K, 1), (_E, 1), (_E, 2), (_X, 3)]
+def _columns(r):
+    """Columns ``(block, vector)`` of ``P = Uc Cc Vc^T``, left and right, ``6 + 2r`` each.
+
+    Vectors are numbered as in :func:`_vectors` (``0 = yh``, ``1 = e``, ``2 + k = u_k``,
+    ``2 + r + k = v_k``). The first six carry the signal spike ``L1 (x) U C U^T``; pair ``k``
+    adds ``rho E_xe (x) v_k u_k^T`` (left ``(x, v_k)``, right ``(e, u_k)``) and
+    ``-rho E_kx (x) u_k v_k^T`` (left ``(k, u_k)``, right ``(x, v_k)``).
+    """
+    spike = [(_X, 0), (_K, 0), (_E, 0), (_X, 1), (_K, 1), (_E, 1)]
+    left = spike + [col for k in range(r) for col in ((_X, 2 + r + k), (_K, 2 + k))]
+    right = spike + [col for k in range(r) for col in ((_E, 2 + k), (_X, 2 + r + k))]
+    return left, right
 
 
-def _core(snr, c, tau, rho):
-    """``Cc`` (shape ``(B, 8, 8)``) and ``dCc/dtau``: ``P = sum_ab Cc[a,b] Uc_a Vc_b^T``."""
+def _core(snr, c, tau, rho, r):
+    """``Cc`` (shape ``(B, 6 + 2r, 6 + 2r)``) and ``dCc/dtau``: ``P = sum_ab Cc[a,b] Uc_a Vc_b^T``."""
     B = c.shape[0]
-    Cc = np.zeros((B, 8, 8))
-    dC = np.zeros((B, 8, 8))
+    Cc = np.zeros((B, 6 + 2 * r, 6 + 2 * r))
+    dC = np.zeros_like(Cc)
     L1 = _L1(tau, rho)
     s_c = snr / c
     r_c = 1.0 / np.sqrt(c)
@@ -177,8 +184,9 @@ def _core(snr, c, tau, rho):
     dC[:, _E, _E] = s_c
     dC[:, _E, 3 + _E] = r_c
     dC[:, 3 + _E, _E] = r_c
-    Cc[:, 6, 6] = rho       # rho E_xe (x) v u^T : left (x, v), right (e, u)
-    Cc[:, 7, 7] = -rho      # -rho E_kx (x) u v^T : left (k, u), right (x, v)
+    for k in range(r):
+        Cc[:, 6 + 2 * k, 6 + 2 * k] = rho       # rho E_xe (x) v_k u_k^T
+        Cc[:, 7 + 2 * k, 7 + 2 * k] = -rho      # -rho E_kx (x) u_k v_k^T
     return Cc, dC
 
 
@@ -191,8 +199,9 @@ def label_quadratic_form(bulk: BulkSolution, snr, gram):
         Flat (shape ``(B,)``) bulk solution.
     snr : ndarray of shape (B,)
         ``||mu||^2``.
-    gram : ndarray of shape (B, 3, 3)
-        Gram matrix of ``mu, w_K, w_Q`` (of the canonical, ``alpha = 1`` setting).
+    gram : ndarray of shape (B, 1 + 2r, 1 + 2r)
+        Gram matrix of ``mu, w_K^(1..r), w_Q^(1..r)`` (of the canonical, ``alpha = 1``
+        setting; ``r = 1``: ``mu, w_K, w_Q``).
 
     Returns
     -------
@@ -201,14 +210,16 @@ def label_quadratic_form(bulk: BulkSolution, snr, gram):
     """
     c, tau, rho = bulk.c, bulk.tau, bulk.rho
     A_m, A_s, dA_m, dA_s = pencil_integrals(bulk)
+    rank = (gram.shape[1] - 1) // 2
     al, W = _vectors(c, gram)
-    # inner products of the w-parts, divided by c: (B, 4, 4)
+    # inner products of the w-parts, divided by c: (B, 2 + 2 rank, 2 + 2 rank)
     Wg = np.einsum("bai,bij,bcj->bac", W, gram, W) / c[:, None, None]
     AA = al[:, :, None] * al[:, None, :]
-    ub = np.array([b for b, _ in _U_COLS])
-    uv = np.array([v for _, v in _U_COLS])
-    vb = np.array([b for b, _ in _V_COLS])
-    vv = np.array([v for _, v in _V_COLS])
+    left, right = _columns(rank)
+    ub = np.array([b for b, _ in left])
+    uv = np.array([v for _, v in left])
+    vb = np.array([b for b, _ in right])
+    vv = np.array([v for _, v in right])
 
     def forms(Am, As):
         Bm = (AA[:, vv[:, None], uv[None, :]] * Am[:, vb[:, None], ub[None, :]]
@@ -219,10 +230,9 @@ def label_quadratic_form(bulk: BulkSolution, snr, gram):
 
     Bm, r, lv = forms(A_m, A_s)
     dBm, dr, dlv = forms(dA_m, dA_s)
-    Cc, dCt = _core(np.asarray(snr, float), c, tau, rho)
+    Cc, dCt = _core(np.asarray(snr, float), c, tau, rho, rank)
     dC = dCt * bulk.dtau[:, None, None]
-    I8 = np.eye(8)
-    N = I8 + Bm @ Cc
+    N = np.eye(6 + 2 * rank) + Bm @ Cc
     Ninv_l = np.linalg.solve(N, lv[..., None])[..., 0]          # N^{-1} l
     CNl = np.einsum("bij,bj->bi", Cc, Ninv_l)                   # C N^{-1} l
     q = A_m[:, _X, _X] - np.einsum("bi,bi->b", r, CNl)
