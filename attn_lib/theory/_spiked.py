@@ -40,6 +40,31 @@ columns on each side) is handled by one Woodbury step with ``8 x 8`` matrices bu
 ``B[a, b] = <V_a, G U_b>``, ``r_b = <yh, G_{x .} U_b>``, ``l_a = <V_a, G_{. x} yh>``.
 No partial fractions are needed. The ``gamma``-derivative follows by differentiating each piece
 (``dG = -G dL G``) with the bulk tangent ``d(alpha, kappa, tau)/dgamma``.
+
+Rank r
+------
+For ``W = I + sum_{k<=r} w_K^(k) w_Q^(k)T`` (:class:`attn_lib.RankSetting`, canonical) the
+linear part of the kernel is ``J = j(S_x) + rho sum_k u_k v_k^T`` with
+``u_k = X^T w_K^(k) / sqrt(p)``, ``v_k = X^T w_Q^(k) / sqrt(p)``, and the pencil is the same
+``L0 (x) I + L1 (x) S_x`` plus the rank-``2r`` part
+``sum_k (rho E_xe (x) v_k u_k^T - rho E_kx (x) u_k v_k^T)``. What generalises:
+
+* the bulk (``alpha, kappa, tau``, hence ``G``, ``A_mu``, ``A_sigma``) depends on ``c``, ``rho``
+  and ``b2`` only: a finite-rank change of ``K`` does not move normalised traces, so ``r`` and
+  the weights never enter it;
+* the spikes: the ``2 + 2r`` vectors ``yh, e, u_1..u_r, v_1..v_r`` are all of the form
+  ``alpha_a yh + Z^T w_a / sqrt(p)`` in the frame ``(mu, w_K^(1..r), w_Q^(1..r))`` whose Gram
+  matrix (``(1 + 2r) x (1 + 2r)``) is the setting's (:func:`_vectors`), so the isotropic law
+  gives every inner product from ``A_mu``, ``A_sigma`` and that Gram matrix;
+* the perturbation ``P = Uc Cc Vc^T`` keeps the six signal-spike columns and adds two per pair
+  (:func:`_columns`, :func:`_core`): one Woodbury step with ``(6 + 2r) x (6 + 2r)`` matrices
+  (``r = 1``: the eight above, in the same order, so the rank-one numbers are unchanged;
+  ``r = 32``: 70).
+
+The limit is taken at fixed ``r``; at finite ``p`` the low-rank logits add
+``(2 tr(W_K^T W_Q) + ||W_K^T W_Q||_F^2) / p`` (of order ``r / p``) to the variance of ``f``'s
+argument, and the coherent shift ``delta = |mu^T W mu| / sqrt(p)`` has the
+same role as for rank one (``benchmarks/rank_r.py``).
 """
 
 from __future__ import annotations

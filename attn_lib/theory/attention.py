@@ -10,6 +10,11 @@ linear pencil (``attn_lib.theory._spiked``). The inputs are ``c``, ``snr``, the 
 (``a2`` only enters rank-two terms orthogonal to the labels, and drops out). A full weight part
 ``alpha != 1`` is reduced to ``alpha = 1`` through :meth:`attn_lib.Setting.canonical`.
 
+Rank-``r`` weights (:class:`attn_lib.RankSetting`, ``W = alpha I + sum_k w_K^(k) w_Q^(k)T``)
+go through the same bulk and a spiked pencil with ``1 + 2r`` vectors (``attn_lib.theory._spiked``,
+"Rank r"), in the proportional limit only: the finite-size theory (``n=...``) takes
+:class:`~attn_lib.Setting` and refuses a ``RankSetting`` with a ``ValueError`` for now.
+
 Special cases handled by the same code: ``a1 = 0`` (then ``Qbar = I/alpha``, and the error does
 not depend on ``snr`` or the weights), linear ``f`` (``b2 = 0``: ``alpha = gamma``,
 ``kappa = tau = 0``), ``snr = 0``, weights orthogonal to ``mu``.
