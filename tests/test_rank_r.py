@@ -115,6 +115,31 @@ def test_rank_one_as_rank_setting_is_bit_identical(c, aligned):
     assert np.array_equal(a.values["ridge"], b.values["ridge"])
 
 
+def test_rank_r_logits_and_kernel():
+    # n = 300: three row blocks of the kernel pass (about 109 rows each)
+    rng = np.random.default_rng(7)
+    p, n, r = 48, 300, 4
+    X = rng.standard_normal((p, n))
+    W_K, W_Q = rng.standard_normal((2, r, p)) / np.sqrt(p)
+    W_Q[2] = 0.0  # a vanishing pair is dropped
+    M = 0.6 * np.eye(p) + W_K.T @ W_Q
+    T = al.kernel.logits(X, W_K, W_Q, 0.6)
+    np.testing.assert_allclose(T, X.T @ M @ X / np.sqrt(p), rtol=0, atol=1e-13)  # measured 3.6e-15
+    f = al.nonlinearity.check_nonlinearity("tanh")
+    K = al.kernel.attention_kernel(X, f, W_K, W_Q, 0.6)
+    # the blocked dgemm against the whole-array one: at most the rounding of the r-term sums
+    # (measured: identical here; |K| <= 0.14)
+    np.testing.assert_allclose(K, al.kernel.apply(f, T, p), rtol=0, atol=1e-15)
+    Kg = al.kernel.attention_kernel(X, f, W_K, W_Q, 0.6, gram=X.T @ X)
+    np.testing.assert_allclose(Kg, K, rtol=0, atol=1e-15)
+    # pairs w_Q^(k) = lambda_k w_K^(k): a symmetric matrix, mirrored exactly
+    Ks = al.kernel.attention_kernel(X, f, W_K, -2.0 * W_K, 0.6, use_symmetry=True)
+    assert np.array_equal(Ks, Ks.T)
+    Ms = 0.6 * np.eye(p) - 2.0 * W_K.T @ W_K
+    np.testing.assert_allclose(Ks, al.kernel.apply(f, X.T @ Ms @ X / np.sqrt(p), p), rtol=0,
+                               atol=1e-15)  # measured 2.8e-16 (the explicit M rounds differently)
+
+
 def test_rank_r_draw_and_errors_match_the_explicit_matrix():
     mu, W_K, W_Q = _vectors(3, d=7, seed=1)
     rs = al.RankSetting.from_vectors(0.5, 3 * mu, 2 * W_K, 2 * W_Q, f="relu", alpha=0.9)
