@@ -1,6 +1,7 @@
 """Rank-r key-query weights ``W = alpha I + sum_k w_K^(k) w_Q^(k)T``: setting, simulator, theory."""
 
 import importlib.util
+import pickle
 from pathlib import Path
 
 import numpy as np
@@ -59,6 +60,7 @@ def test_equality_hash_and_read_only_gram():
     a = al.RankSetting.from_vectors(0.5, mu, W_K, W_Q)
     b = al.RankSetting(c=0.5, gram=np.array(a.gram))
     assert a == b and hash(a) == hash(b) and len({a, b}) == 1
+    assert pickle.loads(pickle.dumps(a)) == a  # as the Dask executor ships it
     assert a != al.RankSetting(c=0.5, gram=a.gram * 2)
     with pytest.raises(ValueError):
         a.gram[0, 0] = 1.0
