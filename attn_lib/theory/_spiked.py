@@ -160,21 +160,23 @@ def pencil_integrals(bulk: BulkSolution):
 
 
 def _vectors(c, gram):
-    """Coordinates ``(alpha_a, w_a)`` of ``yh, e, u_1..u_r, v_1..v_r``: shapes ``(B, 2 + 2r)``
-    and ``(B, 2 + 2r, 1 + 2r)``.
+    """Coordinates of ``yh, e, u_1..u_r, v_1..v_r``: ``alpha_a`` (shape ``(B, 2 + 2r)``) and
+    ``w_a^T w_b / c`` (shape ``(B, 2 + 2r, 2 + 2r)``).
 
-    ``w_a`` is expressed in the (possibly dependent) frame ``(mu, w_K^(1..r), w_Q^(1..r))``
-    whose Gram matrix is ``gram`` (``(B, 1 + 2r, 1 + 2r)``; ``r = 1``: ``(mu, w_K, w_Q)``).
-    ``u_k = X^T w_K^(k) / sqrt(p)`` has ``alpha = mu^T w_K^(k) / sqrt(c)`` and the frame
-    vector ``w_K^(k)``, and so on; ``e = Z^T mu / sqrt(p)`` has ``alpha = 0`` and ``mu``.
+    Each vector is ``alpha_a yh + Z^T w_a / sqrt(p)`` with ``w_a`` in the (possibly dependent)
+    frame ``(mu, w_K^(1..r), w_Q^(1..r))`` whose Gram matrix is ``gram`` (``(B, 1 + 2r, 1 + 2r)``;
+    ``r = 1``: ``(mu, w_K, w_Q)``): ``yh`` has ``alpha = 1`` and ``w = 0``, ``e = Z^T mu / sqrt(p)``
+    has ``alpha = 0`` and ``w = mu``, ``u_k = X^T w_K^(k) / sqrt(p)`` has
+    ``alpha = mu^T w_K^(k) / sqrt(c)`` and ``w = w_K^(k)``, and so on. So the ``w``-part inner
+    products are ``gram`` bordered by the zero row and column of ``yh``.
     """
     B, m = gram.shape[0], gram.shape[1]
     al = np.zeros((B, m + 1))
     al[:, 0] = 1.0
     al[:, 2:] = gram[:, 0, 1:] / np.sqrt(c)[:, None]
-    W = np.zeros((B, m + 1, m))
-    W[:, 1:, :] = np.eye(m)
-    return al, W
+    Wg = np.zeros((B, m + 1, m + 1))
+    Wg[:, 1:, 1:] = gram / c[:, None, None]
+    return al, Wg
 
 
 def _columns(r):
@@ -236,9 +238,7 @@ def label_quadratic_form(bulk: BulkSolution, snr, gram):
     c, tau, rho = bulk.c, bulk.tau, bulk.rho
     A_m, A_s, dA_m, dA_s = pencil_integrals(bulk)
     rank = (gram.shape[1] - 1) // 2
-    al, W = _vectors(c, gram)
-    # inner products of the w-parts, divided by c: (B, 2 + 2 rank, 2 + 2 rank)
-    Wg = np.einsum("bai,bij,bcj->bac", W, gram, W) / c[:, None, None]
+    al, Wg = _vectors(c, gram)
     AA = al[:, :, None] * al[:, None, :]
     left, right = _columns(rank)
     ub = np.array([b for b, _ in left])
