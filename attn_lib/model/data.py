@@ -132,8 +132,8 @@ def geometry(setting: Setting | RankSetting, p: int) -> np.ndarray:
     factor = latent_coordinates(setting).T
     rank = factor.shape[1]
     if rank > p:
-        names = "mu, w_K, w_Q" if isinstance(setting, Setting) else \
-            f"mu and the {2 * setting.r} weight vectors"
+        names = ("mu, w_K, w_Q" if isinstance(setting, Setting)
+                 else f"mu and the {2 * setting.r} weight vectors")
         raise ValueError(f"n is too small: {names} span {rank} dimensions but p = {p}")
     out = np.zeros((factor.shape[0], p))
     out[:, :rank] = factor
