@@ -141,3 +141,16 @@ def test_limit_against_monte_carlo():
         r = al.simulate.errors(s, softmax.scale(s, n) ** 2 * GEFF, n=n, trials=8, seed=0)
         gap = np.abs(al.theory.attention_error(s, GEFF) - r.attention.mean)
         assert np.median(gap) < 0.01 and gap.max() < 0.03
+
+
+def test_a_rank_setting_takes_softmax_attention():
+    # the attention kind is part of every setting type: RankSetting.from_setting of a softmax
+    # setting has the same reduction, theory and Monte Carlo (the same draws)
+    s = al.Setting(c=0.5, snr=1.0, wk_norm=1.0, wq_norm=1.0, attention=al.Softmax(1.0))
+    r = al.RankSetting.from_setting(s)
+    assert r.attention == s.attention and softmax.scale(r, 512) == softmax.scale(s, 512)
+    np.testing.assert_allclose(al.theory.attention_error(r, GEFF), al.theory.attention_error(s, GEFF),
+                               rtol=1e-10)
+    g = softmax.scale(s, 128) ** 2 * GEFF[:2]
+    np.testing.assert_array_equal(al.simulate.errors(r, g, n=128, trials=1).attention.values,
+                                  al.simulate.errors(s, g, n=128, trials=1).attention.values)

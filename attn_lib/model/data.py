@@ -3,8 +3,10 @@
 ``X = mu y^T + Z`` in ``R^{p x n}`` with ``Z`` i.i.d. ``N(0, 1)``, balanced labels ``y`` (``+1``
 for the first ``ceil(n/2)`` tokens and ``-1`` for the rest, in random order) and
 ``p = max(1, round(c n))``. The vectors ``mu, w_K, w_Q`` have exactly the norms and cosines of
-the :class:`~attn_lib.model.setting.Setting`. Because ``Z`` is rotation invariant, they are placed in
-the span of the first ``r <= 3`` coordinate axes without loss of generality.
+the :class:`~attn_lib.model.setting.Setting` (for a :class:`~attn_lib.model.setting.RankSetting`,
+``mu`` and the rows of ``W_K, W_Q`` have exactly its Gram matrix). Because ``Z`` is rotation
+invariant, they are placed in the span of the first ``k`` coordinate axes without loss of
+generality (``k`` their rank: at most 3, or ``1 + 2r``).
 
 The latent basis of ``span(mu, w_K, w_Q)`` (:func:`latent_coordinates` from the Gram matrix of a
 setting, :func:`latent_basis` from the vectors of a sample) has one factorisation and one rank
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validation import check_int, check_tokens
-from .setting import Setting
+from .setting import RankSetting, Setting
 
 _RANK_TOL = 1e-12
 
@@ -33,8 +35,10 @@ class Sample:
         Tokens ``mu y^T + Z`` as columns.
     y : ndarray of shape (n,)
         Labels in ``{-1, +1}``.
-    mu, w_K, w_Q : ndarray of shape (p,)
-        Signal and the low-rank weight vectors.
+    mu : ndarray of shape (p,)
+        Signal.
+    w_K, w_Q : ndarray of shape (p,), or (r, p) for a RankSetting
+        The low-rank weight vectors (rows ``w_K^(k)``, ``w_Q^(k)`` for rank ``r``).
     """
 
     X: np.ndarray
@@ -65,12 +69,13 @@ def _latent_factor(gram: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray
     return lam[keep], U, d
 
 
-def latent_coordinates(setting: Setting) -> np.ndarray:
-    """Coordinates of ``mu, w_K, w_Q`` in an orthonormal basis of their span, shape ``(r, 3)``.
+def latent_coordinates(setting: Setting | RankSetting) -> np.ndarray:
+    """Coordinates of ``mu, w_K, w_Q`` in an orthonormal basis of their span, shape ``(r, m)``.
 
     ``C = diag(lam)^{1/2} U^T D`` with ``gram = C^T C`` from the equilibrated eigendecomposition
-    of ``setting.gram`` (:func:`latent_basis` uses the same factor and cut-off); ``r`` (0 to 3) is
-    its numerical rank.
+    of ``setting.gram`` (:func:`latent_basis` uses the same factor and cut-off); ``r`` (0 to
+    ``m``) is its numerical rank, ``m = 3`` (or ``1 + 2r`` vectors ``mu, w_K^(k), w_Q^(k)`` of a
+    :class:`~attn_lib.model.setting.RankSetting`).
     """
     lam, U, d = _latent_factor(setting.gram)
     return np.sqrt(lam)[:, None] * U.T * d[None, :]
@@ -110,8 +115,11 @@ def latent_basis(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return V @ (dinv[:, None] * U / root), root[:, None] * U.T * d[None, :]
 
 
-def geometry(setting: Setting, p: int) -> np.ndarray:
+def geometry(setting: Setting | RankSetting, p: int) -> np.ndarray:
     """Rows ``mu, w_K, w_Q`` (shape ``(3, p)``) with the Gram matrix ``setting.gram``.
+
+    For a :class:`~attn_lib.model.setting.RankSetting` the rows are ``mu, w_K^(1..r),
+    w_Q^(1..r)`` (shape ``(1 + 2r, p)``).
 
     Factorises ``gram = L L^T`` through its eigendecomposition and embeds ``L`` in the first
     coordinates of ``R^p``.
@@ -124,8 +132,10 @@ def geometry(setting: Setting, p: int) -> np.ndarray:
     factor = latent_coordinates(setting).T
     rank = factor.shape[1]
     if rank > p:
-        raise ValueError(f"n is too small: mu, w_K, w_Q span {rank} dimensions but p = {p}")
-    out = np.zeros((3, p))
+        names = ("mu, w_K, w_Q" if isinstance(setting, Setting)
+                 else f"mu and the {2 * setting.r} weight vectors")
+        raise ValueError(f"n is too small: {names} span {rank} dimensions but p = {p}")
+    out = np.zeros((factor.shape[0], p))
     out[:, :rank] = factor
     return out
 
@@ -160,13 +170,14 @@ def labels(n: int, rng: np.random.Generator) -> np.ndarray:
     return rng.permutation(y)
 
 
-def draw(setting: Setting, n: int, rng: np.random.Generator) -> Sample:
+def draw(setting: Setting | RankSetting, n: int, rng: np.random.Generator) -> Sample:
     """Draw ``X = mu y^T + Z`` (shape ``(p, n)``) and the weights for ``setting``.
 
     Parameters
     ----------
-    setting : Setting
-        Model scalars.
+    setting : Setting or RankSetting
+        Model scalars (a ``RankSetting`` gives ``w_K, w_Q`` of shape ``(r, p)``; the same
+        random numbers are drawn, so one with ``r = 1`` gives the ``Setting``'s sample).
     n : int
         Number of tokens, ``>= 2`` (one per class); ``p = max(1, round(c n))``.
     rng : numpy.random.Generator
@@ -174,7 +185,11 @@ def draw(setting: Setting, n: int, rng: np.random.Generator) -> Sample:
     """
     n = check_tokens(n)
     p = setting.p(n)
-    mu, w_K, w_Q = geometry(setting, p)
+    V = geometry(setting, p)
+    if isinstance(setting, Setting):
+        mu, w_K, w_Q = V
+    else:
+        mu, w_K, w_Q = V[0], V[1:1 + setting.r], V[1 + setting.r:]
     y = labels(n, rng)
     X = rng.standard_normal((p, n))
     X += np.outer(mu, y)

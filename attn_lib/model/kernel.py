@@ -36,12 +36,14 @@ _BLOCK_BYTES = 1 << 18
 
 def logits(X: np.ndarray, w_K: np.ndarray, w_Q: np.ndarray, alpha: float = 1.0,
            gram: np.ndarray | None = None) -> np.ndarray:
-    """Kernel arguments ``T = X^T (alpha I + w_K w_Q^T) X / sqrt(p)``, shape ``(n, n)``.
+    """Kernel arguments ``T = X^T (alpha I + W_K^T W_Q) X / sqrt(p)``, shape ``(n, n)``.
 
     Parameters
     ----------
     X : ndarray of shape (p, n)
-    w_K, w_Q : ndarray of shape (p,)
+    w_K, w_Q : ndarray of shape (p,) or (r, p)
+        One pair of weight vectors (``W_K^T W_Q = w_K w_Q^T``), or ``r`` pairs as rows
+        (``W_K^T W_Q = sum_k w_K^(k) w_Q^(k)T``).
     alpha : float, default 1.0
         Scale of the full part.
     gram : ndarray of shape (n, n), optional
@@ -53,11 +55,44 @@ def logits(X: np.ndarray, w_K: np.ndarray, w_Q: np.ndarray, alpha: float = 1.0,
         T *= alpha / np.sqrt(p)
     else:
         T = gram * (alpha / np.sqrt(p))
-    # rank-one update in place: T += (X^T w_K)(X^T w_Q)^T / sqrt(p) (T.T is Fortran-ordered)
-    u, v = X.T @ w_K, X.T @ w_Q
-    if np.any(u) and np.any(v):
-        blas.dger(1.0 / np.sqrt(p), v, u, a=T.T, overwrite_a=True)
+    low = _low_rank(X, w_K, w_Q)
+    if low is not None:  # in place on T.T, which is Fortran-ordered
+        _add_low_rank(T.T, 1.0 / np.sqrt(p), low[0], low[1])
     return T
+
+
+def _low_rank(X: np.ndarray, w_K: np.ndarray, w_Q: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """Factors of the low-rank logits ``X^T W_K^T W_Q X = U V^T``; ``None`` when it vanishes.
+
+    For one pair (``w_K, w_Q`` of shape ``(p,)`` or ``(1, p)``): ``u = X^T w_K`` and
+    ``v = X^T w_Q``, shape ``(n,)`` (two GEMVs: the rank-one arithmetic). For ``r`` pairs
+    (shape ``(r, p)``): ``U^T = W_K X`` (shape ``(r', n)``) and ``V = (W_Q X)^T`` (shape
+    ``(n, r')``, Fortran-ordered), two GEMMs, keeping the ``r'`` pairs with ``u != 0`` and
+    ``v != 0``. Returns ``(u or U^T, v or V, W_K', W_Q')`` with the kept pairs' weights as rows.
+    """
+    W_K, W_Q = np.atleast_2d(w_K), np.atleast_2d(w_Q)
+    if W_K.shape[0] == 1:
+        u, v = X.T @ W_K[0], X.T @ W_Q[0]
+        return (u, v, W_K, W_Q) if np.any(u) and np.any(v) else None
+    Ut, Vt = W_K @ X, W_Q @ X
+    on = np.any(Ut, axis=1) & np.any(Vt, axis=1)
+    if not np.any(on):
+        return None
+    return Ut[on], Vt[on].T, W_K[on], W_Q[on]
+
+
+def _add_low_rank(Tt: np.ndarray, s: float, u: np.ndarray, v: np.ndarray) -> None:
+    """``T += s u v^T`` (or ``s U V^T``) in place, through ``Tt = T.T`` (Fortran-ordered).
+
+    ``T`` is a block of rows of the logits and ``u`` (or ``U^T``, shape ``(r, rows)``) its part
+    of the key factor; ``v`` (or ``V``, shape ``(n, r)``) is the whole query factor
+    (:func:`_low_rank`). One pair is a ``dger``, several a ``dgemm`` with ``beta = 1``.
+    """
+    if u.ndim == 1:
+        blas.dger(s, v, u, a=Tt, overwrite_a=True)
+    else:
+        blas.dgemm(s, v, u, beta=1.0, c=Tt, overwrite_c=True)
 
 
 def blas_threads() -> int:
@@ -165,7 +200,7 @@ def attention_kernel(X: np.ndarray, f: Callable[[np.ndarray], np.ndarray], w_K: 
                      w_Q: np.ndarray, alpha: float = 1.0, keep_diagonal: bool = False,
                      gram: np.ndarray | None = None, a0: float = 0.0,
                      use_symmetry: bool = False) -> np.ndarray:
-    """``K = (f(X^T (alpha I + w_K w_Q^T) X / sqrt(p)) - a0) / sqrt(p)``, shape ``(n, n)``.
+    """``K = (f(X^T (alpha I + W_K^T W_Q) X / sqrt(p)) - a0) / sqrt(p)``, shape ``(n, n)``.
 
     Parameters
     ----------
@@ -173,10 +208,10 @@ def attention_kernel(X: np.ndarray, f: Callable[[np.ndarray], np.ndarray], w_K: 
         Tokens as columns.
     f : callable
         Vectorised nonlinearity, centred by ``a0``.
-    w_K, w_Q : ndarray of shape (p,)
-        Low-rank weight vectors.
+    w_K, w_Q : ndarray of shape (p,) or (r, p)
+        Low-rank weight vectors: one pair, or ``r`` pairs as rows (see :func:`logits`).
     alpha : float, default 1.0
-        Scale of the full part of ``W_K^T W_Q``.
+        Scale of the full part of the key-query matrix.
     keep_diagonal : bool, default False
         Keep ``K_ii`` (see the module docstring for why it is zeroed by default).
     gram : ndarray of shape (n, n), optional
@@ -184,8 +219,9 @@ def attention_kernel(X: np.ndarray, f: Callable[[np.ndarray], np.ndarray], w_K: 
     a0 : float, default 0.0
         Centring constant ``E f(alpha xi)`` when ``f`` is not centred already.
     use_symmetry : bool, default False
-        Mirror the upper triangle when ``w_K`` and ``w_Q`` are parallel (see the Notes):
-        half the evaluations of ``f``, at the price of rounding-level differences.
+        Mirror the upper triangle when ``w_K`` and ``w_Q`` are parallel (for ``r`` pairs: each
+        ``w_Q^(k)`` parallel to its ``w_K^(k)``; see the Notes): half the evaluations of ``f``,
+        at the price of rounding-level differences.
 
     Notes
     -----
@@ -194,7 +230,10 @@ def attention_kernel(X: np.ndarray, f: Callable[[np.ndarray], np.ndarray], w_K: 
     ``alpha / sqrt(p)``, the rank-one term ``(X^T w_K)_i (X^T w_Q)_j / sqrt(p)``, ``f``, the
     centring and the ``1 / sqrt(p)`` while it is in cache, on the BLAS threads (:func:`apply`).
     Each entry gets the floating-point operations of :func:`logits` followed by :func:`apply`
-    (the rank-one term by the same ``dger``), so the result is bit-identical to theirs.
+    (the rank-one term by the same ``dger``), so the result is bit-identical to theirs. With
+    ``r > 1`` pairs the low-rank term is one ``dgemm`` per row block (a GEMM of inner dimension
+    ``r``), equal to :func:`logits`' whole-array ``dgemm`` up to the summation order of its
+    ``r`` terms.
 
     With ``use_symmetry``, when ``w_Q = lambda w_K`` to rounding (aligned weights, or a zero
     one) the matrix ``alpha I + w_K w_Q^T`` is symmetric and so is ``K``: ``f``, the centring
@@ -211,15 +250,15 @@ def attention_kernel(X: np.ndarray, f: Callable[[np.ndarray], np.ndarray], w_K: 
     p = X.shape[0]
     s, c = 1.0 / np.sqrt(p), alpha / np.sqrt(p)
     K = X.T @ X if gram is None else np.empty(gram.shape)
-    u, v = X.T @ w_K, X.T @ w_Q
-    rank_one = bool(np.any(u) and np.any(v))
-    symmetric = use_symmetry and (not rank_one or _parallel(w_K, w_Q))
+    low = _low_rank(X, w_K, w_Q)
+    symmetric = use_symmetry and (low is None or all(map(_parallel, low[2], low[3])))
 
     def step(b: slice) -> None:
         Kb = K[b]
         np.multiply(Kb if gram is None else gram[b], c, out=Kb)
-        if rank_one:  # in place, the same arithmetic as logits' dger (Kb.T is Fortran-ordered)
-            blas.dger(s, v, u[b], a=Kb.T, overwrite_a=True)
+        if low is not None:  # in place, the same arithmetic as logits' (Kb.T is Fortran-ordered)
+            u = low[0]
+            _add_low_rank(Kb.T, s, u[b] if u.ndim == 1 else u[:, b], low[1])
         # f on the upper part of the rows b when K is symmetric, else on all of them
         _finish(f, Kb[:, b.start:] if symmetric else Kb, a0, s)
 

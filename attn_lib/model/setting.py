@@ -17,9 +17,11 @@ Layout, made for more kinds of attention and of weights:
   aspect ratio ``c``, the nonlinearity ``f``, the attention kind and the common validation path
   (:meth:`BaseSetting.__post_init__` checks those, then calls the type's :meth:`~BaseSetting._validate`),
   plus ``p(n)`` and the Hermite data of ``f`` at the scale of the logits (:attr:`~BaseSetting.logit_scale`).
-  :class:`Setting` is the rank-one family ``W = alpha I_p + w_K w_Q^T``. Rank-``r`` and general
-  key-query matrices, ``MatrixSetting(c=..., M=..., mu=..., f=...)``, are one more subclass that
-  declares its fields, implements ``_validate`` and ``logit_scale`` (``||M||_F / sqrt(p)``).
+  :class:`Setting` is the rank-one family ``W = alpha I_p + w_K w_Q^T``; :class:`RankSetting`
+  the rank-``r`` family ``W = alpha I_p + sum_{k<=r} w_K^(k) w_Q^(k)T`` (LoRA-style weights),
+  given by the Gram matrix of ``mu`` and the ``2 r`` weight vectors. General key-query matrices,
+  ``MatrixSetting(c=..., M=..., mu=..., f=...)``, are one more subclass that declares its
+  fields, implements ``_validate`` and ``logit_scale`` (``||M||_F / sqrt(p)``).
 * **Which function supports what** is stated where it is checked:
   :func:`attn_lib._validation.check_setting` accepts :class:`Setting` with :class:`Entrywise`
   attention by default, and a function that supports a later type or kind passes
@@ -34,11 +36,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._validation import check_bool, check_int, check_real
+from .._validation import check_bool, check_int, check_real, check_square
 from .hermite import Hermite, coefficients
 from .nonlinearity import Nonlinearity, NonlinearityLike, check_nonlinearity, exponential, scaled
 
-__all__ = ["Attention", "Entrywise", "ENTRYWISE", "Softmax", "BaseSetting", "Setting"]
+__all__ = ["Attention", "Entrywise", "ENTRYWISE", "Softmax", "BaseSetting", "Setting", "RankSetting"]
 
 _GRAM_TOL = 1e-10
 
@@ -266,3 +268,164 @@ class Setting(BaseSetting):
         """Coherent shift ``|mu^T (alpha I + w_K w_Q^T) mu| / sqrt(p)`` at ``n`` tokens."""
         return abs(self.signed_delta(n))
 
+
+
+@dataclass(frozen=True, eq=False)
+class RankSetting(BaseSetting):
+    """Scalars of the attention model with rank-``r`` weights ``W = alpha I + W_K^T W_Q``.
+
+    ``W_K^T W_Q = sum_{k<=r} w_K^(k) w_Q^(k)T`` for ``W_K, W_Q`` of shape ``(r, p)`` (rows
+    ``w_K^(k)``, ``w_Q^(k)``). In the proportional limit the vectors enter only through ``c``,
+    ``alpha``, the Hermite data of ``f`` and the Gram matrix of ``V = [mu; W_K; W_Q]``
+    (``(1 + 2r) x p``, rows in this order). :class:`Setting` is the case ``r = 1``
+    (:meth:`from_setting`).
+
+    Parameters
+    ----------
+    c : float
+        Aspect ratio ``p/n > 0``.
+    gram : array_like of shape (1 + 2r, 1 + 2r)
+        ``V V^T``: symmetric positive semi-definite, ``r >= 1``; ``gram[0, 0] = snr = ||mu||^2``,
+        ``gram[0, 1 + k] = mu^T w_K^(k)``, ``gram[0, 1 + r + k] = mu^T w_Q^(k)``. Stored as a
+        read-only float array.
+    f : str, callable or Nonlinearity, default "tanh"
+        Entry-wise nonlinearity, as for :class:`Setting`.
+    alpha : float, default 1.0
+        Scale ``> 0`` of the full part; :meth:`canonical` reduces to ``alpha = 1``.
+    attention : Attention, keyword-only, default ``Entrywise()``
+        The attention kind (see the module docstring).
+
+    Notes
+    -----
+    The coherent shift is ``delta = |mu^T W mu| / sqrt(p)`` with
+    ``mu^T W mu = alpha snr + sum_k (mu^T w_K^(k)) (mu^T w_Q^(k))`` (:meth:`delta`). The
+    matrix is positive semi-definite when the smallest eigenvalue of its equilibrated form
+    ``gram / (d d^T)`` (``d`` the square roots of the diagonal, 1 where it is zero) is at least
+    ``-1e-10``, the tolerance :class:`Setting` applies to its cosines. Instances compare and hash
+    by their fields (``gram`` by value).
+    """
+
+    gram: np.ndarray
+    f: NonlinearityLike = "tanh"
+    alpha: float = 1.0
+    attention: Attention = field(default=ENTRYWISE, kw_only=True)
+
+    def _validate(self) -> None:
+        g = check_square(self.gram, "gram")
+        m = g.shape[0]
+        if m < 3 or m % 2 == 0:
+            raise ValueError("gram must be the (1 + 2r) x (1 + 2r) Gram matrix of mu, w_K^(1..r), "
+                             f"w_Q^(1..r) with r >= 1, got shape {g.shape}")
+        scale = max(float(np.abs(g).max()), 1e-300)
+        asym = float(np.abs(g - g.T).max())
+        if asym > 1e-12 * scale:
+            raise ValueError(f"gram must be symmetric; max |gram - gram^T| = {asym:.3g}")
+        diag = np.diag(g)
+        if np.any(diag < 0):
+            raise ValueError(f"gram must have a non-negative diagonal (squared norms), got {diag.min():.3g}")
+        g = (g + g.T) / 2
+        d = np.where(diag > 0, np.sqrt(np.where(diag > 0, diag, 1.0)), 1.0)
+        eig = np.linalg.eigvalsh(g / np.outer(d, d))
+        if eig[0] < -_GRAM_TOL:
+            raise ValueError("gram must be positive semi-definite; the smallest eigenvalue of "
+                             f"gram / (d d^T), d = sqrt(diag(gram)), is {eig[0]:.3g}")
+        g.flags.writeable = False
+        self._set("gram", g)
+        self._set("alpha", check_real(self.alpha, "alpha", low=0.0, low_open=True))
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return (self.c, self.f, self.alpha, self.attention) == (
+            other.c, other.f, other.alpha, other.attention) and np.array_equal(self.gram, other.gram)
+
+    def __hash__(self) -> int:
+        return hash((self.c, self.f, self.alpha, self.attention, self.gram.tobytes()))
+
+    # ------------------------------------------------------------------ constructors
+    @classmethod
+    def from_setting(cls, setting: Setting) -> "RankSetting":
+        """The rank-one :class:`Setting` as a ``RankSetting`` with ``r = 1`` (``gram = setting.gram``)."""
+        if not isinstance(setting, Setting):
+            raise TypeError(f"setting must be an attn_lib.Setting, got {type(setting).__name__}")
+        return cls(c=setting.c, gram=setting.gram, f=setting.f, alpha=setting.alpha,
+                   attention=setting.attention)
+
+    @classmethod
+    def from_vectors(cls, c: float, mu: object, W_K: object, W_Q: object,
+                     f: NonlinearityLike = "tanh", alpha: float = 1.0, *,
+                     attention: Attention = ENTRYWISE) -> "RankSetting":
+        """The setting of given vectors: ``gram = V V^T``, ``V = [mu; W_K; W_Q]``.
+
+        Parameters
+        ----------
+        c, f, alpha, attention
+            As for the class.
+        mu : array_like of shape (d,)
+            Signal direction and strength (``snr = ||mu||^2``).
+        W_K, W_Q : array_like of shape (r, d)
+            Rows ``w_K^(k)``, ``w_Q^(k)``: ``W_K^T W_Q = sum_k w_K^(k) w_Q^(k)T``. Only their
+            Gram matrix with ``mu`` is kept, so ``d`` need not be the ``p`` of a simulation.
+        """
+        mu = np.asarray(mu, dtype=float)
+        W_K = np.asarray(W_K, dtype=float)
+        W_Q = np.asarray(W_Q, dtype=float)
+        if mu.ndim != 1 or mu.size == 0:
+            raise ValueError(f"mu must be a non-empty 1-D array, got shape {mu.shape}")
+        for name, W in (("W_K", W_K), ("W_Q", W_Q)):
+            if W.ndim != 2 or W.shape[0] < 1 or W.shape[1] != mu.size:
+                raise ValueError(f"{name} must have shape (r, {mu.size}) with r >= 1 (rows "
+                                 f"w^(k) in the space of mu), got {W.shape}")
+        if W_K.shape != W_Q.shape:
+            raise ValueError(f"W_K and W_Q must have the same shape (r, d), got {W_K.shape} and {W_Q.shape}")
+        V = np.vstack([mu[None, :], W_K, W_Q])
+        if not np.all(np.isfinite(V)):
+            raise ValueError("mu, W_K and W_Q must be finite")
+        return cls(c=c, gram=V @ V.T, f=f, alpha=alpha, attention=attention)
+
+    # ------------------------------------------------------------------ derived scalars
+    @property
+    def r(self) -> int:
+        """Number of weight pairs ``r``."""
+        return (self.gram.shape[0] - 1) // 2
+
+    @property
+    def snr(self) -> float:
+        """``||mu||^2 = gram[0, 0]``."""
+        return float(self.gram[0, 0])
+
+    @property
+    def mu_wk(self) -> np.ndarray:
+        """``mu^T w_K^(k)``, shape ``(r,)``."""
+        return self.gram[0, 1:1 + self.r]
+
+    @property
+    def mu_wq(self) -> np.ndarray:
+        """``mu^T w_Q^(k)``, shape ``(r,)``."""
+        return self.gram[0, 1 + self.r:]
+
+    @property
+    def logit_scale(self) -> float:
+        """``alpha``: the off-diagonal logits on pure noise are ``N(0, alpha^2)`` up to ``O(r/p)``."""
+        return self.alpha
+
+    def canonical(self) -> "RankSetting":
+        """The equivalent setting with ``alpha = 1``: ``f(alpha t)`` and every ``w_K^(k) / alpha``.
+
+        As for :meth:`Setting.canonical`, only the theory uses this reduction.
+        """
+        if self.alpha == 1.0:
+            return self
+        a = self.alpha
+        s = np.ones(self.gram.shape[0])
+        s[1:1 + self.r] = 1.0 / a
+        return dataclasses.replace(self, f=scaled(self.f, a), gram=self.gram * np.outer(s, s),
+                                   alpha=1.0)
+
+    def signed_delta(self, n: int) -> float:
+        """Signed coherent shift ``mu^T W mu / sqrt(p)`` at ``n`` tokens (see the Notes)."""
+        return (self.alpha * self.snr + float(self.mu_wk @ self.mu_wq)) / np.sqrt(self.p(n))
+
+    def delta(self, n: int) -> float:
+        """Coherent shift ``|mu^T W mu| / sqrt(p)`` at ``n`` tokens."""
+        return abs(self.signed_delta(n))

@@ -19,7 +19,7 @@ import numpy as np
 from ..model import data, kernel
 from .._validation import check_gammas, check_int, check_seed, check_setting
 from ..model.nonlinearity import check_nonlinearity
-from ..model.setting import Entrywise, Setting, Softmax
+from ..model.setting import Entrywise, RankSetting, Setting, Softmax
 from .resolvent import interpolation_error, interpolation_errors
 from .trials import Plan, Stats, Trials
 
@@ -29,7 +29,7 @@ __all__ = ["draw_errors", "SimulationResult", "errors", "errors_plan", "self_wei
 KINDS = (Entrywise, Softmax)
 
 
-def draw_errors(setting: Setting, gammas: np.ndarray, n: int, rng: np.random.Generator,
+def draw_errors(setting: Setting | RankSetting, gammas: np.ndarray, n: int, rng: np.random.Generator,
                 keep_diagonal: bool = False, attention: bool = True
                 ) -> tuple[np.ndarray | None, np.ndarray]:
     """Attention and ridge errors of one draw, each shaped like ``gammas``.
@@ -103,16 +103,17 @@ class SimulationResult(Trials):
         return self.stats("ridge")
 
 
-def errors(setting: Setting, gammas: object, n: int = 2048, trials: int = 4, seed: int = 0,
+def errors(setting: Setting | RankSetting, gammas: object, n: int = 2048, trials: int = 4, seed: int = 0,
            keep_diagonal: bool = False, progress: bool = False,
            attention: bool = True, scheduler: str | None = None) -> SimulationResult:
     """Monte Carlo interpolation errors of attention and ridge regression.
 
     Parameters
     ----------
-    setting : Setting
-        Model scalars, with :class:`~attn_lib.model.setting.Entrywise` or
-        :class:`~attn_lib.model.setting.Softmax` attention (softmax ignores ``setting.f``).
+    setting : Setting or RankSetting
+        Model scalars (rank-one or rank-``r`` weights), with
+        :class:`~attn_lib.model.setting.Entrywise` or :class:`~attn_lib.model.setting.Softmax`
+        attention (softmax ignores ``setting.f``).
     gammas : float or array_like of shape (G,)
         Positive ridge parameters.
     n : int, default 2048
@@ -145,10 +146,10 @@ def errors(setting: Setting, gammas: object, n: int = 2048, trials: int = 4, see
     return plan.run(progress=progress, scheduler=scheduler)
 
 
-def errors_plan(setting: Setting, gammas: object, n: int = 2048, trials: int = 4, seed: int = 0,
+def errors_plan(setting: Setting | RankSetting, gammas: object, n: int = 2048, trials: int = 4, seed: int = 0,
                 keep_diagonal: bool = False, attention: bool = True) -> Plan[SimulationResult]:
     """The trials of :func:`errors` (same parameters), as a :class:`~.trials.Plan`."""
-    check_setting(setting, attention=KINDS)
+    check_setting(setting, types=(Setting, RankSetting), attention=KINDS)
     if not isinstance(keep_diagonal, bool) or not isinstance(attention, bool):
         raise TypeError("keep_diagonal and attention must be bool")
     if keep_diagonal and isinstance(setting.attention, Softmax):

@@ -40,6 +40,31 @@ columns on each side) is handled by one Woodbury step with ``8 x 8`` matrices bu
 ``B[a, b] = <V_a, G U_b>``, ``r_b = <yh, G_{x .} U_b>``, ``l_a = <V_a, G_{. x} yh>``.
 No partial fractions are needed. The ``gamma``-derivative follows by differentiating each piece
 (``dG = -G dL G``) with the bulk tangent ``d(alpha, kappa, tau)/dgamma``.
+
+Rank r
+------
+For ``W = I + sum_{k<=r} w_K^(k) w_Q^(k)T`` (:class:`attn_lib.RankSetting`, canonical) the
+linear part of the kernel is ``J = j(S_x) + rho sum_k u_k v_k^T`` with
+``u_k = X^T w_K^(k) / sqrt(p)``, ``v_k = X^T w_Q^(k) / sqrt(p)``, and the pencil is the same
+``L0 (x) I + L1 (x) S_x`` plus the rank-``2r`` part
+``sum_k (rho E_xe (x) v_k u_k^T - rho E_kx (x) u_k v_k^T)``. What generalises:
+
+* the bulk (``alpha, kappa, tau``, hence ``G``, ``A_mu``, ``A_sigma``) depends on ``c``, ``rho``
+  and ``b2`` only: a finite-rank change of ``K`` does not move normalised traces, so ``r`` and
+  the weights never enter it;
+* the spikes: the ``2 + 2r`` vectors ``yh, e, u_1..u_r, v_1..v_r`` are all of the form
+  ``alpha_a yh + Z^T w_a / sqrt(p)`` in the frame ``(mu, w_K^(1..r), w_Q^(1..r))`` whose Gram
+  matrix (``(1 + 2r) x (1 + 2r)``) is the setting's (:func:`_vectors`), so the isotropic law
+  gives every inner product from ``A_mu``, ``A_sigma`` and that Gram matrix;
+* the perturbation ``P = Uc Cc Vc^T`` keeps the six signal-spike columns and adds two per pair
+  (:func:`_columns`, :func:`_core`): one Woodbury step with ``(6 + 2r) x (6 + 2r)`` matrices
+  (``r = 1``: the eight above, in the same order, so the rank-one numbers are unchanged;
+  ``r = 32``: 70).
+
+The limit is taken at fixed ``r``; at finite ``p`` the low-rank logits add
+``(2 tr(W_K^T W_Q) + ||W_K^T W_Q||_F^2) / p`` (of order ``r / p``) to the variance of ``f``'s
+argument, and the coherent shift ``delta = |mu^T W mu| / sqrt(p)`` has the
+same role as for rank one (``benchmarks/rank_r.py``).
 """
 
 from __future__ import annotations
@@ -135,35 +160,44 @@ def pencil_integrals(bulk: BulkSolution):
 
 
 def _vectors(c, gram):
-    """Coordinates ``(alpha_a, w_a)`` of ``yh, e, u, v``: shapes ``(B, 4)`` and ``(B, 4, 3)``.
+    """Coordinates of ``yh, e, u_1..u_r, v_1..v_r``: ``alpha_a`` (shape ``(B, 2 + 2r)``) and
+    ``w_a^T w_b / c`` (shape ``(B, 2 + 2r, 2 + 2r)``).
 
-    ``w_a`` is expressed in the (possibly dependent) frame ``(mu, w_K, w_Q)`` whose Gram matrix
-    is ``gram`` (``(B, 3, 3)``).
+    Each vector is ``alpha_a yh + Z^T w_a / sqrt(p)`` with ``w_a`` in the (possibly dependent)
+    frame ``(mu, w_K^(1..r), w_Q^(1..r))`` whose Gram matrix is ``gram`` (``(B, 1 + 2r, 1 + 2r)``;
+    ``r = 1``: ``(mu, w_K, w_Q)``): ``yh`` has ``alpha = 1`` and ``w = 0``, ``e = Z^T mu / sqrt(p)``
+    has ``alpha = 0`` and ``w = mu``, ``u_k = X^T w_K^(k) / sqrt(p)`` has
+    ``alpha = mu^T w_K^(k) / sqrt(c)`` and ``w = w_K^(k)``, and so on. So the ``w``-part inner
+    products are ``gram`` bordered by the zero row and column of ``yh``.
     """
-    B = c.shape[0]
-    sc = np.sqrt(c)
-    al = np.zeros((B, 4))
+    B, m = gram.shape[0], gram.shape[1]
+    al = np.zeros((B, m + 1))
     al[:, 0] = 1.0
-    al[:, 2] = gram[:, 0, 1] / sc
-    al[:, 3] = gram[:, 0, 2] / sc
-    W = np.zeros((B, 4, 3))
-    W[:, 1, 0] = 1.0
-    W[:, 2, 1] = 1.0
-    W[:, 3, 2] = 1.0
-    return al, W
+    al[:, 2:] = gram[:, 0, 1:] / np.sqrt(c)[:, None]
+    Wg = np.zeros((B, m + 1, m + 1))
+    Wg[:, 1:, 1:] = gram / c[:, None, None]
+    return al, Wg
 
 
-# Columns of the low-rank factorisation P = Uc Cc Vc^T: (block, vector) with vectors
-# 0 = yh, 1 = e, 2 = u, 3 = v.
-_U_COLS = [(_X, 0), (_K, 0), (_E, 0), (_X, 1), (_K, 1), (_E, 1), (_X, 3), (_K, 2)]
-_V_COLS = [(_X, 0), (_K, 0), (_E, 0), (_X, 1), (_K, 1), (_E, 1), (_E, 2), (_X, 3)]
+def _columns(r):
+    """Columns ``(block, vector)`` of ``P = Uc Cc Vc^T``, left and right, ``6 + 2r`` each.
+
+    Vectors are numbered as in :func:`_vectors` (``0 = yh``, ``1 = e``, ``2 + k = u_k``,
+    ``2 + r + k = v_k``). The first six carry the signal spike ``L1 (x) U C U^T``; pair ``k``
+    adds ``rho E_xe (x) v_k u_k^T`` (left ``(x, v_k)``, right ``(e, u_k)``) and
+    ``-rho E_kx (x) u_k v_k^T`` (left ``(k, u_k)``, right ``(x, v_k)``).
+    """
+    spike = [(_X, 0), (_K, 0), (_E, 0), (_X, 1), (_K, 1), (_E, 1)]
+    left = spike + [col for k in range(r) for col in ((_X, 2 + r + k), (_K, 2 + k))]
+    right = spike + [col for k in range(r) for col in ((_E, 2 + k), (_X, 2 + r + k))]
+    return left, right
 
 
-def _core(snr, c, tau, rho):
-    """``Cc`` (shape ``(B, 8, 8)``) and ``dCc/dtau``: ``P = sum_ab Cc[a,b] Uc_a Vc_b^T``."""
+def _core(snr, c, tau, rho, r):
+    """``Cc`` (shape ``(B, 6 + 2r, 6 + 2r)``) and ``dCc/dtau``: ``P = sum_ab Cc[a,b] Uc_a Vc_b^T``."""
     B = c.shape[0]
-    Cc = np.zeros((B, 8, 8))
-    dC = np.zeros((B, 8, 8))
+    Cc = np.zeros((B, 6 + 2 * r, 6 + 2 * r))
+    dC = np.zeros_like(Cc)
     L1 = _L1(tau, rho)
     s_c = snr / c
     r_c = 1.0 / np.sqrt(c)
@@ -177,8 +211,9 @@ def _core(snr, c, tau, rho):
     dC[:, _E, _E] = s_c
     dC[:, _E, 3 + _E] = r_c
     dC[:, 3 + _E, _E] = r_c
-    Cc[:, 6, 6] = rho       # rho E_xe (x) v u^T : left (x, v), right (e, u)
-    Cc[:, 7, 7] = -rho      # -rho E_kx (x) u v^T : left (k, u), right (x, v)
+    for k in range(r):
+        Cc[:, 6 + 2 * k, 6 + 2 * k] = rho       # rho E_xe (x) v_k u_k^T
+        Cc[:, 7 + 2 * k, 7 + 2 * k] = -rho      # -rho E_kx (x) u_k v_k^T
     return Cc, dC
 
 
@@ -191,8 +226,9 @@ def label_quadratic_form(bulk: BulkSolution, snr, gram):
         Flat (shape ``(B,)``) bulk solution.
     snr : ndarray of shape (B,)
         ``||mu||^2``.
-    gram : ndarray of shape (B, 3, 3)
-        Gram matrix of ``mu, w_K, w_Q`` (of the canonical, ``alpha = 1`` setting).
+    gram : ndarray of shape (B, 1 + 2r, 1 + 2r)
+        Gram matrix of ``mu, w_K^(1..r), w_Q^(1..r)`` (of the canonical, ``alpha = 1``
+        setting; ``r = 1``: ``mu, w_K, w_Q``).
 
     Returns
     -------
@@ -201,14 +237,14 @@ def label_quadratic_form(bulk: BulkSolution, snr, gram):
     """
     c, tau, rho = bulk.c, bulk.tau, bulk.rho
     A_m, A_s, dA_m, dA_s = pencil_integrals(bulk)
-    al, W = _vectors(c, gram)
-    # inner products of the w-parts, divided by c: (B, 4, 4)
-    Wg = np.einsum("bai,bij,bcj->bac", W, gram, W) / c[:, None, None]
+    rank = (gram.shape[1] - 1) // 2
+    al, Wg = _vectors(c, gram)
     AA = al[:, :, None] * al[:, None, :]
-    ub = np.array([b for b, _ in _U_COLS])
-    uv = np.array([v for _, v in _U_COLS])
-    vb = np.array([b for b, _ in _V_COLS])
-    vv = np.array([v for _, v in _V_COLS])
+    left, right = _columns(rank)
+    ub = np.array([b for b, _ in left])
+    uv = np.array([v for _, v in left])
+    vb = np.array([b for b, _ in right])
+    vv = np.array([v for _, v in right])
 
     def forms(Am, As):
         Bm = (AA[:, vv[:, None], uv[None, :]] * Am[:, vb[:, None], ub[None, :]]
@@ -219,10 +255,9 @@ def label_quadratic_form(bulk: BulkSolution, snr, gram):
 
     Bm, r, lv = forms(A_m, A_s)
     dBm, dr, dlv = forms(dA_m, dA_s)
-    Cc, dCt = _core(np.asarray(snr, float), c, tau, rho)
+    Cc, dCt = _core(np.asarray(snr, float), c, tau, rho, rank)
     dC = dCt * bulk.dtau[:, None, None]
-    I8 = np.eye(8)
-    N = I8 + Bm @ Cc
+    N = np.eye(6 + 2 * rank) + Bm @ Cc
     Ninv_l = np.linalg.solve(N, lv[..., None])[..., 0]          # N^{-1} l
     CNl = np.einsum("bij,bj->bi", Cc, Ninv_l)                   # C N^{-1} l
     q = A_m[:, _X, _X] - np.einsum("bi,bi->b", r, CNl)

@@ -15,6 +15,11 @@ kernel of ``f_beta`` (:mod:`attn_lib.theory.softmax`): its proportional limit is
 :func:`~attn_lib.theory.softmax.entrywise_equivalent` at the effective ridge parameter
 ``gamma / s_n^2`` (:func:`~attn_lib.theory.softmax.effective_gamma`).
 
+Rank-``r`` weights (:class:`attn_lib.RankSetting`, ``W = alpha I + sum_k w_K^(k) w_Q^(k)T``)
+go through the same bulk and a spiked pencil with ``1 + 2r`` vectors (``attn_lib.theory._spiked``,
+"Rank r"), in the proportional limit only: the finite-size theory (``n=...``) takes
+:class:`~attn_lib.Setting` and refuses a ``RankSetting`` with a ``ValueError`` for now.
+
 Special cases handled by the same code: ``a1 = 0`` (then ``Qbar = I/alpha``, and the error does
 not depend on ``snr`` or the weights), linear ``f`` (``b2 = 0``: ``alpha = gamma``,
 ``kappa = tau = 0``), ``snr = 0``, weights orthogonal to ``mu``.
@@ -28,7 +33,7 @@ from typing import Sequence
 import numpy as np
 
 from .._validation import check_gammas, check_int, check_real, check_setting, check_settings
-from ..model.setting import Entrywise, Setting, Softmax
+from ..model.setting import Entrywise, RankSetting, Setting, Softmax
 from . import softmax
 from ._bulk import BulkSolution, solve_bulk, spectral_g1
 from ._errors import ConvergenceError
@@ -63,29 +68,52 @@ class Linearisation:
     rho: float
 
 
-def linearisation(setting: Setting) -> Linearisation:
+def linearisation(setting: Setting | RankSetting) -> Linearisation:
     """Linearisation coefficients ``a1, a2, nu, b2, rho`` of ``setting`` (see :class:`Linearisation`)."""
-    s = check_setting(setting)
+    s = check_setting(setting, types=_TYPES)
     h = s.hermite  # Hermite data of f(alpha t), i.e. of the canonical setting
     b2 = h.b2 if h.b2 > 1e-14 * max(h.nu, 1e-300) else 0.0
     return Linearisation(a1=h.a1, a2=h.a2, nu=h.nu, b2=b2, rho=float(np.sqrt(s.c) * h.a1))
 
 
-def _params(settings: Sequence[Setting]):
+def _params(settings: Sequence[Setting | RankSetting]):
+    """``c, rho, b2, snr`` (shape ``(B,)``) and the canonical Gram matrices (a list: their size
+    ``1 + 2r`` may differ)."""
     c = np.array([s.c for s in settings])
     lin = [linearisation(s) for s in settings]
     rho = np.array([l.rho for l in lin])
     b2 = np.array([l.b2 for l in lin])
     canon = [s.canonical() for s in settings]
     snr = np.array([s.snr for s in canon])
-    gram = np.array([s.gram for s in canon])
+    gram = [np.asarray(s.gram) for s in canon]
     return c, rho, b2, snr, gram
 
 
+def _label_forms(flat: BulkSolution, snr: np.ndarray, gram: list[np.ndarray], G: int):
+    """:func:`~._spiked.label_quadratic_form` of every (setting, gamma), flat ``(B G,)``.
+
+    The settings are grouped by the size of their Gram matrix (one Woodbury size per group);
+    one group (all rank one, say) is a single call on the whole batch.
+    """
+    sizes = np.array([g.shape[0] for g in gram])
+    if np.all(sizes == sizes[0]):
+        return label_quadratic_form(flat, np.repeat(snr, G), np.repeat(np.array(gram), G, axis=0))
+    q, dq = np.empty(flat.alpha.shape), np.empty(flat.alpha.shape)
+    for m in np.unique(sizes):
+        rows = np.flatnonzero(sizes == m)
+        idx = (rows[:, None] * G + np.arange(G)).reshape(-1)
+        part = BulkSolution(**{k: v[idx] for k, v in flat.__dict__.items()})
+        q[idx], dq[idx] = label_quadratic_form(part, np.repeat(snr[rows], G),
+                                               np.repeat(np.array([gram[b] for b in rows]), G, axis=0))
+    return q, dq
+
+
 _CONTINUATIONS = ("parallel", "grid")
+#: The setting types of the proportional-limit theory (the finite-size one takes Setting only).
+_TYPES = (Setting, RankSetting)
 
 
-def _solve(settings: Sequence[Setting], g: np.ndarray, max_iter: int, continuation: str = "parallel"):
+def _solve(settings: Sequence[Setting | RankSetting], g: np.ndarray, max_iter: int, continuation: str = "parallel"):
     """Bulk solution and label form for settings (B,) x gammas (B, G); returns (bulk, q, dq).
 
     ``continuation="grid"`` follows each row's sorted gamma grid with warm starts (tangent
@@ -105,7 +133,7 @@ def _solve(settings: Sequence[Setting], g: np.ndarray, max_iter: int, continuati
         bulk = solve_bulk(c, rho, b2, g, max_iter=max_iter, label=label)
     flat = BulkSolution(**{k: np.asarray(v).reshape(-1) for k, v in bulk.__dict__.items()})
     try:
-        q, dq = label_quadratic_form(flat, np.repeat(snr, G), np.repeat(gram, G, axis=0))
+        q, dq = _label_forms(flat, snr, gram, G)
     except np.linalg.LinAlgError as exc:  # a singular Woodbury core: report, never NaN
         raise ConvergenceError(f"singular spiked Woodbury system for one of {len(settings)} settings "
                                f"(first: {settings[0]!r}) on gammas {g.min():.3g}..{g.max():.3g}") from exc
@@ -121,9 +149,9 @@ def _solve(settings: Sequence[Setting], g: np.ndarray, max_iter: int, continuati
 _KINDS = (Entrywise, Softmax)
 
 
-def _entrywise(setting: object, n: object) -> Setting:
+def _entrywise(setting: object, n: object) -> Setting | RankSetting:
     """``setting`` checked, a softmax one replaced by its entry-wise equivalent (``n`` must be None)."""
-    s = check_setting(setting, attention=_KINDS)
+    s = check_setting(setting, types=_TYPES, attention=_KINDS)
     if isinstance(s.attention, Softmax):
         if n is not None:
             raise ValueError("n: the finite-size theory of softmax attention is not implemented "
@@ -133,7 +161,11 @@ def _entrywise(setting: object, n: object) -> Setting:
     return s
 
 
-def _check_n(n: object, setting: Setting) -> int:
+def _check_n(n: object, setting: Setting | RankSetting) -> int:
+    if isinstance(setting, RankSetting):
+        raise ValueError(f"n={n!r}: the finite-size theory is not available for a RankSetting "
+                         f"(rank r = {setting.r}) yet; leave n out for the proportional limit "
+                         "(small delta), or pass an attn_lib.Setting for rank one")
     n = check_int(n, "n", low=8)
     if setting.p(n) < 8:
         raise ValueError(f"n must give p = round(c n) >= 8 for the finite-size theory; got n={n}, "
@@ -141,7 +173,7 @@ def _check_n(n: object, setting: Setting) -> int:
     return n
 
 
-def attention_resolvent_form(setting: Setting, gammas: object, *, n: int | None = None,
+def attention_resolvent_form(setting: Setting | RankSetting, gammas: object, *, n: int | None = None,
                              max_iter: int = 50, continuation: str = "parallel"):
     """``yh^T Qbar yh`` (the limit of ``y^T Q y / n``) and its ``gamma``-derivative, each shaped like ``gammas``.
 
@@ -156,7 +188,7 @@ def attention_resolvent_form(setting: Setting, gammas: object, *, n: int | None 
     return q.reshape(g.shape), dq.reshape(g.shape)
 
 
-def attention_error(setting: Setting, gammas: object, *, n: int | None = None, max_iter: int = 50,
+def attention_error(setting: Setting | RankSetting, gammas: object, *, n: int | None = None, max_iter: int = 50,
                     continuation: str = "parallel") -> np.ndarray:
     """Deterministic equivalent of the attention interpolation error.
 
@@ -168,16 +200,19 @@ def attention_error(setting: Setting, gammas: object, *, n: int | None = None, m
 
     Parameters
     ----------
-    setting : Setting
-        Any ``c > 0``, ``snr >= 0``, weight geometry, nonlinearity and ``alpha``; entry-wise or
-        (masked) softmax attention. Under softmax ``gammas`` are effective ridge parameters
-        ``gamma / s_n^2`` (:func:`attn_lib.theory.softmax.effective_gamma`): the raw features
-        ``X A`` have the scale ``s_n ~ sqrt(p) / n``.
+    setting : Setting or RankSetting
+        Any ``c > 0``, ``snr >= 0``, weight geometry, nonlinearity and ``alpha``; a
+        :class:`~attn_lib.model.setting.RankSetting` (rank-``r`` weights, the spiked pencil with
+        ``1 + 2r`` vectors) in the proportional limit only; entry-wise or (masked) softmax
+        attention. Under softmax ``gammas`` are effective ridge parameters ``gamma / s_n^2``
+        (:func:`attn_lib.theory.softmax.effective_gamma`): the raw features ``X A`` have the
+        scale ``s_n ~ sqrt(p) / n``.
     gammas : float or array_like of shape (G,)
         Positive ridge parameters (any order; solved along the sorted grid).
     n : int, optional
         Number of tokens (``p = round(c n)``, at least 8): switches on the finite-size theory
-        (entry-wise attention only: a softmax setting raises ``ValueError``).
+        (entry-wise attention and :class:`~attn_lib.Setting` only: a softmax setting or a
+        ``RankSetting`` raises ``ValueError``).
     max_iter : int, default 50
         Newton iteration cap per continuation step (proportional limit only).
     continuation : {"parallel", "grid"}, default "parallel"
@@ -208,13 +243,14 @@ def attention_error(setting: Setting, gammas: object, *, n: int | None = None, m
     return -(g ** 2) * dq
 
 
-def attention_error_batch(settings: Sequence[Setting], gamma: object, *, n: int | None = None,
+def attention_error_batch(settings: Sequence[Setting | RankSetting], gamma: object, *, n: int | None = None,
                           max_iter: int = 50) -> np.ndarray:
     """The error of many settings at once, vectorised across settings.
 
     Parameters
     ----------
-    settings : sequence of Setting, length B
+    settings : sequence of Setting or RankSetting, length B
+        Ranks may be mixed (the proportional limit groups them by ``r``).
     gamma : float or array_like of shape (B,) or (B, G)
         One ``gamma`` for all, one per setting, or a curve per setting.
     n : int, optional
@@ -233,7 +269,7 @@ def attention_error_batch(settings: Sequence[Setting], gamma: object, *, n: int 
     ConvergenceError
         When the fixed point of any setting cannot be solved (never returns NaN).
     """
-    settings = [_entrywise(s, n) for s in check_settings(settings, attention=_KINDS)]
+    settings = [_entrywise(s, n) for s in check_settings(settings, types=_TYPES, attention=_KINDS)]
     g = np.asarray(gamma, dtype=float)
     B = len(settings)
     if g.ndim == 0:
@@ -257,13 +293,13 @@ def attention_error_batch(settings: Sequence[Setting], gamma: object, *, n: int 
     return out[:, 0] if g.ndim < 2 else out
 
 
-def attention_bulk(setting: Setting, gammas: object, *, max_iter: int = 50) -> BulkSolution:
+def attention_bulk(setting: Setting | RankSetting, gammas: object, *, max_iter: int = 50) -> BulkSolution:
     """Bulk fixed-point solution ``(alpha, kappa, tau)`` and derivatives, arrays shaped like ``gammas``.
 
     It depends on ``c``, ``a1`` and ``b2`` only; its ``.error`` is the answer for ``mu = 0``
     (random inputs).
     """
-    s = check_setting(setting)
+    s = check_setting(setting, types=_TYPES)
     g = check_gammas(gammas)
     lin = linearisation(s)
     sol = solve_bulk(s.c, lin.rho, lin.b2, g.reshape(1, -1), max_iter=max_iter,
@@ -271,7 +307,7 @@ def attention_bulk(setting: Setting, gammas: object, *, max_iter: int = 50) -> B
     return BulkSolution(**{k: np.asarray(v).reshape(g.shape) for k, v in sol.__dict__.items()})
 
 
-def gram_spectrum(setting: Setting, x: object, *, eta: float = 1e-2) -> np.ndarray:
+def gram_spectrum(setting: Setting | RankSetting, x: object, *, eta: float = 1e-2) -> np.ndarray:
     """Limiting eigenvalue density of ``Phi^T Phi / n`` at ``mu = 0`` (continuous part).
 
     Stieltjes inversion ``rho(x) = Im g1(x + i eta) / pi`` of the bulk trace
@@ -293,7 +329,7 @@ def gram_spectrum(setting: Setting, x: object, *, eta: float = 1e-2) -> np.ndarr
     -------
     ndarray shaped like ``x``. For ``c < 1`` the law also has an atom ``1 - c`` at zero.
     """
-    s = check_setting(setting)
+    s = check_setting(setting, types=_TYPES)
     eta = check_real(eta, "eta", low=0.0, low_open=True)
     xs = np.asarray(x, dtype=float)
     if xs.ndim != 1 or xs.size == 0 or not np.all(np.isfinite(xs)) or np.any(xs <= 0):

@@ -42,32 +42,32 @@ import numpy as np
 
 from .._validation import check_gammas, check_int, check_setting
 from ..model.kernel import logits
-from ..model.setting import ENTRYWISE, BaseSetting, Setting, Softmax
+from ..model.setting import ENTRYWISE, BaseSetting, RankSetting, Setting, Softmax
 
 __all__ = ["entrywise_equivalent", "scale", "effective_gamma", "normalisation_std", "Parts",
            "decompose"]
 
 
-def _softmax_setting(setting: object) -> Setting:
+def _softmax_setting(setting: object) -> Setting | RankSetting:
     """``setting`` if it has masked :class:`Softmax` attention (the one the reduction covers)."""
-    s = check_setting(setting, attention=(Softmax,))
+    s = check_setting(setting, types=(Setting, RankSetting), attention=(Softmax,))
     if not s.attention.mask:
         raise ValueError("setting.attention: the softmax theory needs the self-pairs masked "
                          "(Softmax(beta, mask=True)); without the mask A is close to the identity")
     return s
 
 
-def entrywise_equivalent(setting: Setting) -> Setting:
+def entrywise_equivalent(setting: Setting | RankSetting) -> Setting | RankSetting:
     """The entry-wise setting whose kernel is the softmax's: ``f = f_beta``, ``Entrywise`` attention.
 
     Parameters
     ----------
-    setting : Setting
+    setting : Setting or RankSetting
         With ``attention=Softmax(beta)`` (masked); its ``f`` is ignored.
 
     Returns
     -------
-    Setting
+    Setting or RankSetting
         The same scalars with ``f = exponential(beta)`` and entry-wise attention.
     """
     s = _softmax_setting(setting)
