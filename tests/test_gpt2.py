@@ -448,6 +448,48 @@ def test_monte_carlo_matches_definition_and_is_seeded():
     assert np.array_equal(fewer.attention["A"]["a"].values, mc.attention["A"]["a"].values[:2])
 
 
+def test_multi_head_monte_carlo_matches_definition():
+    # f on each head's logits, head h writing rows h p/H .. of Phi = [X_1 K_1; ...]: trial 0 by hand
+    p, n, H = 12, 30, 3
+    rng = np.random.default_rng(4)
+    B = rng.standard_normal((H, p, p)) / np.sqrt(p)
+    mus = {"a": np.eye(p)[0] * 1.2}
+    gammas = np.array([1e-2, 0.5])
+    mc = gpt2.simulate_matrices({"heads": B, "sum": B.sum(axis=0), "one": B[:1]}, mus, "tanh",
+                                gammas, n=n, trials=2, seed=3)
+    r = np.random.default_rng(np.random.SeedSequence(3).spawn(2)[0])
+    y = al.data.labels(n, r)
+    X = r.standard_normal((p, n)) + np.outer(mus["a"], y)
+    feats = []
+    for h, M in enumerate(B):
+        a0 = al.hermite.coefficients("tanh", np.linalg.norm(M) / np.sqrt(p)).a0
+        K = (np.tanh(X.T @ M @ X / np.sqrt(p)) - a0) / np.sqrt(p)
+        np.fill_diagonal(K, 0)
+        feats.append(X[4 * h:4 * (h + 1)] @ K)
+    want = [_direct_error(np.vstack(feats), y, g) for g in gammas]
+    np.testing.assert_allclose(mc.attention["heads"]["a"].values[0], want, rtol=1e-8)
+    # one head as a stack is that head's single-matrix model, bit for bit
+    single = gpt2.simulate_matrices({"B0": B[0]}, mus, "tanh", gammas, n=n, trials=2, seed=3)
+    np.testing.assert_array_equal(mc.attention["one"]["a"].values, single.attention["B0"]["a"].values)
+    # summing the logits is another model: it differs from the heads' on the same draws
+    assert np.all(np.abs(mc.attention["sum"]["a"].values - mc.attention["heads"]["a"].values) > 1e-3)
+
+
+def test_heads_scales():
+    rng = np.random.default_rng(0)
+    W_Q, W_K = rng.standard_normal((2, 16, 8))
+    unit = gpt2.heads(W_Q, W_K, "unit", head_dim=4)
+    assert unit.shape == (2, 16, 16)
+    np.testing.assert_allclose(np.linalg.norm(unit, axis=(1, 2)) ** 2 / 16, 1.0)
+    np.testing.assert_allclose(gpt2.heads(W_Q, W_K, "gpt2", head_dim=4)[1],
+                               gpt2.head_matrix(W_Q, W_K, 1, 4) * 4 / 2)
+    # the heads sum to the layer's matrix (GPT-2's summed logits)
+    np.testing.assert_allclose(gpt2.heads(W_Q, W_K, "gpt2", head_dim=4).sum(axis=0) / 2,
+                               gpt2.paper_matrix(W_Q, W_K))
+    with pytest.raises(ValueError, match="scale must be"):
+        gpt2.heads(W_Q, W_K, "raw", head_dim=4)
+
+
 def test_monte_carlo_bad_input():
     with pytest.raises(ValueError, match="shape"):
         gpt2.simulate_matrices({"A": np.eye(4)}, {"m": np.ones(3)}, "tanh", [1.0], n=8)

@@ -72,7 +72,7 @@ __all__ = [
     "ENV_VAR", "DOWNLOAD_URL", "N_LAYERS", "N_HEADS", "HEAD_DIM", "P",
     "Layer", "Spectrum", "Fit", "Summary", "MonteCarlo", "layer_summary",
     "DownloadError", "default_path", "find_source", "source_label", "load_qk", "load_layer",
-    "paper_matrix", "head_matrix",
+    "paper_matrix", "head_matrix", "heads",
     "asymmetry", "spectrum", "shuffled", "normalise", "fit", "verdict", "VERDICT_RULE",
     "aligned_direction", "random_direction", "fit_setting",
     "simulate_matrices",
@@ -613,6 +613,30 @@ class MonteCarlo(Trials):
         return {key[1]: self.stats(key) for key in self.values if key[0] == "ridge"}
 
 
+def heads(W_Q: np.ndarray, W_K: np.ndarray, scale: str = "unit", head_dim: int = HEAD_DIM
+          ) -> np.ndarray:
+    """The 12 heads' matrices ``W_K^h (W_Q^h)^T`` of a layer, scaled for the kernel, shape ``(H, p, p)``.
+
+    The kernel argument of :func:`simulate_matrices` is ``x_i^T B_h x_j / sqrt(p)``; ``scale``
+    chooses ``B_h``:
+
+    * ``"unit"`` -- ``B_h = A_h / (||A_h||_F / sqrt(p))`` (:func:`normalise` per head): every
+      head's logits have unit variance on ``N(0, I_p)`` tokens, the scale on which the book reads
+      ``f`` (and :func:`normalise` puts the summed matrix);
+    * ``"gpt2"`` -- ``B_h = sqrt(p) A_h / 8``: GPT-2's own logit ``x_i^T A_h x_j / sqrt(64)``
+      (``HEAD_DIM = 64``), for the book's ``N(0, I_p)`` tokens instead of GPT-2's layer-normed
+      states (its logits are then far larger than one: ``f`` sees them saturated).
+    """
+    if scale not in ("unit", "gpt2"):
+        raise ValueError(f"scale must be 'unit' or 'gpt2', got {scale!r}")
+    H = np.shape(W_Q)[1] // head_dim
+    mats = np.stack([head_matrix(W_Q, W_K, h, head_dim) for h in range(H)])
+    p = mats.shape[1]
+    if scale == "unit":
+        return mats / (np.linalg.norm(mats, axis=(1, 2)) / np.sqrt(p))[:, None, None]
+    return mats * (np.sqrt(p) / np.sqrt(head_dim))
+
+
 def simulate_matrices(matrices: Mapping[str, np.ndarray], mus: Mapping[str, np.ndarray],
                 f: NonlinearityLike, gammas: object, n: int, trials: int = 1,
                 seed: int = 0, keep_diagonal: bool = False) -> MonteCarlo:
@@ -629,10 +653,22 @@ def simulate_matrices(matrices: Mapping[str, np.ndarray], mus: Mapping[str, np.n
     ``alpha I + w_K w_Q^T`` it is ``alpha`` up to ``O(1/p)``, as in
     :func:`attn_lib.simulation.simulate.draw_errors`).
 
+    **Multi-head attention, as GPT-2 computes it.** A matrix given as a stack ``(H, p, p)`` of
+    head matrices ``B_h`` (:func:`heads`) applies ``f`` to each head's logits separately,
+    ``K_h = f_c(X^T B_h X / sqrt(p)) / sqrt(p)`` (each head centred at its own ``sigma_h``), and
+    each head writes its own block of ``p / H`` output coordinates, as GPT-2's heads write
+    their ``64``-dimensional values side by side: ``Phi = [X_1 K_1; ...; X_H K_H]``, ``X_h`` the
+    rows ``h p/H .. (h+1) p/H - 1`` of ``X`` (the values are the identity, split into blocks, as
+    the book's ``Phi = X K`` takes them whole). The features keep their count ``p``, so the
+    comparison with one matrix is at the same ``c``. Summing the heads' logits instead is the
+    single matrix ``sum_h B_h``: the book's model. (Concatenating every head's full ``X K_h``
+    would give ``H p`` features, a model with ``H`` times the aspect ratio.)
     Parameters
     ----------
-    matrices : mapping name -> ndarray of shape (p, p)
-        Weight matrices ``A`` in the paper's orientation (rows: keys), normalised.
+    matrices : mapping name -> ndarray of shape (p, p) or (H, p, p)
+        Weight matrices ``A`` in the paper's orientation (rows: keys), normalised; a stack of
+        ``H`` head matrices (``H`` dividing ``p`` or not: the blocks are ``numpy.array_split``)
+        is multi-head attention (above).
     mus : mapping name -> ndarray of shape (p,)
         Signal directions (their squared norm is the SNR).
     f : str or callable
@@ -650,13 +686,15 @@ def simulate_matrices(matrices: Mapping[str, np.ndarray], mus: Mapping[str, np.n
     n = check_int(n, "n")
     trials = check_int(trials, "trials")
     seed = check_seed(seed)
-    mats = {k: check_square(v, f"matrices[{k!r}]") for k, v in matrices.items()}
+    mats = {k: np.stack([check_square(h, f"matrices[{k!r}]") for h in v]) if np.ndim(v) == 3
+            else check_square(v, f"matrices[{k!r}]")[None] for k, v in matrices.items()}
+    multi = {k for k, v in matrices.items() if np.ndim(v) == 3}  # the multi-head entries
     if not mats or not mus:
         raise ValueError("matrices and mus must not be empty")
-    p = next(iter(mats.values())).shape[0]
+    p = next(iter(mats.values())).shape[1]
     for k, v in mats.items():
-        if v.shape != (p, p):
-            raise ValueError(f"matrices[{k!r}] has shape {v.shape}, expected ({p}, {p})")
+        if v.shape[1:] != (p, p):
+            raise ValueError(f"matrices[{k!r}] has shape {v.shape[1:]}, expected ({p}, {p})")
     mu_arr = {}
     for k, v in mus.items():
         v = np.asarray(v, dtype=float)
@@ -665,7 +703,8 @@ def simulate_matrices(matrices: Mapping[str, np.ndarray], mus: Mapping[str, np.n
         mu_arr[k] = v
     func = check_nonlinearity(f)
     # centring constant E f(sigma xi): the logits of N(0, I_p) tokens have std ||A||_F / sqrt(p)
-    a0 = {m: hermite.coefficients(f, float(np.linalg.norm(A) / np.sqrt(p))).a0 for m, A in mats.items()}
+    a0 = {m: [hermite.coefficients(f, float(np.linalg.norm(A) / np.sqrt(p))).a0 for A in stack]
+          for m, stack in mats.items()}
     sq = np.sqrt(p)
 
     def trial(rng: np.random.Generator) -> dict[tuple[str, ...], np.ndarray]:
@@ -673,17 +712,25 @@ def simulate_matrices(matrices: Mapping[str, np.ndarray], mus: Mapping[str, np.n
         Z = rng.standard_normal((p, n))
         X = {d: Z + np.outer(mu, y) for d, mu in mu_arr.items()}
         out = {("ridge", d): interpolation_error(X[d], y, g) for d in mu_arr}
-        for m, A in mats.items():
-            # X^T A X = Z^T A Z + (Z^T A mu) y^T + y (mu^T A Z) + (mu^T A mu) y y^T: the two big
-            # products are shared by all directions.
-            ZAZ = Z.T @ (A @ Z)
-            for d, mu in mu_arr.items():
-                Amu, Atmu = A @ mu, A.T @ mu
-                T = ZAZ + np.outer(Z.T @ Amu, y)
-                T += np.outer(y, Z.T @ Atmu + (mu @ Amu) * y)
-                T *= 1.0 / sq
-                K = kernel.apply(func, T, p, keep_diagonal, a0[m], overwrite=True)
-                out["attention", m, d] = interpolation_error(X[d] @ K, y, g)
+        for m, stack in mats.items():
+            rows = np.array_split(np.arange(p), len(stack))  # the output block of each head
+            phi = {d: np.empty((p, n)) for d in mu_arr} if m in multi else {}
+            for A, c0, block in zip(stack, a0[m], rows):
+                # X^T A X = Z^T A Z + (Z^T A mu) y^T + y (mu^T A Z) + (mu^T A mu) y y^T: the two
+                # big products are shared by all directions.
+                ZAZ = Z.T @ (A @ Z)
+                for d, mu in mu_arr.items():
+                    Amu, Atmu = A @ mu, A.T @ mu
+                    T = ZAZ + np.outer(Z.T @ Amu, y)
+                    T += np.outer(y, Z.T @ Atmu + (mu @ Amu) * y)
+                    T *= 1.0 / sq
+                    K = kernel.apply(func, T, p, keep_diagonal, c0, overwrite=True)
+                    if m in multi:
+                        phi[d][block] = X[d][block] @ K
+                    else:
+                        out["attention", m, d] = interpolation_error(X[d] @ K, y, g)
+            for d, Phi in phi.items():
+                out["attention", m, d] = interpolation_error(Phi, y, g)
         return out
 
     return MonteCarlo.run(trial, trials=trials, seed=seed, gammas=g, n=n, p=p)
