@@ -66,7 +66,7 @@ from ..simulation.trials import Stats, Trials
 from . import _gpt2_weights as _weights
 from .._validation import check_bool, check_gammas, check_int, check_real, check_seed, check_square
 from ..model.nonlinearity import NonlinearityLike, check_nonlinearity, scaled
-from ..model.setting import Setting
+from ..model.setting import RankSetting, Setting
 
 __all__ = [
     "ENV_VAR", "DOWNLOAD_URL", "N_LAYERS", "N_HEADS", "HEAD_DIM", "P",
@@ -74,7 +74,7 @@ __all__ = [
     "DownloadError", "default_path", "find_source", "source_label", "load_qk", "load_layer",
     "paper_matrix", "head_matrix",
     "asymmetry", "spectrum", "shuffled", "normalise", "fit", "verdict", "VERDICT_RULE",
-    "aligned_direction", "random_direction", "fit_setting",
+    "aligned_direction", "random_direction", "fit_setting", "fit_rank_setting",
     "simulate_matrices",
 ]
 
@@ -552,12 +552,31 @@ def random_direction(p: int, snr: float, seed: int) -> np.ndarray:
     return np.sqrt(snr) * g / np.linalg.norm(g)
 
 
+def _fit_parts(f: Fit, mu: np.ndarray, nonlinearity: NonlinearityLike, r: object
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float, NonlinearityLike]:
+    """What :func:`fit_setting` and :func:`fit_rank_setting` share: checked ``mu``, the oriented
+    unit vectors ``U_r`` (key side, sign ``sign(alpha)``) and ``V_r`` (query side), both of shape
+    ``(p, r)``, the singular values ``s_1..s_r``, ``|alpha|`` and the nonlinearity (``f`` or
+    ``t -> f(-t)`` when ``alpha < 0``)."""
+    mu = np.asarray(mu, dtype=float)
+    if mu.shape != (f.p,):
+        raise ValueError(f"mu must have shape ({f.p},), got {mu.shape}")
+    r = check_int(r, "r", low=1, high=f.U.shape[1])
+    alpha = f.alpha
+    if abs(alpha) <= 1e-12 * np.sqrt(f.frob2 / f.p):
+        raise ValueError(f"alpha must be non-zero for a Setting, got {alpha!r}")
+    sign = 1.0 if alpha > 0 else -1.0
+    func = nonlinearity if alpha > 0 else scaled(nonlinearity, -1.0)
+    return mu, sign * f.U[:, :r], f.V[:, :r], f.s[:r], abs(alpha), func
+
+
 def fit_setting(f: Fit, mu: np.ndarray, c: float, nonlinearity: NonlinearityLike) -> Setting:
     """The :class:`~attn_lib.model.setting.Setting` of the fitted ``alpha I + s_1 u_1 v_1^T``.
 
     ``w_K = sqrt(s_1) u_1`` (key side: ``K_ij`` depends on ``x_i^T w_K`` for key ``i``) and
     ``w_Q = sqrt(s_1) v_1``; ``snr = ||mu||^2`` and the cosines are those of ``mu, u_1, v_1``.
-    The fit should be of the *normalised* matrix (:func:`normalise`).
+    The fit should be of the *normalised* matrix (:func:`normalise`). It is the case ``r = 1`` of
+    :func:`fit_rank_setting` as a :class:`Setting`.
 
     A negative ``alpha`` is mapped to the equivalent positive one:
     ``f(alpha t + (x^T w_K)(w_Q^T x')) = g(|alpha| t + (x^T (-w_K))(w_Q^T x'))`` with
@@ -569,24 +588,48 @@ def fit_setting(f: Fit, mu: np.ndarray, c: float, nonlinearity: NonlinearityLike
     ValueError
         If ``alpha == 0`` (the Setting needs a full part).
     """
-    mu = np.asarray(mu, dtype=float)
-    if mu.shape != (f.p,):
-        raise ValueError(f"mu must have shape ({f.p},), got {mu.shape}")
+    mu, U, V, s, alpha, func = _fit_parts(f, mu, nonlinearity, 1)
+    u, v = U[:, 0], V[:, 0]
     snr = float(mu @ mu)
-    u, v = f.U[:, 0], f.V[:, 0]
     mhat = mu / np.sqrt(snr) if snr > 0 else u
-    ck, cq, ckq = float(mhat @ u), float(mhat @ v), float(u @ v)
-    alpha = f.alpha
-    if abs(alpha) <= 1e-12 * np.sqrt(f.frob2 / f.p):
-        raise ValueError(f"alpha must be non-zero for a Setting, got {alpha!r}")
-    func: NonlinearityLike = nonlinearity
-    if alpha < 0:
-        func = scaled(nonlinearity, -1.0)
-        alpha, ck, ckq = -alpha, -ck, -ckq
     clip = lambda x: float(np.clip(x, -1.0, 1.0))  # noqa: E731
-    w = float(np.sqrt(f.s[0]))
-    return Setting(c=c, snr=snr, f=func, wk_norm=w, wq_norm=w, cos_mu_wk=clip(ck),
-                   cos_mu_wq=clip(cq), cos_wk_wq=clip(ckq), alpha=alpha)
+    w = float(np.sqrt(s[0]))
+    return Setting(c=c, snr=snr, f=func, wk_norm=w, wq_norm=w, cos_mu_wk=clip(mhat @ u),
+                   cos_mu_wq=clip(mhat @ v), cos_wk_wq=clip(u @ v), alpha=alpha)
+
+
+def fit_rank_setting(f: Fit, mu: np.ndarray, c: float, nonlinearity: NonlinearityLike,
+                     r: int) -> RankSetting:
+    """The :class:`~attn_lib.model.setting.RankSetting` of the fitted
+    ``alpha I + sum_{k<=r} s_k u_k v_k^T`` (:meth:`Fit.low_rank` ``(r)``).
+
+    ``w_K^(k) = sqrt(s_k) u_k`` and ``w_Q^(k) = sqrt(s_k) v_k``, so that
+    ``W_K^T W_Q = sum_{k<=r} w_K^(k) w_Q^(k)T = U_r diag(s_r) V_r^T``; the setting keeps the
+    Gram matrix of ``[mu; W_K; W_Q]`` (shape ``(1 + 2r, 1 + 2r)``,
+    :meth:`RankSetting.from_vectors`). Orientation and a negative ``alpha`` are handled as in
+    :func:`fit_setting` (every ``w_K^(k)`` changes sign and ``f`` becomes ``t -> f(-t)``), which
+    is the case ``r = 1`` with the same theory.
+
+    Parameters
+    ----------
+    f : Fit
+        Fit of the *normalised* matrix (:func:`normalise`).
+    mu : ndarray of shape (p,)
+        Signal direction (``snr = ||mu||^2``).
+    c : float
+        Aspect ratio ``p / n``.
+    nonlinearity : str or callable
+    r : int
+        Number of spikes, ``1 <= r <= k_max`` (the singular vectors kept by :func:`fit`).
+
+    Raises
+    ------
+    TypeError, ValueError
+        If ``r`` is not an integer in ``1..k_max``, ``mu`` has the wrong shape or ``alpha == 0``.
+    """
+    mu, U, V, s, alpha, func = _fit_parts(f, mu, nonlinearity, r)
+    w = np.sqrt(s)[:, None]
+    return RankSetting.from_vectors(c, mu, w * U.T, w * V.T, f=func, alpha=alpha)
 
 
 # ----------------------------------------------------------------------------- Monte Carlo
