@@ -553,10 +553,9 @@ def random_direction(p: int, snr: float, seed: int) -> np.ndarray:
 
 
 def _fit_parts(f: Fit, mu: np.ndarray, nonlinearity: NonlinearityLike, r: object
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float, NonlinearityLike]:
-    """What :func:`fit_setting` and :func:`fit_rank_setting` share: checked ``mu``, the oriented
-    unit vectors ``U_r`` (key side, sign ``sign(alpha)``) and ``V_r`` (query side), both of shape
-    ``(p, r)``, the singular values ``s_1..s_r``, ``|alpha|`` and the nonlinearity (``f`` or
+               ) -> tuple[np.ndarray, int, float, float, NonlinearityLike]:
+    """What :func:`fit_setting` and :func:`fit_rank_setting` share: the checked ``mu`` and ``r``,
+    the orientation ``sign(alpha)`` of the key side, ``|alpha|`` and the nonlinearity (``f``, or
     ``t -> f(-t)`` when ``alpha < 0``)."""
     mu = np.asarray(mu, dtype=float)
     if mu.shape != (f.p,):
@@ -565,9 +564,9 @@ def _fit_parts(f: Fit, mu: np.ndarray, nonlinearity: NonlinearityLike, r: object
     alpha = f.alpha
     if abs(alpha) <= 1e-12 * np.sqrt(f.frob2 / f.p):
         raise ValueError(f"alpha must be non-zero for a Setting, got {alpha!r}")
-    sign = 1.0 if alpha > 0 else -1.0
-    func = nonlinearity if alpha > 0 else scaled(nonlinearity, -1.0)
-    return mu, sign * f.U[:, :r], f.V[:, :r], f.s[:r], abs(alpha), func
+    if alpha > 0:
+        return mu, r, 1.0, alpha, nonlinearity
+    return mu, r, -1.0, -alpha, scaled(nonlinearity, -1.0)
 
 
 def fit_setting(f: Fit, mu: np.ndarray, c: float, nonlinearity: NonlinearityLike) -> Setting:
@@ -588,14 +587,14 @@ def fit_setting(f: Fit, mu: np.ndarray, c: float, nonlinearity: NonlinearityLike
     ValueError
         If ``alpha == 0`` (the Setting needs a full part).
     """
-    mu, U, V, s, alpha, func = _fit_parts(f, mu, nonlinearity, 1)
-    u, v = U[:, 0], V[:, 0]
+    mu, _, sign, alpha, func = _fit_parts(f, mu, nonlinearity, 1)
     snr = float(mu @ mu)
+    u, v = f.U[:, 0], f.V[:, 0]
     mhat = mu / np.sqrt(snr) if snr > 0 else u
     clip = lambda x: float(np.clip(x, -1.0, 1.0))  # noqa: E731
-    w = float(np.sqrt(s[0]))
-    return Setting(c=c, snr=snr, f=func, wk_norm=w, wq_norm=w, cos_mu_wk=clip(mhat @ u),
-                   cos_mu_wq=clip(mhat @ v), cos_wk_wq=clip(u @ v), alpha=alpha)
+    w = float(np.sqrt(f.s[0]))
+    return Setting(c=c, snr=snr, f=func, wk_norm=w, wq_norm=w, cos_mu_wk=clip(sign * (mhat @ u)),
+                   cos_mu_wq=clip(mhat @ v), cos_wk_wq=clip(sign * (u @ v)), alpha=alpha)
 
 
 def fit_rank_setting(f: Fit, mu: np.ndarray, c: float, nonlinearity: NonlinearityLike,
@@ -627,9 +626,10 @@ def fit_rank_setting(f: Fit, mu: np.ndarray, c: float, nonlinearity: Nonlinearit
     TypeError, ValueError
         If ``r`` is not an integer in ``1..k_max``, ``mu`` has the wrong shape or ``alpha == 0``.
     """
-    mu, U, V, s, alpha, func = _fit_parts(f, mu, nonlinearity, r)
-    w = np.sqrt(s)[:, None]
-    return RankSetting.from_vectors(c, mu, w * U.T, w * V.T, f=func, alpha=alpha)
+    mu, r, sign, alpha, func = _fit_parts(f, mu, nonlinearity, r)
+    w = np.sqrt(f.s[:r])[:, None]
+    return RankSetting.from_vectors(c, mu, sign * w * f.U[:, :r].T, w * f.V[:, :r].T, f=func,
+                                    alpha=alpha)
 
 
 # ----------------------------------------------------------------------------- Monte Carlo
