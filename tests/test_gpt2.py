@@ -416,6 +416,59 @@ def test_fit_setting_needs_nonzero_alpha():
         gpt2.fit_setting(f, gpt2.aligned_direction(f, 1.0), c=0.5, nonlinearity="tanh")
 
 
+@pytest.mark.parametrize("alpha", [0.4, -0.4])
+def test_fit_rank_setting_one_spike_is_fit_setting(alpha):
+    """r = 1 is fit_setting: the same limit theory (and the same Gram matrix)."""
+    A, _, _ = _planted(p=60, alpha=alpha, s=(5.0, 3.0, 2.0), seed=12)
+    A[:, :] += 0.4 * np.outer(np.eye(60)[0], np.eye(60)[1])  # u_1 . v_1 != 0
+    f = gpt2.fit(A, k_max=3)
+    mu = gpt2.aligned_direction(f, 1.3)
+    one = gpt2.fit_setting(f, mu, c=0.5, nonlinearity="tanh")
+    rank = gpt2.fit_rank_setting(f, mu, c=0.5, nonlinearity="tanh", r=1)
+    assert isinstance(rank, al.RankSetting) and rank.r == 1
+    assert np.allclose(rank.gram, one.gram, atol=1e-12) and rank.alpha == one.alpha
+    g = [1e-3, 0.1, 1.0]
+    assert np.allclose(al.theory.attention_error(rank, g), al.theory.attention_error(one, g),
+                       rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("alpha", [0.3, -0.3])
+def test_fit_rank_setting_gram_and_model(alpha):
+    """The Gram matrix is that of [mu; sqrt(s_k) u_k (times sign alpha); sqrt(s_k) v_k], and the
+    model |alpha| I + W_K^T W_Q with the setting's f gives the kernel of the fitted matrix."""
+    p, n, r = 50, 20, 3
+    A, _, _ = _planted(p=p, alpha=alpha, s=(6.0, 4.0, 3.0, 1.0), seed=13)
+    f = gpt2.fit(A, k_max=4)
+    mu = gpt2.random_direction(p, 0.8, seed=14)
+    s = gpt2.fit_rank_setting(f, mu, c=p / n, nonlinearity="relu", r=r)
+    sign = np.sign(alpha)
+    W_K = sign * np.sqrt(f.s[:r])[:, None] * f.U[:, :r].T
+    W_Q = np.sqrt(f.s[:r])[:, None] * f.V[:, :r].T
+    V = np.vstack([mu, W_K, W_Q])
+    assert s.r == r and s.alpha == pytest.approx(abs(f.alpha)) and s.c == pytest.approx(p / n)
+    assert np.allclose(s.gram, V @ V.T, atol=1e-12)
+    # the coherent shift is that of the fitted matrix, read through f(sign(alpha) t)
+    assert s.signed_delta(n) == pytest.approx(sign * mu @ f.low_rank(r) @ mu / np.sqrt(p))
+    X = np.random.default_rng(15).standard_normal((p, n)) + np.outer(mu, np.ones(n))
+    want = np.maximum(X.T @ f.low_rank(r) @ X / np.sqrt(p), 0.0)
+    func = al.nonlinearity.check_nonlinearity(s.f)
+    got = func(X.T @ (s.alpha * np.eye(p) + W_K.T @ W_Q) @ X / np.sqrt(p))
+    assert np.allclose(got, want, atol=1e-12)
+
+
+def test_fit_rank_setting_bad_rank():
+    A, _, _ = _planted(p=30, s=(3.0, 2.0))
+    f = gpt2.fit(A, k_max=2)
+    mu = gpt2.aligned_direction(f, 1.0)
+    for r in (0, 3):
+        with pytest.raises(ValueError, match=r"r must be an integer in 1\.\.2"):
+            gpt2.fit_rank_setting(f, mu, c=0.5, nonlinearity="tanh", r=r)
+    with pytest.raises(TypeError, match="r must be an integer"):
+        gpt2.fit_rank_setting(f, mu, c=0.5, nonlinearity="tanh", r=2.0)
+    with pytest.raises(ValueError, match="mu must have shape"):
+        gpt2.fit_rank_setting(f, mu[:-1], c=0.5, nonlinearity="tanh", r=1)
+
+
 def _direct_error(Phi, y, gamma):
     n = Phi.shape[1]
     Q = np.linalg.inv(Phi.T @ Phi / n + gamma * np.eye(n))

@@ -75,3 +75,22 @@ def test_bad_gammas(bad, exc):
 def test_bad_setting():
     with pytest.raises(TypeError, match="setting"):
         al.theory.ridge_error(0.5, 1.0)
+
+
+def test_rank_setting_depends_on_c_and_snr_only():
+    """Ridge on X = mu y^T + Z ignores the weights: a rank-3 RankSetting gives the Setting's
+    error and resolvent form with the same c and snr, whatever its weights and f."""
+    rng = np.random.default_rng(3)
+    mu = rng.standard_normal(7)
+    mu *= np.sqrt(1.7) / np.linalg.norm(mu)
+    rank = al.RankSetting.from_vectors(0.5, mu, rng.standard_normal((3, 7)),
+                                       rng.standard_normal((3, 7)), f="relu", alpha=0.3)
+    one = al.Setting(c=0.5, snr=1.7)
+    assert np.allclose(al.theory.ridge_error(rank, GAMMAS), al.theory.ridge_error(one, GAMMAS),
+                       rtol=1e-13, atol=0)
+    z = -GAMMAS / 0.5
+    for a, b in zip(al.theory.ridge.ridge_resolvent_form(rank, z),
+                    al.theory.ridge.ridge_resolvent_form(one, z)):
+        assert np.allclose(a, b, rtol=1e-13, atol=0)
+    assert not np.allclose(al.theory.ridge_error(al.Setting(c=0.5, snr=1.0), GAMMAS),
+                           al.theory.ridge_error(rank, GAMMAS))

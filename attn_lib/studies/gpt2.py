@@ -66,7 +66,7 @@ from ..simulation.trials import Stats, Trials
 from . import _gpt2_weights as _weights
 from .._validation import check_bool, check_gammas, check_int, check_real, check_seed, check_square
 from ..model.nonlinearity import NonlinearityLike, check_nonlinearity, scaled
-from ..model.setting import Setting
+from ..model.setting import RankSetting, Setting
 
 __all__ = [
     "ENV_VAR", "DOWNLOAD_URL", "N_LAYERS", "N_HEADS", "HEAD_DIM", "P",
@@ -74,7 +74,7 @@ __all__ = [
     "DownloadError", "default_path", "find_source", "source_label", "load_qk", "load_layer",
     "paper_matrix", "head_matrix", "heads",
     "asymmetry", "spectrum", "shuffled", "normalise", "fit", "verdict", "VERDICT_RULE",
-    "aligned_direction", "random_direction", "fit_setting",
+    "aligned_direction", "random_direction", "fit_setting", "fit_rank_setting",
     "simulate_matrices",
 ]
 
@@ -552,12 +552,30 @@ def random_direction(p: int, snr: float, seed: int) -> np.ndarray:
     return np.sqrt(snr) * g / np.linalg.norm(g)
 
 
+def _fit_parts(f: Fit, mu: np.ndarray, nonlinearity: NonlinearityLike, r: object
+               ) -> tuple[np.ndarray, int, float, float, NonlinearityLike]:
+    """What :func:`fit_setting` and :func:`fit_rank_setting` share: the checked ``mu`` and ``r``,
+    the orientation ``sign(alpha)`` of the key side, ``|alpha|`` and the nonlinearity (``f``, or
+    ``t -> f(-t)`` when ``alpha < 0``)."""
+    mu = np.asarray(mu, dtype=float)
+    if mu.shape != (f.p,):
+        raise ValueError(f"mu must have shape ({f.p},), got {mu.shape}")
+    r = check_int(r, "r", low=1, high=f.U.shape[1])
+    alpha = f.alpha
+    if abs(alpha) <= 1e-12 * np.sqrt(f.frob2 / f.p):
+        raise ValueError(f"alpha must be non-zero for a Setting, got {alpha!r}")
+    if alpha > 0:
+        return mu, r, 1.0, alpha, nonlinearity
+    return mu, r, -1.0, -alpha, scaled(nonlinearity, -1.0)
+
+
 def fit_setting(f: Fit, mu: np.ndarray, c: float, nonlinearity: NonlinearityLike) -> Setting:
     """The :class:`~attn_lib.model.setting.Setting` of the fitted ``alpha I + s_1 u_1 v_1^T``.
 
     ``w_K = sqrt(s_1) u_1`` (key side: ``K_ij`` depends on ``x_i^T w_K`` for key ``i``) and
     ``w_Q = sqrt(s_1) v_1``; ``snr = ||mu||^2`` and the cosines are those of ``mu, u_1, v_1``.
-    The fit should be of the *normalised* matrix (:func:`normalise`).
+    The fit should be of the *normalised* matrix (:func:`normalise`). It is the case ``r = 1`` of
+    :func:`fit_rank_setting` as a :class:`Setting`.
 
     A negative ``alpha`` is mapped to the equivalent positive one:
     ``f(alpha t + (x^T w_K)(w_Q^T x')) = g(|alpha| t + (x^T (-w_K))(w_Q^T x'))`` with
@@ -569,24 +587,49 @@ def fit_setting(f: Fit, mu: np.ndarray, c: float, nonlinearity: NonlinearityLike
     ValueError
         If ``alpha == 0`` (the Setting needs a full part).
     """
-    mu = np.asarray(mu, dtype=float)
-    if mu.shape != (f.p,):
-        raise ValueError(f"mu must have shape ({f.p},), got {mu.shape}")
+    mu, _, sign, alpha, func = _fit_parts(f, mu, nonlinearity, 1)
     snr = float(mu @ mu)
     u, v = f.U[:, 0], f.V[:, 0]
     mhat = mu / np.sqrt(snr) if snr > 0 else u
-    ck, cq, ckq = float(mhat @ u), float(mhat @ v), float(u @ v)
-    alpha = f.alpha
-    if abs(alpha) <= 1e-12 * np.sqrt(f.frob2 / f.p):
-        raise ValueError(f"alpha must be non-zero for a Setting, got {alpha!r}")
-    func: NonlinearityLike = nonlinearity
-    if alpha < 0:
-        func = scaled(nonlinearity, -1.0)
-        alpha, ck, ckq = -alpha, -ck, -ckq
     clip = lambda x: float(np.clip(x, -1.0, 1.0))  # noqa: E731
     w = float(np.sqrt(f.s[0]))
-    return Setting(c=c, snr=snr, f=func, wk_norm=w, wq_norm=w, cos_mu_wk=clip(ck),
-                   cos_mu_wq=clip(cq), cos_wk_wq=clip(ckq), alpha=alpha)
+    return Setting(c=c, snr=snr, f=func, wk_norm=w, wq_norm=w, cos_mu_wk=clip(sign * (mhat @ u)),
+                   cos_mu_wq=clip(mhat @ v), cos_wk_wq=clip(sign * (u @ v)), alpha=alpha)
+
+
+def fit_rank_setting(f: Fit, mu: np.ndarray, c: float, nonlinearity: NonlinearityLike,
+                     r: int) -> RankSetting:
+    """The :class:`~attn_lib.model.setting.RankSetting` of the fitted
+    ``alpha I + sum_{k<=r} s_k u_k v_k^T`` (:meth:`Fit.low_rank` ``(r)``).
+
+    ``w_K^(k) = sqrt(s_k) u_k`` and ``w_Q^(k) = sqrt(s_k) v_k``, so that
+    ``W_K^T W_Q = sum_{k<=r} w_K^(k) w_Q^(k)T = U_r diag(s_r) V_r^T``; the setting keeps the
+    Gram matrix of ``[mu; W_K; W_Q]`` (shape ``(1 + 2r, 1 + 2r)``,
+    :meth:`RankSetting.from_vectors`). Orientation and a negative ``alpha`` are handled as in
+    :func:`fit_setting` (every ``w_K^(k)`` changes sign and ``f`` becomes ``t -> f(-t)``), which
+    is the case ``r = 1`` with the same theory.
+
+    Parameters
+    ----------
+    f : Fit
+        Fit of the *normalised* matrix (:func:`normalise`).
+    mu : ndarray of shape (p,)
+        Signal direction (``snr = ||mu||^2``).
+    c : float
+        Aspect ratio ``p / n``.
+    nonlinearity : str or callable
+    r : int
+        Number of spikes, ``1 <= r <= k_max`` (the singular vectors kept by :func:`fit`).
+
+    Raises
+    ------
+    TypeError, ValueError
+        If ``r`` is not an integer in ``1..k_max``, ``mu`` has the wrong shape or ``alpha == 0``.
+    """
+    mu, r, sign, alpha, func = _fit_parts(f, mu, nonlinearity, r)
+    w = np.sqrt(f.s[:r])[:, None]
+    return RankSetting.from_vectors(c, mu, sign * w * f.U[:, :r].T, w * f.V[:, :r].T, f=func,
+                                    alpha=alpha)
 
 
 # ----------------------------------------------------------------------------- Monte Carlo

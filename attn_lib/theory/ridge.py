@@ -34,16 +34,16 @@ from __future__ import annotations
 import numpy as np
 
 from .._validation import check_gammas, check_setting
-from ..model.setting import Setting
+from ..model.setting import RankSetting, Setting
 from . import marchenko_pastur as mp
 
 
-def ridge_resolvent_form(setting: Setting, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def ridge_resolvent_form(setting: Setting | RankSetting, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``q(z)`` and ``q'(z)``, the limit of ``yh^T (X^T X / p - z)^{-1} yh`` and its derivative.
 
     Parameters
     ----------
-    setting : Setting
+    setting : Setting or RankSetting
         Only ``c`` and ``snr`` enter.
     z : ndarray
         Points off the spectrum (for example ``-gamma / c``).
@@ -60,7 +60,7 @@ def ridge_resolvent_form(setting: Setting, z: np.ndarray) -> tuple[np.ndarray, n
     return q, dq
 
 
-def ridge_error(setting: Setting, gammas: object) -> np.ndarray:
+def ridge_error(setting: Setting | RankSetting, gammas: object) -> np.ndarray:
     """Deterministic equivalent of the ridge interpolation error.
 
     ``E(gamma) = gamma^2 y^T (X^T X / n + gamma I)^{-2} y / n -> (gamma/c)^2 q'(-gamma/c)``
@@ -68,8 +68,9 @@ def ridge_error(setting: Setting, gammas: object) -> np.ndarray:
 
     Parameters
     ----------
-    setting : Setting
-        Only ``c`` and ``snr`` enter; the nonlinearity and weights do not.
+    setting : Setting or RankSetting
+        Only ``c`` and ``snr`` enter; the nonlinearity and weights (rank one or rank ``r``) do
+        not.
     gammas : float or array_like of shape (G,)
         Positive ridge parameters.
 
@@ -77,7 +78,7 @@ def ridge_error(setting: Setting, gammas: object) -> np.ndarray:
     -------
     ndarray shaped like ``gammas``, values in ``[0, 1]``.
     """
-    check_setting(setting)
+    check_setting(setting, types=(Setting, RankSetting))
     g = check_gammas(gammas)
     z = -g / setting.c
     _, dq = ridge_resolvent_form(setting, z)
