@@ -706,6 +706,7 @@ def simulate_matrices(matrices: Mapping[str, np.ndarray], mus: Mapping[str, np.n
     comparison with one matrix is at the same ``c``. Summing the heads' logits instead is the
     single matrix ``sum_h B_h``: the book's model. (Concatenating every head's full ``X K_h``
     would give ``H p`` features, a model with ``H`` times the aspect ratio.)
+
     Parameters
     ----------
     matrices : mapping name -> ndarray of shape (p, p) or (H, p, p)
