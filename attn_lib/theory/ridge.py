@@ -34,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._validation import check_gammas, check_setting
-from ..model.setting import Setting
+from ..model.setting import Entrywise, Setting, Softmax
 from . import marchenko_pastur as mp
 
 
@@ -69,7 +69,9 @@ def ridge_error(setting: Setting, gammas: object) -> np.ndarray:
     Parameters
     ----------
     setting : Setting
-        Only ``c`` and ``snr`` enter; the nonlinearity and weights do not.
+        Only ``c`` and ``snr`` enter; the nonlinearity, the weights and the attention kind
+        (entry-wise or softmax) do not: ridge regresses on the tokens ``Phi = X`` themselves, so
+        a softmax setting has the ridge error of its entry-wise twin at the same raw ``gamma``.
     gammas : float or array_like of shape (G,)
         Positive ridge parameters.
 
@@ -77,7 +79,7 @@ def ridge_error(setting: Setting, gammas: object) -> np.ndarray:
     -------
     ndarray shaped like ``gammas``, values in ``[0, 1]``.
     """
-    check_setting(setting)
+    check_setting(setting, attention=(Entrywise, Softmax))
     g = check_gammas(gammas)
     z = -g / setting.c
     _, dq = ridge_resolvent_form(setting, z)
