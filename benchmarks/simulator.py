@@ -4,8 +4,10 @@ One attention + ridge trial at ``n = 2048``, ``p = 512`` (``f = tanh``) needs at
 matrix products ``X^T X`` (n x p x n), ``Phi = X K`` (p x n x n) and ``Phi Phi^T`` (p x n x p).
 This script times them and a full trial (``attn_lib.simulation.simulate.draw_errors`` on a 50-point gamma
 grid) in interleaved repeats, and prints the medians, the minima and the ratio
-``trial / (sum of the GEMMs)`` of each. Target: at most 2. Trial and GEMMs run with the same
-BLAS threads (``--blas-threads``, default 1: the threads every mode of
+``trial / (sum of the GEMMs)`` of each. Target: at most 2. The same trial under softmax
+attention (``Softmax(1.0)``, the same setting otherwise: row ``softmax``) is timed in the same
+repeats, and the ratio ``softmax trial / tanh trial`` printed; target: at most 1.2. Trial and
+GEMMs run with the same BLAS threads (``--blas-threads``, default 1: the threads every mode of
 :mod:`attn_lib.simulation.executor` gives a trial), so the comparison is like with like.
 
 It also reads how busy the cores were with other processes during the run (``/proc/stat``
@@ -21,6 +23,7 @@ Usage: ``python benchmarks/simulator.py [--n 2048] [--c 0.25] [--repeats 9] [--b
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import resource
 import time
@@ -84,14 +87,16 @@ def run(args: argparse.Namespace) -> None:
     K = rng.standard_normal((args.n, args.n))
     Phi = X @ K
 
+    softmax = dataclasses.replace(setting, attention=al.Softmax(1.0))
     gemm = {"X^T X": lambda: X.T @ X, "X K": lambda: X @ K, "Phi Phi^T": lambda: Phi @ Phi.T}
-    times: dict[str, list[float]] = {name: [] for name in [*gemm, "trial"]}
+    times: dict[str, list[float]] = {name: [] for name in [*gemm, "trial", "softmax"]}
     busy0, own0, wall0 = _busy_seconds(), _own_seconds(), time.perf_counter()
     for r in range(args.repeats):
         for name, fn in gemm.items():
             times[name].append(_time(fn))
-        times["trial"].append(_time(
-            lambda: al.simulate.draw_errors(setting, gammas, args.n, np.random.default_rng(r))))
+        for name, s in (("trial", setting), ("softmax", softmax)):
+            times[name].append(_time(
+                lambda: al.simulate.draw_errors(s, gammas, args.n, np.random.default_rng(r))))
     wall = time.perf_counter() - wall0
     busy1, own = _busy_seconds(), _own_seconds() - own0
     print(f"n={args.n} p={p} f=tanh, 50 gammas, {args.repeats} interleaved repeats, "
@@ -102,6 +107,9 @@ def run(args: argparse.Namespace) -> None:
     for stat, fn in (("medians", np.median), ("minima", min)):
         floor = sum(fn(times[name]) for name in gemm)
         print(f"ratio trial / GEMMs of the {stat}: {fn(times['trial']) / floor:.2f}  (target <= 2)")
+    for stat, fn in (("medians", np.median), ("minima", min)):
+        print(f"ratio softmax trial / tanh trial of the {stat}: "
+              f"{fn(times['softmax']) / fn(times['trial']):.2f}  (target <= 1.2)")
     cores = os.cpu_count() or 1
     if busy0 is None or busy1 is None:
         print("load of other processes unknown (no /proc/stat)")

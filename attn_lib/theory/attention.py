@@ -69,8 +69,13 @@ class Linearisation:
 
 
 def linearisation(setting: Setting | RankSetting) -> Linearisation:
-    """Linearisation coefficients ``a1, a2, nu, b2, rho`` of ``setting`` (see :class:`Linearisation`)."""
-    s = check_setting(setting, types=_TYPES)
+    """Linearisation coefficients ``a1, a2, nu, b2, rho`` of ``setting`` (see :class:`Linearisation`).
+
+    Under (masked) softmax attention: those of the kernel part of ``X A`` in units of its scale
+    ``s_n`` (:func:`~attn_lib.theory.softmax.entrywise_equivalent`, ``f_beta``; at ``alpha = 1``
+    ``a1 = beta``, ``nu = e^{beta^2} - 1``).
+    """
+    s = _entrywise(setting, None)
     h = s.hermite  # Hermite data of f(alpha t), i.e. of the canonical setting
     b2 = h.b2 if h.b2 > 1e-14 * max(h.nu, 1e-300) else 0.0
     return Linearisation(a1=h.a1, a2=h.a2, nu=h.nu, b2=b2, rho=float(np.sqrt(s.c) * h.a1))
@@ -297,9 +302,11 @@ def attention_bulk(setting: Setting | RankSetting, gammas: object, *, max_iter: 
     """Bulk fixed-point solution ``(alpha, kappa, tau)`` and derivatives, arrays shaped like ``gammas``.
 
     It depends on ``c``, ``a1`` and ``b2`` only; its ``.error`` is the answer for ``mu = 0``
-    (random inputs).
+    (random inputs). Under (masked) softmax attention ``gammas`` are effective ridge
+    parameters ``gamma / s_n^2`` and the solution is that of the entry-wise kernel of
+    ``f_beta`` (:func:`linearisation`), as in :func:`attention_error`.
     """
-    s = check_setting(setting, types=_TYPES)
+    s = _entrywise(setting, None)
     g = check_gammas(gammas)
     lin = linearisation(s)
     sol = solve_bulk(s.c, lin.rho, lin.b2, g.reshape(1, -1), max_iter=max_iter,

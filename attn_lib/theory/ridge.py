@@ -34,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._validation import check_gammas, check_setting
-from ..model.setting import RankSetting, Setting
+from ..model.setting import Entrywise, RankSetting, Setting, Softmax
 from . import marchenko_pastur as mp
 
 
@@ -69,8 +69,10 @@ def ridge_error(setting: Setting | RankSetting, gammas: object) -> np.ndarray:
     Parameters
     ----------
     setting : Setting or RankSetting
-        Only ``c`` and ``snr`` enter; the nonlinearity and weights (rank one or rank ``r``) do
-        not.
+        Only ``c`` and ``snr`` enter; the nonlinearity, the weights (rank one or rank ``r``) and
+        the attention kind (entry-wise or softmax) do not: ridge regresses on the tokens
+        ``Phi = X`` themselves, so a softmax setting has the ridge error of its entry-wise twin at
+        the same raw ``gamma``.
     gammas : float or array_like of shape (G,)
         Positive ridge parameters.
 
@@ -78,7 +80,7 @@ def ridge_error(setting: Setting | RankSetting, gammas: object) -> np.ndarray:
     -------
     ndarray shaped like ``gammas``, values in ``[0, 1]``.
     """
-    check_setting(setting, types=(Setting, RankSetting))
+    check_setting(setting, types=(Setting, RankSetting), attention=(Entrywise, Softmax))
     g = check_gammas(gammas)
     z = -g / setting.c
     _, dq = ridge_resolvent_form(setting, z)
