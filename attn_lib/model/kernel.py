@@ -281,7 +281,7 @@ def softmax_kernel(X: np.ndarray, w_K: np.ndarray, w_Q: np.ndarray, beta: float,
                    gram: np.ndarray | None = None) -> np.ndarray:
     r"""Softmax attention ``A = softmax(beta T)`` column by column, shape ``(n, n)``.
 
-    With the logits ``T = X^T (alpha I + w_K w_Q^T) X / sqrt(p)`` (:func:`logits`; row ``i`` a
+    With the logits ``T = X^T (alpha I + W_K^T W_Q) X / sqrt(p)`` (:func:`logits`; row ``i`` a
     key, column ``j`` a query)
 
         A_ij = exp(beta T_ij) / sum_k exp(beta T_kj),
@@ -294,7 +294,8 @@ def softmax_kernel(X: np.ndarray, w_K: np.ndarray, w_Q: np.ndarray, beta: float,
     ----------
     X : ndarray of shape (p, n)
         Tokens as columns, ``n >= 2``.
-    w_K, w_Q : ndarray of shape (p,)
+    w_K, w_Q : ndarray of shape (p,) or (r, p)
+        One pair of weight vectors or ``r`` pairs as rows (see :func:`logits`).
     beta : float
         Inverse temperature ``> 0``.
     alpha : float, default 1.0

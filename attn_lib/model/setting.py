@@ -269,7 +269,6 @@ class Setting(BaseSetting):
         return abs(self.signed_delta(n))
 
 
-
 @dataclass(frozen=True, eq=False)
 class RankSetting(BaseSetting):
     """Scalars of the attention model with rank-``r`` weights ``W = alpha I + W_K^T W_Q``.
