@@ -262,3 +262,12 @@ def test_theory_matches_simulation(r, geometry):
     no_pairs[0, 0] = s.snr
     th0 = al.theory.attention_error(al.RankSetting(c=s.c, gram=no_pairs, f=s.f), GAMMAS)
     assert np.any(np.abs(th0 - res.attention.mean) > tol)
+
+
+def test_a_sweep_takes_rank_r_settings():
+    # sweeps.simulations checks the simulator's own types: a RankSetting of a Setting gives the
+    # same draws bit for bit
+    from attn_lib.studies import sweeps
+    s = al.Setting(c=0.5, snr=1.0, wk_norm=1.0, wq_norm=1.0)
+    run = lambda x: sweeps.simulations([x], [0.1], 64, 2, use_cache=False).attention  # noqa: E731
+    np.testing.assert_array_equal(run(al.RankSetting.from_setting(s)), run(s))

@@ -25,8 +25,9 @@ from .trials import Plan, Stats, Trials
 
 __all__ = ["draw_errors", "SimulationResult", "errors", "errors_plan", "self_weight"]
 
-#: The attention kinds the simulator draws.
+#: The attention kinds and the setting types the simulator draws.
 KINDS = (Entrywise, Softmax)
+TYPES = (Setting, RankSetting)
 
 
 def draw_errors(setting: Setting | RankSetting, gammas: np.ndarray, n: int, rng: np.random.Generator,
@@ -149,7 +150,7 @@ def errors(setting: Setting | RankSetting, gammas: object, n: int = 2048, trials
 def errors_plan(setting: Setting | RankSetting, gammas: object, n: int = 2048, trials: int = 4, seed: int = 0,
                 keep_diagonal: bool = False, attention: bool = True) -> Plan[SimulationResult]:
     """The trials of :func:`errors` (same parameters), as a :class:`~.trials.Plan`."""
-    check_setting(setting, types=(Setting, RankSetting), attention=KINDS)
+    check_setting(setting, types=TYPES, attention=KINDS)
     if not isinstance(keep_diagonal, bool) or not isinstance(attention, bool):
         raise TypeError("keep_diagonal and attention must be bool")
     if keep_diagonal and isinstance(setting.attention, Softmax):
@@ -169,7 +170,7 @@ def errors_plan(setting: Setting | RankSetting, gammas: object, n: int = 2048, t
     return SimulationResult.plan(trial, trials=trials, seed=seed, gammas=g, n=n, p=p)
 
 
-def self_weight(setting: Setting, n: int = 2048, trials: int = 4, seed: int = 0) -> Trials:
+def self_weight(setting: Setting | RankSetting, n: int = 2048, trials: int = 4, seed: int = 0) -> Trials:
     """Monte Carlo of the mean weight ``tr(A) / n`` a query puts on itself under softmax.
 
     ``setting.attention`` must be :class:`~attn_lib.model.setting.Softmax`; with
@@ -181,7 +182,7 @@ def self_weight(setting: Setting, n: int = 2048, trials: int = 4, seed: int = 0)
     Trials
         The curve ``"self_weight"`` of shape ``(trials,)`` (``gammas`` empty).
     """
-    check_setting(setting, attention=(Softmax,))
+    check_setting(setting, types=TYPES, attention=(Softmax,))
     n, trials, seed = check_int(n, "n", low=2), check_int(trials, "trials"), check_seed(seed)
     kind = setting.attention
     data.geometry(setting, setting.p(n))

@@ -135,8 +135,9 @@ def simulations(settings: Sequence[Setting], gammas: object, n: int | Sequence[i
     Parameters
     ----------
     settings : sequence of Setting, length B
-        Entry-wise or softmax attention (:data:`attn_lib.simulation.simulate.KINDS`); a softmax
-        setting's attention error is that of the raw features ``X A``.
+        Rank-one or rank-``r`` weights, entry-wise or softmax attention
+        (:data:`attn_lib.simulation.simulate.TYPES`, :data:`~attn_lib.simulation.simulate.KINDS`);
+        a softmax setting's attention error is that of the raw features ``X A``.
     gammas : float or array_like of shape (G,)
         Positive ridge parameters (one eigendecomposition per draw gives all of them).
     n : int or sequence of int of length B
@@ -161,7 +162,7 @@ def simulations(settings: Sequence[Setting], gammas: object, n: int | Sequence[i
     -------
     SweepResult
     """
-    settings = check_settings(settings, attention=simulate.KINDS)
+    settings = check_settings(settings, types=simulate.TYPES, attention=simulate.KINDS)
     g = np.atleast_1d(check_gammas(gammas))
     ns = [n] * len(settings) if isinstance(n, (int, np.integer)) and not isinstance(n, bool) else list(n)
     if len(ns) != len(settings):
