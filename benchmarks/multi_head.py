@@ -43,14 +43,14 @@ against ridge's 0.247 and 0.241-0.247. At that scale its features are *not* ``sq
 smaller than the tokens: ``tau`` = 0.45 / 0.39 / 0.32 against ridge's 0.50 (the tanh models
 1.1-2.4). A one-hot column (all weight on one key) would give ``tau ~ c`` = 0.5 and ``k`` equal
 weights about ``0.5 / k``: the logits ``x_i^T A_h x_j / 8`` of ``N(0, I)`` tokens are large, and
-each head's column puts its weight on one or two keys, so that ``X_h A_h`` is nearly a copy of
-other tokens' rows. At equal effective regularisation it sits between the tanh per-head models and the
-summed one: at ``g`` = 1, 0.598-0.605 (random) against heads/unit 0.523-0.545, heads/gpt2
-0.507-0.534, summed 0.660-0.702 and ridge 0.322; at ``g`` = 1e-3 the scale drops out and
-every model is within 0.001 of its raw value. So applying ``f`` per head changes the error by
-up to 0.07 on random inputs, and GPT-2's per-head softmax differs from the summed-logit model by
-0.12-0.16 (random ``mu``) and 0.08-0.13 (aligned) at gamma = 1e-3: a theory that sums the logits
-cannot stand for GPT-2's own form.
+by ``tau`` a head's column weighs about one or two keys (``0.5 / tau`` = 1.1-1.6), so that a
+feature column of ``X_h A_h`` is nearly another token's block of ``x``. At equal effective regularisation it sits between the tanh per-head models
+and the summed one: at ``g`` = 1, 0.598-0.605 (random) against heads/unit 0.523-0.545,
+heads/gpt2 0.507-0.534, summed 0.660-0.702 and ridge 0.322; at ``g`` = 1e-3 the scale drops out
+and every model is within 0.001 of its raw value. So applying ``f`` per head changes the error
+by up to 0.07 on random inputs, and GPT-2's per-head softmax differs from the summed-logit model
+by 0.12-0.16 (random ``mu``) and 0.08-0.13 (aligned) at gamma = 1e-3: a theory that sums the
+logits cannot stand for GPT-2's own form.
 """
 
 from __future__ import annotations

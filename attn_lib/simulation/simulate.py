@@ -8,6 +8,9 @@ One draw of the model (:func:`attn_lib.model.data.draw`) gives the error curves
 or on a Dask cluster (:mod:`attn_lib.simulation.executor`); :func:`errors_plan` lists its trials
 without running them, so that a sweep can send the trials of many settings at once.
 
+A :class:`~attn_lib.model.setting.MatrixSetting` (any key-query matrix ``M`` and signal ``mu``)
+is drawn the same way, with the logits ``X^T M X / sqrt(p)``; its ``n`` must give its ``p``.
+
 The error of one draw lives in :mod:`attn_lib.simulation.resolvent` and the trials and their
 summaries in :mod:`attn_lib.simulation.trials`; their names are importable from here too.
 """
@@ -127,7 +130,8 @@ class SimulationResult(Trials):
         return self.stats("ridge")
 
 
-def errors(setting: Setting | RankSetting | MatrixSetting, gammas: object, n: int = 2048, trials: int = 4, seed: int = 0,
+def errors(setting: Setting | RankSetting | MatrixSetting, gammas: object, n: int = 2048,
+           trials: int = 4, seed: int = 0,
            keep_diagonal: bool = False, progress: bool = False,
            attention: bool = True, scheduler: str | None = None) -> SimulationResult:
     """Monte Carlo interpolation errors of attention and ridge regression.
@@ -171,7 +175,8 @@ def errors(setting: Setting | RankSetting | MatrixSetting, gammas: object, n: in
     return plan.run(progress=progress, scheduler=scheduler)
 
 
-def errors_plan(setting: Setting | RankSetting | MatrixSetting, gammas: object, n: int = 2048, trials: int = 4, seed: int = 0,
+def errors_plan(setting: Setting | RankSetting | MatrixSetting, gammas: object, n: int = 2048,
+                trials: int = 4, seed: int = 0,
                 keep_diagonal: bool = False, attention: bool = True) -> Plan[SimulationResult]:
     """The trials of :func:`errors` (same parameters), as a :class:`~.trials.Plan`."""
     check_setting(setting, types=TYPES, attention=KINDS)

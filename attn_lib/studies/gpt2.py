@@ -768,7 +768,8 @@ def simulate_matrices(matrices: Mapping[str, np.ndarray], mus: Mapping[str, np.n
     n = check_int(n, "n")
     trials = check_int(trials, "trials")
     seed = check_seed(seed)
-    keep_diagonal, relative = check_bool(keep_diagonal, "keep_diagonal"), check_bool(relative, "relative")
+    keep_diagonal = check_bool(keep_diagonal, "keep_diagonal")
+    relative = check_bool(relative, "relative")
     if not isinstance(attention, (Entrywise, Softmax)):
         raise TypeError("attention must be attn_lib.Entrywise() or attn_lib.Softmax(beta), got "
                         f"{type(attention).__name__}")

@@ -38,7 +38,8 @@ from ..model.setting import Entrywise, MatrixSetting, RankSetting, Setting, Soft
 from . import marchenko_pastur as mp
 
 
-def ridge_resolvent_form(setting: Setting | RankSetting | MatrixSetting, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def ridge_resolvent_form(setting: Setting | RankSetting | MatrixSetting, z: np.ndarray
+                         ) -> tuple[np.ndarray, np.ndarray]:
     """``q(z)`` and ``q'(z)``, the limit of ``yh^T (X^T X / p - z)^{-1} yh`` and its derivative.
 
     Parameters
@@ -70,9 +71,9 @@ def ridge_error(setting: Setting | RankSetting | MatrixSetting, gammas: object) 
     ----------
     setting : Setting, RankSetting or MatrixSetting
         Only ``c`` and ``snr`` enter; the nonlinearity, the weights (rank one, rank ``r`` or a
-        general matrix ``M``) and the attention kind (entry-wise or softmax) do not: ridge regresses on the tokens
-        ``Phi = X`` themselves, so a softmax setting has the ridge error of its entry-wise twin at
-        the same raw ``gamma``.
+        general matrix ``M``) and the attention kind (entry-wise or softmax) do not: ridge
+        regresses on the tokens ``Phi = X`` themselves, so a softmax setting has the ridge error
+        of its entry-wise twin at the same raw ``gamma``.
     gammas : float or array_like of shape (G,)
         Positive ridge parameters.
 
