@@ -24,17 +24,19 @@ book
 Beside the layers, ``_validation`` checks every public function's input and ``cache`` stores
 computed results on disk, keyed by the code they depend on; both are used by every layer.
 
-``attn_lib.Setting``, ``attn_lib.RankSetting``, the attention kinds ``attn_lib.Entrywise`` and
-``attn_lib.Softmax``, ``attn_lib.nonlinearity``, ``attn_lib.hermite``, ``attn_lib.data``, ``attn_lib.kernel``,
-``attn_lib.simulate`` and ``attn_lib.theory`` are re-exported here.
+``attn_lib.Setting``, ``attn_lib.RankSetting``, ``attn_lib.MatrixSetting``, the attention kinds
+``attn_lib.Entrywise`` and ``attn_lib.Softmax``, ``attn_lib.nonlinearity``, ``attn_lib.hermite``,
+``attn_lib.data``, ``attn_lib.kernel``, ``attn_lib.simulate`` and ``attn_lib.theory`` are
+re-exported here.
 """
 
 from . import cache, model, simulation, studies, theory
 from .model import data, hermite, kernel, nonlinearity
-from .model.setting import Entrywise, RankSetting, Setting, Softmax
+from .model.setting import Entrywise, MatrixSetting, RankSetting, Setting, Softmax
 from .simulation import simulate
 
-__all__ = ["RankSetting", "Setting", "Entrywise", "Softmax", "cache", "data", "hermite", "kernel", "model",
+__all__ = ["MatrixSetting", "RankSetting", "Setting", "Entrywise", "Softmax", "cache", "data",
+           "hermite", "kernel", "model",
            "nonlinearity", "simulate",
            "simulation", "studies", "theory"]
 __version__ = "0.1.0"

@@ -3,35 +3,54 @@
 GPT-2 applies its nonlinearity to each of its 12 heads' logits separately; the book's model (and
 the paper's) applies ``f`` to the summed logits ``x_i^T A x_j`` of the layer's matrix
 ``A = sum_h W_K^h (W_Q^h)^T``. Per GPT-2 layer this prints, on common draws
-(:func:`attn_lib.studies.gpt2.simulate_matrices`, tanh, ``c = p/n``, SNR 1, ``mu`` random and
-``gpt2.aligned_direction``), the Monte Carlo error of
+(:func:`attn_lib.studies.gpt2.simulate_matrices`, ``c = p/n``, SNR 1, ``mu`` random and
+``gpt2.aligned_direction``; every call with the same seed, so the same tokens), the Monte Carlo
+error of
 
-* ``summed``: ``f`` on the summed logits of the normalised layer matrix (:func:`gpt2.normalise`);
-* ``heads/unit``: ``f`` on each head's logits at unit variance per head
+* ``summed``: tanh on the summed logits of the normalised layer matrix (:func:`gpt2.normalise`);
+* ``heads/unit``: tanh on each head's logits at unit variance per head
   (:func:`gpt2.heads` ``scale="unit"``), each head writing its own block of ``p / 12 = 64``
   feature rows (GPT-2's side-by-side values, with the identity as the value map), so the
   features keep their count ``p``;
 * ``heads/gpt2``: the same with GPT-2's own per-head scale ``1/8`` on the book's ``N(0, I)``
   tokens (``scale="gpt2"``; the logits are then far larger than one and tanh saturates);
+* ``softmax/gpt2``: **GPT-2's own form**, per-head softmax (``Softmax(beta=1)``, self-pairs
+  masked, each head's columns summing to one) of the logits at GPT-2's scale ``1/8``, each head
+  writing its block of 64 feature rows as above;
 * ridge regression on the same draws;
 
-with standard errors, at the raw ``gamma`` = 1e-3, 0.1 and 1 (``summed`` and ``heads/unit`` read
-``f`` on unit-variance logits, so their features are on one scale; ``heads/gpt2``'s saturated
-``f`` has a larger one, and only its small-``gamma`` values compare). A theory for the per-head model needs the any-matrix theory (a head's matrix has rank
-64 and no full part), which does not exist yet.
+with standard errors, first at the raw ``gamma`` = 1e-3, 0.1 and 1, then at equal effective
+regularisation: each model at ``gamma = g tau`` with ``tau = ||Phi||_F^2 / n^2`` the mean
+eigenvalue of its own ``Phi^T Phi / n`` measured on each draw (``simulate_matrices(...,
+relative=True)``, the convention of :func:`attn_lib.studies.sweeps.feature_scale`), ``g`` = 1e-3,
+0.1, 1; the mean ``tau`` is printed last. A theory for the per-head model needs the any-matrix
+theory (a head's matrix has rank 64 and no full part), which the library does not have yet.
 
 Usage::
 
     python benchmarks/multi_head.py [--layers 0 5 11] [--n 1536] [--trials 4]
 
-Last result (layers 0, 5 and 11, n = 1536, 4 trials, s.e. 0.002-0.009, about 4 minutes under
-load). With a random ``mu``, the per-head model at unit scale is below the summed-logit one at
-every gamma and in every layer: at gamma = 1e-3, 0.295 / 0.306 / 0.295 against 0.333 / 0.343 /
-0.365, and at gamma = 1, 0.51-0.54 against 0.65-0.69. Both stay above ridge, 0.247 and 0.391.
-With the aligned ``mu``, the two are within 0.004-0.015 at gamma = 1e-3, 0.245-0.255, next to
-ridge at 0.241-0.247, and the per-head model is lower at larger gamma. So applying ``f`` per head
-changes the error by up to 0.07 on random inputs. A theory that sums the logits cannot stand for
-GPT-2's own form.
+Last result (layers 0, 5 and 11, n = 1536, 4 trials, s.e. 0.0012-0.0113, 13 minutes under
+load). With a random ``mu``, the per-head tanh model at unit scale is below the summed-logit one
+at every gamma and in every layer: at gamma = 1e-3, 0.295 / 0.306 / 0.295 against
+0.333 / 0.343 / 0.365, and at gamma = 1, 0.51-0.54 against 0.65-0.69. Both stay above ridge,
+0.247 and 0.391. With the aligned ``mu``, the two are within 0.004-0.015 at gamma = 1e-3,
+0.239-0.255, next to ridge at 0.241-0.247, and the per-head model is lower at larger gamma.
+
+GPT-2's own form, per-head softmax at its 1/8 scale, is the worst of the four at gamma = 1e-3:
+0.492 / 0.493 / 0.487 (random ``mu``) and 0.334 / 0.382 / 0.344 (aligned) in layers 0 / 5 / 11,
+against ridge's 0.247 and 0.241-0.247. At that scale its features are *not* ``sqrt(p)/n``
+smaller than the tokens: ``tau`` = 0.45 / 0.39 / 0.32 against ridge's 0.50 (the tanh models
+1.1-2.4). A one-hot column (all weight on one key) would give ``tau ~ c`` = 0.5 and ``k`` equal
+weights about ``0.5 / k``: the logits ``x_i^T A_h x_j / 8`` of ``N(0, I)`` tokens are large, and
+by ``tau`` a head's column weighs about one or two keys (``0.5 / tau`` = 1.1-1.6), so that a
+feature column of ``X_h A_h`` is nearly another token's block of ``x``. At equal effective regularisation it sits between the tanh per-head models
+and the summed one: at ``g`` = 1, 0.598-0.605 (random) against heads/unit 0.523-0.545,
+heads/gpt2 0.507-0.534, summed 0.660-0.702 and ridge 0.322; at ``g`` = 1e-3 the scale drops out
+and every model is within 0.001 of its raw value. So applying ``f`` per head changes the error
+by up to 0.07 on random inputs, and GPT-2's per-head softmax differs from the summed-logit model
+by 0.12-0.16 (random ``mu``) and 0.08-0.13 (aligned) at gamma = 1e-3: a theory that sums the
+logits cannot stand for GPT-2's own form.
 """
 
 from __future__ import annotations
@@ -40,9 +59,13 @@ import argparse
 
 import numpy as np
 
+import attn_lib as al
 from attn_lib.studies import gpt2
 
 GAMMAS = np.array([1e-3, 0.1, 1.0])
+#: (row, attention kind, matrices' key): the tanh rows share one call, GPT-2's own form another
+MODELS = (("summed", al.Entrywise(), "summed"), ("heads/unit", al.Entrywise(), "heads/unit"),
+          ("heads/gpt2", al.Entrywise(), "heads/gpt2"), ("softmax/gpt2", al.Softmax(1.0), "heads/gpt2"))
 
 
 def layer_run(layer: int, n: int, trials: int, seed: int) -> None:
@@ -51,12 +74,21 @@ def layer_run(layer: int, n: int, trials: int, seed: int) -> None:
     fit = gpt2.fit(A)
     mus = {"random": gpt2.random_direction(gpt2.P, 1.0, 0), "aligned": gpt2.aligned_direction(fit, 1.0)}
     mats = {"summed": A, "heads/unit": gpt2.heads(W_Q, W_K, "unit"), "heads/gpt2": gpt2.heads(W_Q, W_K, "gpt2")}
-    mc = gpt2.simulate_matrices(mats, mus, "tanh", GAMMAS, n=n, trials=trials, seed=seed)
+    runs = {}  # (kind, relative) -> MonteCarlo, all on the same draws (one seed)
+    for kind in (al.Entrywise(), al.Softmax(1.0)):
+        used = mats if isinstance(kind, al.Entrywise) else {"heads/gpt2": mats["heads/gpt2"]}
+        for relative in (False, True):
+            runs[kind, relative] = gpt2.simulate_matrices(
+                used, mus, "tanh", GAMMAS, n=n, trials=trials, seed=seed, attention=kind,
+                relative=relative)
+    ridge = runs[al.Entrywise(), False]
     for d in mus:
-        rows = {**{m: mc.attention[m][d] for m in mats}, "ridge": mc.ridge[d]}
-        for m, st in rows.items():
-            cells = "  ".join(f"{v:.4f} ± {e:.4f}" for v, e in zip(st.mean, st.sem))
-            print(f"  layer {layer:2d} {d:8s} {m:11s} {cells}", flush=True)
+        rows = {m: (runs[k, False].attention[key][d], runs[k, True].attention[key][d],
+                    runs[k, False].scale[key][d]) for m, k, key in MODELS}
+        rows["ridge"] = (ridge.ridge[d], runs[al.Entrywise(), True].ridge[d], ridge.ridge_scale[d])
+        for m, (raw, rel, tau) in rows.items():
+            cells = "  ".join(f"{v:.4f} ± {e:.4f}" for st in (raw, rel) for v, e in zip(st.mean, st.sem))
+            print(f"  layer {layer:2d} {d:8s} {m:12s} {cells}  tau {tau.mean:.3g}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,8 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trials", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
-    print(f"tanh, p = {gpt2.P}, n = {args.n}, SNR 1, {args.trials} trials; E(gamma) at gamma = "
-          + ", ".join(f"{g:g}" for g in GAMMAS) + " (mean ± s.e.)")
+    g = ", ".join(f"{v:g}" for v in GAMMAS)
+    print(f"p = {gpt2.P}, n = {args.n}, SNR 1, {args.trials} trials; E at gamma = {g}, then at "
+          f"gamma = g tau, g = {g} (mean ± s.e.); tau = ||Phi||_F^2 / n^2")
     for layer in args.layers:
         layer_run(layer, args.n, args.trials, args.seed)
     return 0

@@ -14,7 +14,13 @@ treats separately, so the theory assumes a zero diagonal; ``keep_diagonal=True``
 **Softmax attention** (:func:`softmax_kernel`) normalises ``exp(beta T)`` over the keys of each
 query, so each column of ``A`` sums to one; the self-pairs are masked by default, for the same
 reason: a token's logit with itself is about ``alpha sqrt(p)``, and unmasked it takes nearly all
-of its column's weight (:func:`self_weight`).
+of its column's weight (:func:`self_weight`); :func:`softmax_columns` is that normalisation
+of given logits.
+
+**Any key-query matrix** ``M`` (:class:`~attn_lib.model.setting.MatrixSetting`, GPT-2's layers
+and heads) has the logits of :func:`matrix_logits`, from the noise and the signal separately,
+so that one ``Z^T M Z`` serves several signals; either kernel step then applies to them
+(:func:`apply`, :func:`softmax_columns`).
 """
 
 from __future__ import annotations
@@ -93,6 +99,41 @@ def _add_low_rank(Tt: np.ndarray, s: float, u: np.ndarray, v: np.ndarray) -> Non
         blas.dger(s, v, u, a=Tt, overwrite_a=True)
     else:
         blas.dgemm(s, v, u, beta=1.0, c=Tt, overwrite_c=True)
+
+
+def matrix_logits(Z: np.ndarray, y: np.ndarray, mu: np.ndarray, M: np.ndarray,
+                  ZMZ: np.ndarray | None = None) -> np.ndarray:
+    r"""Logits ``T = X^T M X / sqrt(p)`` of ``X = Z + mu y^T`` for any matrix ``M``, shape ``(n, n)``.
+
+    Row ``i`` is a key and column ``j`` a query: ``T_ij = x_i^T M x_j / sqrt(p)``. Expanded,
+
+        X^T M X = Z^T M Z + (Z^T M mu) y^T + y (Z^T M^T mu)^T + (mu^T M mu) y y^T,
+
+    two GEMMs (``M Z``, then ``Z^T (M Z)``) and rank-one terms, so that ``Z^T M Z`` can be
+    shared by several signals ``mu`` on the same noise (pass it as ``ZMZ``).
+
+    Parameters
+    ----------
+    Z : ndarray of shape (p, n)
+        Noise.
+    y : ndarray of shape (n,)
+        Labels.
+    mu : ndarray of shape (p,)
+        Signal.
+    M : ndarray of shape (p, p)
+        Key-query matrix (rows: keys).
+    ZMZ : ndarray of shape (n, n), optional
+        A precomputed ``Z^T (M Z)`` (it is not modified).
+    """
+    Mmu, Mtmu = M @ mu, M.T @ mu
+    if ZMZ is None:
+        T = Z.T @ (M @ Z)
+        T += np.outer(Z.T @ Mmu, y)
+    else:
+        T = ZMZ + np.outer(Z.T @ Mmu, y)
+    T += np.outer(y, Z.T @ Mtmu + (mu @ Mmu) * y)
+    T *= 1.0 / np.sqrt(Z.shape[0])
+    return T
 
 
 def blas_threads() -> int:
@@ -308,16 +349,24 @@ def softmax_kernel(X: np.ndarray, w_K: np.ndarray, w_Q: np.ndarray, beta: float,
     Notes
     -----
     Besides the GEMM ``X^T X``, four passes over the ``n x n`` memory (scale, column maximum,
-    exponential, column sums and division), all in place.
+    exponential, column sums and division), all in place (:func:`softmax_columns`).
     """
-    A = logits(X, w_K, w_Q, alpha, gram)
-    A *= beta
+    return softmax_columns(logits(X, w_K, w_Q, alpha, gram), beta, mask)
+
+
+def softmax_columns(T: np.ndarray, beta: float, mask: bool = True) -> np.ndarray:
+    """``A = softmax(beta T)`` column by column, **in place** on the logits ``T`` (``(n, n)``).
+
+    ``A_ij = exp(beta T_ij) / sum_k exp(beta T_kj)``, the sum over ``k != j`` and ``A_jj = 0``
+    when ``mask``; the column maximum is subtracted before the exponential. Returns ``T``.
+    """
+    T *= beta
     if mask:
-        np.fill_diagonal(A, -np.inf)
-    A -= A.max(axis=0)
-    np.exp(A, out=A)
-    A /= A.sum(axis=0)
-    return A
+        np.fill_diagonal(T, -np.inf)
+    T -= T.max(axis=0)
+    np.exp(T, out=T)
+    T /= T.sum(axis=0)
+    return T
 
 
 def self_weight(A: np.ndarray) -> float:

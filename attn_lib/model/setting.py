@@ -20,8 +20,9 @@ Layout, made for more kinds of attention and of weights:
   :class:`Setting` is the rank-one family ``W = alpha I_p + w_K w_Q^T``; :class:`RankSetting`
   the rank-``r`` family ``W = alpha I_p + sum_{k<=r} w_K^(k) w_Q^(k)T`` (LoRA-style weights),
   given by the Gram matrix of ``mu`` and the ``2 r`` weight vectors. General key-query matrices,
-  ``MatrixSetting(c=..., M=..., mu=..., f=...)``, are one more subclass that declares its
-  fields, implements ``_validate`` and ``logit_scale`` (``||M||_F / sqrt(p)``).
+  :class:`MatrixSetting` (``MatrixSetting(c=..., M=..., mu=..., f=...)``), are one more
+  subclass that declares its fields, implements ``_validate`` and ``logit_scale``
+  (``||M||_F / sqrt(p)``); it holds the arrays themselves, and ``p`` is fixed by ``M``.
 * **Which function supports what** is stated where it is checked:
   :func:`attn_lib._validation.check_setting` accepts :class:`Setting` with :class:`Entrywise`
   attention by default, and a function that supports a later type or kind passes
@@ -36,11 +37,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._validation import check_bool, check_int, check_real, check_square
+from .._validation import check_array, check_bool, check_int, check_real, check_square
 from .hermite import Hermite, coefficients
 from .nonlinearity import Nonlinearity, NonlinearityLike, check_nonlinearity, exponential, scaled
 
-__all__ = ["Attention", "Entrywise", "ENTRYWISE", "Softmax", "BaseSetting", "Setting", "RankSetting"]
+__all__ = ["Attention", "Entrywise", "ENTRYWISE", "Softmax", "BaseSetting", "Setting", "RankSetting",
+           "MatrixSetting"]
 
 _GRAM_TOL = 1e-10
 
@@ -427,4 +429,135 @@ class RankSetting(BaseSetting):
 
     def delta(self, n: int) -> float:
         """Coherent shift ``|mu^T W mu| / sqrt(p)`` at ``n`` tokens."""
+        return abs(self.signed_delta(n))
+
+
+@dataclass(frozen=True, eq=False)
+class MatrixSetting(BaseSetting):
+    r"""The attention model with a given key-query matrix ``M`` and signal ``mu``.
+
+    Tokens ``X = mu y^T + Z`` in ``R^{p x n}`` and the logits ``T = X^T M X / sqrt(p)``,
+    ``T_ij = x_i^T M x_j / sqrt(p)``: ``M`` is in the book's orientation, **rows index keys**
+    (``i``) and columns queries (``j``), as :func:`attn_lib.studies.gpt2.paper_matrix`. The kernel
+    is then that of the attention kind: ``K = f_c(T) / sqrt(p)`` with ``f_c = f - E f(sigma
+    xi)``, ``sigma`` = :attr:`logit_scale`, and a zero diagonal, or ``softmax(beta T)`` column by
+    column. Unlike :class:`Setting` and :class:`RankSetting`, which hold scalars, this type holds
+    the arrays: no reduction to a few inner products is assumed.
+
+    Parameters
+    ----------
+    c : float
+        Aspect ratio ``p/n > 0``; it fixes the one ``n`` the setting is drawn at (see Notes).
+    M : array_like of shape (p, p)
+        Key-query matrix, finite, non-zero, ``p >= 2`` (read from its shape); any real matrix,
+        symmetric or not. Stored as a read-only float copy.
+    mu : array_like of shape (p,)
+        Signal, finite (``snr = ||mu||^2``). Stored as a read-only float copy.
+    f : str, callable or Nonlinearity, default "tanh"
+        Entry-wise nonlinearity, as for :class:`Setting` (ignored under softmax).
+    attention : Attention, keyword-only, default ``Entrywise()``
+        The attention kind (see the module docstring).
+
+    Notes
+    -----
+    **How ``n``, ``c`` and ``p`` agree.** ``p`` is ``M.shape[0]``, so only the token counts ``n``
+    with ``round(c n) = p`` are allowed (the rule of :meth:`BaseSetting.p`); every entry point
+    that takes ``n`` (:meth:`p`, :meth:`delta`, :func:`attn_lib.simulation.simulate.errors`, ...)
+    raises a ``ValueError`` naming ``n`` otherwise.
+
+    The coherent shift is ``delta = |mu^T M mu| / sqrt(p)`` (:meth:`delta`); for
+    ``M = alpha I + w_K w_Q^T`` it is :meth:`Setting.delta` (:meth:`from_setting`). The
+    off-diagonal logits on noise, ``z_i^T M z_j / sqrt(p)``, have the variance
+    ``||M||_F^2 / p`` exactly, the :attr:`logit_scale` at which ``f`` is centred; for
+    ``alpha I + w_K w_Q^T`` that is ``alpha^2`` up to ``O(1/p)``, the scale a :class:`Setting`
+    uses, so an ``f`` with ``E f(sigma xi)`` depending on ``sigma`` is centred slightly
+    differently (an odd ``f`` and softmax are not). Instances compare and hash by their fields
+    (``M`` and ``mu`` by value).
+    """
+
+    M: np.ndarray
+    mu: np.ndarray
+    f: NonlinearityLike = "tanh"
+    attention: Attention = field(default=ENTRYWISE, kw_only=True)
+
+    def _validate(self) -> None:
+        M = np.array(check_square(self.M, "M"), dtype=float, copy=True)
+        p = M.shape[0]
+        if p < 2:
+            raise ValueError(f"M must be p x p with p >= 2, got shape {M.shape}")
+        if not np.any(M):
+            raise ValueError("M must not be zero: its logits would vanish")
+        mu = np.array(check_array(self.mu, "mu"), dtype=float, copy=True)
+        if mu.shape != (p,):
+            raise ValueError(f"mu must have shape ({p},), the p of M, got {mu.shape}")
+        M.flags.writeable = False
+        mu.flags.writeable = False
+        self._set("M", M)
+        self._set("mu", mu)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return ((self.c, self.f, self.attention) == (other.c, other.f, other.attention)
+                and np.array_equal(self.M, other.M) and np.array_equal(self.mu, other.mu))
+
+    def __hash__(self) -> int:
+        return hash((self.c, self.f, self.attention, self.M.tobytes(), self.mu.tobytes()))
+
+    # ------------------------------------------------------------------ constructors
+    @classmethod
+    def from_setting(cls, setting: Setting | RankSetting, p: int) -> "MatrixSetting":
+        """The matrix of a :class:`Setting` or :class:`RankSetting` in ``R^p``.
+
+        ``M = alpha I_p + W_K^T W_Q`` and ``mu`` from the concrete vectors of
+        :func:`attn_lib.model.data.geometry` (the ones the simulator draws with), with the
+        setting's ``c``, ``f`` and attention kind; ``p`` must be ``setting.p(n)`` for the ``n``
+        it is drawn at.
+
+        Parameters
+        ----------
+        setting : Setting or RankSetting
+        p : int
+            Dimension, ``>= 2`` and at least the rank of ``mu`` and the weight vectors.
+        """
+        from .data import geometry  # data imports this module
+
+        if not isinstance(setting, (Setting, RankSetting)):
+            raise TypeError("setting must be an attn_lib.Setting or attn_lib.RankSetting, got "
+                            f"{type(setting).__name__}")
+        p = check_int(p, "p", low=2)
+        V = geometry(setting, p)
+        r = 1 if isinstance(setting, Setting) else setting.r
+        W_K, W_Q = V[1:1 + r], V[1 + r:]
+        M = setting.alpha * np.eye(p) + W_K.T @ W_Q
+        return cls(c=setting.c, M=M, mu=V[0], f=setting.f, attention=setting.attention)
+
+    # ------------------------------------------------------------------ derived scalars
+    def p(self, n: int | None = None) -> int:
+        """``p = M.shape[0]``; with ``n``, checks that ``round(c n) = p`` (else ``ValueError``)."""
+        p = self.M.shape[0]
+        if n is not None:
+            n = check_int(n, "n")
+            if int(round(self.c * n)) != p:
+                raise ValueError(f"n={n} does not fit the matrix: M is {p} x {p}, so n must "
+                                 f"give round(c n) = {p} with c = {self.c:g} (round(c n) = "
+                                 f"{int(round(self.c * n))}); e.g. n = {int(round(p / self.c))}")
+        return p
+
+    @property
+    def snr(self) -> float:
+        """``||mu||^2``."""
+        return float(self.mu @ self.mu)
+
+    @property
+    def logit_scale(self) -> float:
+        """``||M||_F / sqrt(p)``: the standard deviation of ``z_i^T M z_j / sqrt(p)``, ``i != j``."""
+        return float(np.linalg.norm(self.M) / np.sqrt(self.p()))
+
+    def signed_delta(self, n: int | None = None) -> float:
+        """Signed coherent shift ``mu^T M mu / sqrt(p)`` (``n``, if given, is checked by :meth:`p`)."""
+        return float(self.mu @ self.M @ self.mu) / np.sqrt(self.p(n))
+
+    def delta(self, n: int | None = None) -> float:
+        """Coherent shift ``|mu^T M mu| / sqrt(p)`` (``n``, if given, is checked by :meth:`p`)."""
         return abs(self.signed_delta(n))

@@ -8,18 +8,23 @@ One draw of the model (:func:`attn_lib.model.data.draw`) gives the error curves
 or on a Dask cluster (:mod:`attn_lib.simulation.executor`); :func:`errors_plan` lists its trials
 without running them, so that a sweep can send the trials of many settings at once.
 
+A :class:`~attn_lib.model.setting.MatrixSetting` (any key-query matrix ``M`` and signal ``mu``)
+is drawn the same way, with the logits ``X^T M X / sqrt(p)``; its ``n`` must give its ``p``.
+
 The error of one draw lives in :mod:`attn_lib.simulation.resolvent` and the trials and their
 summaries in :mod:`attn_lib.simulation.trials`; their names are importable from here too.
 """
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from ..model import data, kernel
 from .._validation import check_gammas, check_int, check_seed, check_setting
 from ..model.nonlinearity import check_nonlinearity
-from ..model.setting import Entrywise, RankSetting, Setting, Softmax
+from ..model.setting import Entrywise, MatrixSetting, RankSetting, Setting, Softmax
 from .resolvent import interpolation_error, interpolation_errors
 from .trials import Plan, Stats, Trials
 
@@ -27,11 +32,41 @@ __all__ = ["draw_errors", "SimulationResult", "errors", "errors_plan", "self_wei
 
 #: The attention kinds and the setting types the simulator draws.
 KINDS = (Entrywise, Softmax)
-TYPES = (Setting, RankSetting)
+TYPES = (Setting, RankSetting, MatrixSetting)
 
 
-def draw_errors(setting: Setting | RankSetting, gammas: np.ndarray, n: int, rng: np.random.Generator,
-                keep_diagonal: bool = False, attention: bool = True
+def _kernel(setting: Setting | RankSetting | MatrixSetting, s: data.Sample, keep_diagonal: bool
+            ) -> Callable[..., np.ndarray]:
+    """The kernel of the draw ``s``: ``kern(gram=None, use_symmetry=False) -> K`` (``(n, n)``).
+
+    Entry-wise (:func:`~attn_lib.model.kernel.attention_kernel`, centred at
+    ``setting.hermite.a0``) or softmax (:func:`~attn_lib.model.kernel.softmax_kernel`); for a
+    :class:`~attn_lib.model.setting.MatrixSetting` the same steps on
+    :func:`~attn_lib.model.kernel.matrix_logits` (``gram`` and ``use_symmetry`` do not apply).
+    """
+    kind, p = setting.attention, s.X.shape[0]
+    if not isinstance(kind, Softmax):
+        f = check_nonlinearity(setting.f)
+        a0 = setting.hermite.a0  # E f(sigma xi): the off-diagonal logits are ~ N(0, sigma^2)
+    if isinstance(setting, MatrixSetting):
+        def kern(gram: np.ndarray | None = None, use_symmetry: bool = False) -> np.ndarray:
+            T = kernel.matrix_logits(s.Z, s.y, s.mu, setting.M)
+            if isinstance(kind, Softmax):
+                return kernel.softmax_columns(T, kind.beta, kind.mask)
+            return kernel.apply(f, T, p, keep_diagonal, a0, overwrite=True)
+    elif isinstance(kind, Softmax):
+        def kern(gram: np.ndarray | None = None, use_symmetry: bool = False) -> np.ndarray:
+            return kernel.softmax_kernel(s.X, s.w_K, s.w_Q, kind.beta, setting.alpha, kind.mask,
+                                         gram)
+    else:
+        def kern(gram: np.ndarray | None = None, use_symmetry: bool = False) -> np.ndarray:
+            return kernel.attention_kernel(s.X, f, s.w_K, s.w_Q, setting.alpha, keep_diagonal,
+                                           gram, a0, use_symmetry)
+    return kern
+
+
+def draw_errors(setting: Setting | RankSetting | MatrixSetting, gammas: np.ndarray, n: int,
+                rng: np.random.Generator, keep_diagonal: bool = False, attention: bool = True
                 ) -> tuple[np.ndarray | None, np.ndarray]:
     """Attention and ridge errors of one draw, each shaped like ``gammas``.
 
@@ -40,7 +75,9 @@ def draw_errors(setting: Setting | RankSetting, gammas: np.ndarray, n: int, rng:
     ``attention=False`` only the ridge error is computed (the attention entry is ``None``).
     Under :class:`~attn_lib.model.setting.Softmax` attention the kernel is
     :func:`attn_lib.model.kernel.softmax_kernel` (``f`` and ``keep_diagonal`` do not apply) and
-    the features are the raw ``Phi = X A``.
+    the features are the raw ``Phi = X A``. A :class:`~attn_lib.model.setting.MatrixSetting`'s
+    logits are :func:`attn_lib.model.kernel.matrix_logits` (``M Z``, ``Z^T (M Z)`` and
+    rank-one terms: two GEMMs more than ``X^T X`` alone), followed by the same kernel step.
 
     Notes
     -----
@@ -61,18 +98,7 @@ def draw_errors(setting: Setting | RankSetting, gammas: np.ndarray, n: int, rng:
     p = s.X.shape[0]
     if not attention:
         return None, interpolation_error(s.X, s.y, gammas)
-    kind = setting.attention
-    if isinstance(kind, Softmax):
-        def kern(gram: np.ndarray | None = None, use_symmetry: bool = False) -> np.ndarray:
-            return kernel.softmax_kernel(s.X, s.w_K, s.w_Q, kind.beta, setting.alpha, kind.mask,
-                                         gram)
-    else:
-        f = check_nonlinearity(setting.f)
-        a0 = setting.hermite.a0  # E f(alpha xi): the off-diagonal logits are ~ N(0, alpha^2)
-
-        def kern(gram: np.ndarray | None = None, use_symmetry: bool = False) -> np.ndarray:
-            return kernel.attention_kernel(s.X, f, s.w_K, s.w_Q, setting.alpha, keep_diagonal,
-                                           gram, a0, use_symmetry)
+    kern = _kernel(setting, s, keep_diagonal)
     if p >= n:
         G = s.X.T @ s.X
         K = kern(G)
@@ -104,21 +130,23 @@ class SimulationResult(Trials):
         return self.stats("ridge")
 
 
-def errors(setting: Setting | RankSetting, gammas: object, n: int = 2048, trials: int = 4, seed: int = 0,
+def errors(setting: Setting | RankSetting | MatrixSetting, gammas: object, n: int = 2048,
+           trials: int = 4, seed: int = 0,
            keep_diagonal: bool = False, progress: bool = False,
            attention: bool = True, scheduler: str | None = None) -> SimulationResult:
     """Monte Carlo interpolation errors of attention and ridge regression.
 
     Parameters
     ----------
-    setting : Setting or RankSetting
-        Model scalars (rank-one or rank-``r`` weights), with
-        :class:`~attn_lib.model.setting.Entrywise` or :class:`~attn_lib.model.setting.Softmax`
-        attention (softmax ignores ``setting.f``).
+    setting : Setting, RankSetting or MatrixSetting
+        Model scalars (rank-one or rank-``r`` weights) or a given key-query matrix and signal,
+        with :class:`~attn_lib.model.setting.Entrywise` or
+        :class:`~attn_lib.model.setting.Softmax` attention (softmax ignores ``setting.f``).
     gammas : float or array_like of shape (G,)
         Positive ridge parameters.
     n : int, default 2048
-        Number of tokens; ``p = max(1, round(c n))``.
+        Number of tokens; ``p = max(1, round(c n))``. A ``MatrixSetting`` fixes ``p``, and an
+        ``n`` with ``round(c n) != p`` raises ``ValueError`` (:meth:`MatrixSetting.p`).
     trials : int, default 4
         Independent draws. Trial ``t`` uses ``SeedSequence(seed).spawn(trials)[t]``, so fewer
         trials are a prefix of more.
@@ -147,7 +175,8 @@ def errors(setting: Setting | RankSetting, gammas: object, n: int = 2048, trials
     return plan.run(progress=progress, scheduler=scheduler)
 
 
-def errors_plan(setting: Setting | RankSetting, gammas: object, n: int = 2048, trials: int = 4, seed: int = 0,
+def errors_plan(setting: Setting | RankSetting | MatrixSetting, gammas: object, n: int = 2048,
+                trials: int = 4, seed: int = 0,
                 keep_diagonal: bool = False, attention: bool = True) -> Plan[SimulationResult]:
     """The trials of :func:`errors` (same parameters), as a :class:`~.trials.Plan`."""
     check_setting(setting, types=TYPES, attention=KINDS)
@@ -160,8 +189,9 @@ def errors_plan(setting: Setting | RankSetting, gammas: object, n: int = 2048, t
     n = check_int(n, "n")
     trials = check_int(trials, "trials")
     seed = check_seed(seed)
-    p = setting.p(n)
-    data.geometry(setting, p)  # fail fast when n is too small for the geometry
+    p = setting.p(n)  # a MatrixSetting checks that n gives its p
+    if not isinstance(setting, MatrixSetting):
+        data.geometry(setting, p)  # fail fast when n is too small for the geometry
 
     def trial(rng: np.random.Generator) -> dict[str, np.ndarray]:
         att, ridge = draw_errors(setting, g, n, rng, keep_diagonal, attention)
@@ -170,12 +200,14 @@ def errors_plan(setting: Setting | RankSetting, gammas: object, n: int = 2048, t
     return SimulationResult.plan(trial, trials=trials, seed=seed, gammas=g, n=n, p=p)
 
 
-def self_weight(setting: Setting | RankSetting, n: int = 2048, trials: int = 4, seed: int = 0) -> Trials:
+def self_weight(setting: Setting | RankSetting | MatrixSetting, n: int = 2048, trials: int = 4,
+                seed: int = 0) -> Trials:
     """Monte Carlo of the mean weight ``tr(A) / n`` a query puts on itself under softmax.
 
     ``setting.attention`` must be :class:`~attn_lib.model.setting.Softmax`; with
     ``mask=False`` this shows the self-pair taking nearly all the weight (its logit is about
-    ``alpha sqrt(p)``, the others ``O(1)``). Seeded as :func:`errors` (the same draws).
+    ``alpha sqrt(p)``, for a ``MatrixSetting`` about ``tr(M) / sqrt(p)``, the others ``O(1)``).
+    Seeded as :func:`errors` (the same draws); ``n`` as there.
 
     Returns
     -------
@@ -184,12 +216,12 @@ def self_weight(setting: Setting | RankSetting, n: int = 2048, trials: int = 4, 
     """
     check_setting(setting, types=TYPES, attention=(Softmax,))
     n, trials, seed = check_int(n, "n", low=2), check_int(trials, "trials"), check_seed(seed)
-    kind = setting.attention
-    data.geometry(setting, setting.p(n))
+    p = setting.p(n)
+    if not isinstance(setting, MatrixSetting):
+        data.geometry(setting, p)
 
     def trial(rng: np.random.Generator) -> dict[str, float]:
-        s = data.draw(setting, n, rng)
-        A = kernel.softmax_kernel(s.X, s.w_K, s.w_Q, kind.beta, setting.alpha, kind.mask)
+        A = _kernel(setting, data.draw(setting, n, rng), False)()
         return {"self_weight": kernel.self_weight(A)}
 
-    return Trials.run(trial, trials=trials, seed=seed, gammas=np.empty(0), n=n, p=setting.p(n))
+    return Trials.run(trial, trials=trials, seed=seed, gammas=np.empty(0), n=n, p=p)

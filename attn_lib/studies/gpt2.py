@@ -66,7 +66,7 @@ from ..simulation.trials import Stats, Trials
 from . import _gpt2_weights as _weights
 from .._validation import check_bool, check_gammas, check_int, check_real, check_seed, check_square
 from ..model.nonlinearity import NonlinearityLike, check_nonlinearity, scaled
-from ..model.setting import RankSetting, Setting
+from ..model.setting import ENTRYWISE, Attention, Entrywise, RankSetting, Setting, Softmax
 
 __all__ = [
     "ENV_VAR", "DOWNLOAD_URL", "N_LAYERS", "N_HEADS", "HEAD_DIM", "P",
@@ -637,8 +637,9 @@ class MonteCarlo(Trials):
     """Monte Carlo interpolation errors with fixed weight matrices.
 
     A :class:`~attn_lib.simulation.trials.Trials` with the curves ``("attention", matrix,
-    direction)`` and ``("ridge", direction)``, each of shape ``(trials, G)``, viewed as nested
-    dictionaries of :class:`~attn_lib.simulation.trials.Stats`.
+    direction)`` and ``("ridge", direction)``, each of shape ``(trials, G)``, and the feature
+    scales ``("scale", matrix, direction)`` and ``("ridge_scale", direction)``, shape
+    ``(trials,)``, viewed as nested dictionaries of :class:`~attn_lib.simulation.trials.Stats`.
     """
 
     @property
@@ -654,6 +655,20 @@ class MonteCarlo(Trials):
     def ridge(self) -> dict[str, Stats]:
         """``ridge[direction]``: ridge regression (``Phi = X``) on the same draws."""
         return {key[1]: self.stats(key) for key in self.values if key[0] == "ridge"}
+
+    @property
+    def scale(self) -> dict[str, dict[str, Stats]]:
+        """``scale[matrix][direction]``: the measured ``tau = ||Phi||_F^2 / n^2`` of each draw."""
+        out: dict[str, dict[str, Stats]] = {}
+        for key in self.values:
+            if key[0] == "scale":
+                out.setdefault(key[1], {})[key[2]] = self.stats(key)
+        return out
+
+    @property
+    def ridge_scale(self) -> dict[str, Stats]:
+        """``ridge_scale[direction]``: ``tau = ||X||_F^2 / n^2`` of each draw."""
+        return {key[1]: self.stats(key) for key in self.values if key[0] == "ridge_scale"}
 
 
 def heads(W_Q: np.ndarray, W_K: np.ndarray, scale: str = "unit", head_dim: int = HEAD_DIM
@@ -682,23 +697,31 @@ def heads(W_Q: np.ndarray, W_K: np.ndarray, scale: str = "unit", head_dim: int =
 
 def simulate_matrices(matrices: Mapping[str, np.ndarray], mus: Mapping[str, np.ndarray],
                 f: NonlinearityLike, gammas: object, n: int, trials: int = 1,
-                seed: int = 0, keep_diagonal: bool = False) -> MonteCarlo:
+                seed: int = 0, keep_diagonal: bool = False, attention: Attention = ENTRYWISE,
+                relative: bool = False) -> MonteCarlo:
     """Interpolation errors of attention with fixed matrices ``A`` on ``X = mu y^T + Z``.
 
     For each trial, one draw of labels ``y`` (:func:`attn_lib.model.data.labels`) and then noise ``Z``
     (``p x n``, i.i.d. ``N(0, 1)``) is shared by every matrix and direction (common random
     numbers, so differences between them are not blurred by independent noise). For each
-    direction ``mu`` and matrix ``A``: ``T = X^T A X / sqrt(p)``,
+    direction ``mu`` and matrix ``A``: ``T = X^T A X / sqrt(p)``
+    (:func:`attn_lib.model.kernel.matrix_logits`, one ``Z^T A Z`` for all directions),
     ``K = f_c(T) / sqrt(p)`` with zero diagonal (:func:`attn_lib.model.kernel.apply`), ``Phi = X K``
     and the error of :func:`attn_lib.simulation.resolvent.interpolation_error`; ridge uses ``Phi = X``.
     ``f_c = f - E f(sigma xi)`` with ``sigma = ||A||_F / sqrt(p)``, the standard deviation of the
     off-diagonal logits on pure noise (``sigma = 1`` for a :func:`normalise`-d matrix; for
     ``alpha I + w_K w_Q^T`` it is ``alpha`` up to ``O(1/p)``, as in
-    :func:`attn_lib.simulation.simulate.draw_errors`).
+    :func:`attn_lib.simulation.simulate.draw_errors`). This is the draw and the arithmetic of
+    :func:`attn_lib.simulation.simulate.errors` for a :class:`~attn_lib.model.setting.MatrixSetting`,
+    which gives the same errors bit for bit for one matrix and one direction (``p < n``).
+    Under ``attention=Softmax(beta)`` the kernel is ``A = softmax(beta T)`` column by column
+    instead (:func:`attn_lib.model.kernel.softmax_columns`; ``f`` is ignored) and
+    ``Phi = X A``, the raw output.
 
     **Multi-head attention, as GPT-2 computes it.** A matrix given as a stack ``(H, p, p)`` of
     head matrices ``B_h`` (:func:`heads`) applies ``f`` to each head's logits separately,
-    ``K_h = f_c(X^T B_h X / sqrt(p)) / sqrt(p)`` (each head centred at its own ``sigma_h``), and
+    ``K_h = f_c(X^T B_h X / sqrt(p)) / sqrt(p)`` (each head centred at its own ``sigma_h``; under
+    softmax, each head's columns sum to one), and
     each head writes its own block of ``p / H`` output coordinates, as GPT-2's heads write
     their ``64``-dimensional values side by side: ``Phi = [X_1 K_1; ...; X_H K_H]``, ``X_h`` the
     rows ``h p/H .. (h+1) p/H - 1`` of ``X`` (the values are the identity, split into blocks, as
@@ -716,7 +739,8 @@ def simulate_matrices(matrices: Mapping[str, np.ndarray], mus: Mapping[str, np.n
     mus : mapping name -> ndarray of shape (p,)
         Signal directions (their squared norm is the SNR).
     f : str or callable
-        Nonlinearity (centred internally with ``E f(xi)``, ``xi ~ N(0, 1)``).
+        Nonlinearity (centred internally with ``E f(xi)``, ``xi ~ N(0, 1)``); ignored under
+        softmax.
     gammas : array_like of shape (G,)
     n : int
         Number of tokens.
@@ -725,11 +749,34 @@ def simulate_matrices(matrices: Mapping[str, np.ndarray], mus: Mapping[str, np.n
         (:meth:`attn_lib.simulation.trials.Trials.run`).
     seed : int, default 0
     keep_diagonal : bool, default False
+        Entry-wise attention only.
+    attention : Entrywise or Softmax, default ``Entrywise()``
+        The attention kind of every matrix.
+    relative : bool, default False
+        Read ``gammas`` in units of each model's measured feature scale on the draw,
+        ``tau = tr(Phi^T Phi / n) / n = ||Phi||_F^2 / n^2`` (ridge: ``||X||_F^2 / n^2``): every
+        model at ``gamma = g tau``, the book's equal-effective-regularisation convention
+        (:func:`attn_lib.studies.sweeps.feature_scale`, here measured rather than predicted).
+
+    Returns
+    -------
+    MonteCarlo
+        Also the measured ``tau`` of each draw (:attr:`MonteCarlo.scale`,
+        :attr:`MonteCarlo.ridge_scale`), with or without ``relative``.
     """
     g = np.atleast_1d(check_gammas(gammas))
     n = check_int(n, "n")
     trials = check_int(trials, "trials")
     seed = check_seed(seed)
+    keep_diagonal = check_bool(keep_diagonal, "keep_diagonal")
+    relative = check_bool(relative, "relative")
+    if not isinstance(attention, (Entrywise, Softmax)):
+        raise TypeError("attention must be attn_lib.Entrywise() or attn_lib.Softmax(beta), got "
+                        f"{type(attention).__name__}")
+    softmax = isinstance(attention, Softmax)
+    if softmax and keep_diagonal:
+        raise ValueError("keep_diagonal applies to entry-wise attention; softmax masks its "
+                         "self-pairs with Softmax(beta, mask=True)")
     mats = {k: np.stack([check_square(h, f"matrices[{k!r}]") for h in v]) if np.ndim(v) == 3
             else check_square(v, f"matrices[{k!r}]")[None] for k, v in matrices.items()}
     multi = {k for k, v in matrices.items() if np.ndim(v) == 3}  # the multi-head entries
@@ -745,36 +792,40 @@ def simulate_matrices(matrices: Mapping[str, np.ndarray], mus: Mapping[str, np.n
         if v.shape != (p,):
             raise ValueError(f"mus[{k!r}] has shape {v.shape}, expected ({p},)")
         mu_arr[k] = v
-    func = check_nonlinearity(f)
+    func = None if softmax else check_nonlinearity(f)
     # centring constant E f(sigma xi): the logits of N(0, I_p) tokens have std ||A||_F / sqrt(p)
-    a0 = {m: [hermite.coefficients(f, float(np.linalg.norm(A) / np.sqrt(p))).a0 for A in stack]
-          for m, stack in mats.items()}
-    sq = np.sqrt(p)
+    a0 = {m: [0.0 if softmax else hermite.coefficients(f, float(np.linalg.norm(A) / np.sqrt(p))).a0
+              for A in stack] for m, stack in mats.items()}
+
+    def kern(T: np.ndarray, c0: float) -> np.ndarray:
+        if softmax:
+            return kernel.softmax_columns(T, attention.beta, attention.mask)
+        return kernel.apply(func, T, p, keep_diagonal, c0, overwrite=True)
+
+    def error(Phi: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
+        tau = float(np.sum(Phi * Phi)) / n ** 2
+        return interpolation_error(Phi, y, g * tau if relative else g), tau
 
     def trial(rng: np.random.Generator) -> dict[tuple[str, ...], np.ndarray]:
         y = data.labels(n, rng)
         Z = rng.standard_normal((p, n))
         X = {d: Z + np.outer(mu, y) for d, mu in mu_arr.items()}
-        out = {("ridge", d): interpolation_error(X[d], y, g) for d in mu_arr}
+        out = {}
+        for d in mu_arr:
+            out["ridge", d], out["ridge_scale", d] = error(X[d], y)
         for m, stack in mats.items():
             rows = np.array_split(np.arange(p), len(stack))  # the output block of each head
             phi = {d: np.empty((p, n)) for d in mu_arr} if m in multi else {}
             for A, c0, block in zip(stack, a0[m], rows):
-                # X^T A X = Z^T A Z + (Z^T A mu) y^T + y (mu^T A Z) + (mu^T A mu) y y^T: the two
-                # big products are shared by all directions.
-                ZAZ = Z.T @ (A @ Z)
+                ZAZ = Z.T @ (A @ Z)  # shared by all directions
                 for d, mu in mu_arr.items():
-                    Amu, Atmu = A @ mu, A.T @ mu
-                    T = ZAZ + np.outer(Z.T @ Amu, y)
-                    T += np.outer(y, Z.T @ Atmu + (mu @ Amu) * y)
-                    T *= 1.0 / sq
-                    K = kernel.apply(func, T, p, keep_diagonal, c0, overwrite=True)
+                    K = kern(kernel.matrix_logits(Z, y, mu, A, ZAZ), c0)
                     if m in multi:
                         phi[d][block] = X[d][block] @ K
                     else:
-                        out["attention", m, d] = interpolation_error(X[d] @ K, y, g)
+                        out["attention", m, d], out["scale", m, d] = error(X[d] @ K, y)
             for d, Phi in phi.items():
-                out["attention", m, d] = interpolation_error(Phi, y, g)
+                out["attention", m, d], out["scale", m, d] = error(Phi, y)
         return out
 
     return MonteCarlo.run(trial, trials=trials, seed=seed, gammas=g, n=n, p=p)

@@ -134,14 +134,15 @@ def simulations(settings: Sequence[Setting], gammas: object, n: int | Sequence[i
 
     Parameters
     ----------
-    settings : sequence of Setting, length B
-        Rank-one or rank-``r`` weights, entry-wise or softmax attention
+    settings : sequence of Setting, RankSetting or MatrixSetting, length B
+        Rank-one or rank-``r`` weights or a given matrix, entry-wise or softmax attention
         (:data:`attn_lib.simulation.simulate.TYPES`, :data:`~attn_lib.simulation.simulate.KINDS`);
         a softmax setting's attention error is that of the raw features ``X A``.
     gammas : float or array_like of shape (G,)
         Positive ridge parameters (one eigendecomposition per draw gives all of them).
     n : int or sequence of int of length B
-        Number of tokens, shared or one per setting (``p = round(c n)``).
+        Number of tokens, shared or one per setting (``p = round(c n)``; a ``MatrixSetting``'s
+        ``n`` must give its ``p``, else ``ValueError``).
     trials : int
         Independent draws per setting.
     seed : int, default 0
@@ -169,6 +170,8 @@ def simulations(settings: Sequence[Setting], gammas: object, n: int | Sequence[i
         raise ValueError(f"n must be an int or have one entry per setting ({len(settings)}), "
                          f"got {len(ns)}")
     ns = [check_int(v, "n") for v in ns]
+    for s, k in zip(settings, ns):
+        s.p(k)  # before any cache look-up: a MatrixSetting refuses an n that misses its p
     trials = check_int(trials, "trials")
     seed = check_seed(seed)
     if not isinstance(attention, bool) or not isinstance(use_cache, bool):

@@ -33,7 +33,7 @@ from typing import Sequence
 import numpy as np
 
 from .._validation import check_gammas, check_int, check_real, check_setting, check_settings
-from ..model.setting import Entrywise, RankSetting, Setting, Softmax
+from ..model.setting import Entrywise, MatrixSetting, RankSetting, Setting, Softmax
 from . import softmax
 from ._bulk import BulkSolution, solve_bulk, spectral_g1
 from ._errors import ConvergenceError
@@ -156,6 +156,9 @@ _KINDS = (Entrywise, Softmax)
 
 def _entrywise(setting: object, n: object) -> Setting | RankSetting:
     """``setting`` checked, a softmax one replaced by its entry-wise equivalent (``n`` must be None)."""
+    if isinstance(setting, MatrixSetting):
+        raise ValueError("setting: no theory for a general matrix yet (attn_lib.MatrixSetting); "
+                         "simulate it with attn_lib.simulate.errors")
     s = check_setting(setting, types=_TYPES, attention=_KINDS)
     if isinstance(s.attention, Softmax):
         if n is not None:
@@ -274,7 +277,8 @@ def attention_error_batch(settings: Sequence[Setting | RankSetting], gamma: obje
     ConvergenceError
         When the fixed point of any setting cannot be solved (never returns NaN).
     """
-    settings = [_entrywise(s, n) for s in check_settings(settings, types=_TYPES, attention=_KINDS)]
+    settings = [_entrywise(s, n) for s in check_settings(settings, types=_TYPES + (MatrixSetting,),
+                                                         attention=_KINDS)]
     g = np.asarray(gamma, dtype=float)
     B = len(settings)
     if g.ndim == 0:
