@@ -23,7 +23,7 @@ def test_convention():
 
 
 def test_random_inputs():
-    names = ["trials"] + [f"{k}_{b}" for b in ("05", "10", "15")
+    names = ["trials", "theory_gap_min", "theory_worse"] + [f"{k}_{b}" for b in ("05", "10", "15")
                           for k in ("err", "err_se", "ew_err", "fits", "ew_fits", "gap", "worse",
                                     "sm_ew", "above_ew")]
     out = check_figure(figs.random_inputs(n=32, trials=2, seed=0, n_gamma=3), names, 3)
@@ -48,9 +48,10 @@ def test_structured_needs_two_snrs():
 def test_breakdown():
     out = check_figure(figs.breakdown(n_ladder=[32, 48], trials=2, seed=0, n_gamma=3,
                                       betas=[0.5, 1.0]),
-                       ["sqrt_log_n", "beta_max", "err_beta_max", "err_beta_max_se",
+                       ["sqrt_log_n", "n_small", "n_large", "beta_max", "err_beta_max", "err_beta_max_se",
                         "err_beta_one", "breaks", "beta_break", "eps_ratio_first",
-                        "eps_ratio_last", "eps_pred_last", "eps_agrees", "eps_below"], 2)
+                        "eps_ratio_last", "eps_pred_last", "eps_agrees", "eps_below", "err_small_first",
+                        "err_small_last", "small_falls"], 2)
     assert out["beta_max"] == 1.0
 
 

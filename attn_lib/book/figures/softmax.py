@@ -150,13 +150,16 @@ def random_inputs(*, n: int, trials: int, seed: int, n_gamma: int) -> Figure:
         s.e.), ``ew_err_b`` (the same for the entry-wise kernel), claims ``fits_b`` and
         ``ew_fits_b`` (equivalence within :data:`MARGIN` at those points), ``gap_b`` (softmax
         minus ridge at ``g = 0.1``, paired) and claim ``worse_b``; ``sm_ew_b`` (softmax minus
-        entry-wise at ``g = 0.1``, paired) and claim ``above_ew_b``; ``trials``.
+        entry-wise at ``g = 0.1``, paired) and claim ``above_ew_b``; ``theory_gap_min`` (the
+        smallest softmax-minus-ridge gap of the limits at ``g = 0.1``) and claim
+        ``theory_worse`` (exact: every such gap is positive); ``trials``.
     """
     g = _grid(n_gamma)
     k = _k(g)
     fine = np.logspace(-3, 1, 41)
     fig, axes = plt.subplots(1, len(BETAS), figsize=(13.0, 4.0), sharey=True)
     out: dict[str, Any] = {"trials": trials}
+    th_gaps = []
     for ax, beta in zip(axes, BETAS):
         s = _random(beta)
         cmp = study.compare(s, g, n=n, trials=trials, seed=seed)
@@ -186,6 +189,7 @@ def random_inputs(*, n: int, trials: int, seed: int, n_gamma: int) -> Figure:
                      f"not resolved within {MARGIN:g} of"))
         gap = cmp.softmax[:, k] - cmp.ridge[:, k]
         out[f"gap_{b}"] = float(gap.mean())
+        th_gaps.append(float(cmp.theory_softmax[k] - cmp.theory_ridge[k]))
         out[f"worse_{b}"] = claims.exceeds(
             f"worse_{b}", float(gap.mean()), float(standard_error(gap, axis=0)),
             wording=("is worse than", "is better than", "is not distinguishable from"))
@@ -196,6 +200,11 @@ def random_inputs(*, n: int, trials: int, seed: int, n_gamma: int) -> Figure:
             required=False, wording=("above", "below", "not distinguishable from"))
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=6, fontsize=8)
+    out["theory_gap_min"] = min(th_gaps)
+    out["theory_worse"] = claims.exact(
+        "theory_worse", min(th_gaps) > 0,
+        "limit gaps at g = 0.1: " + ", ".join(f"{v:.3f}" for v in th_gaps),
+        wording=("predicts", "does not predict", "does not predict"))
     return Figure(fig, out)
 
 
@@ -318,7 +327,8 @@ def breakdown(*, n_ladder: Sequence[int], trials: int, seed: int, n_gamma: int,
     Returns
     -------
     Figure
-        Numbers: ``sqrt_log_n`` (of the last ``n``), ``beta_max``, ``err_beta_max`` and
+        Numbers: ``sqrt_log_n`` (of the last ``n``), ``n_small``, ``n_large`` (the first and
+        last ``n``), ``beta_max``, ``err_beta_max`` and
         ``err_beta_max_se`` (the largest ``|theory - MC|`` at the largest ``beta``, last ``n``),
         ``err_beta_one`` (at ``beta = 1`` if present, else the first ``beta``); claim
         ``breaks`` (that error beyond :data:`MARGIN`); ``beta_break`` (the first ``beta``
@@ -326,7 +336,8 @@ def breakdown(*, n_ladder: Sequence[int], trials: int, seed: int, n_gamma: int,
         ``eps_ratio_first``, ``eps_ratio_last`` (measured over predicted spread of ``eps`` at the
         smallest and largest ``beta``, last ``n``); ``eps_pred_last`` (predicted spread there);
         claims ``eps_agrees`` (the first ratio within 10 % of one) and ``eps_below`` (the last
-        below one).
+        below one); ``err_small_first``, ``err_small_last`` (the largest error at the smallest
+        ``beta``, first and last ``n``) and claim ``small_falls`` (it falls with ``n``).
     """
     ns = [check_int(v, "n_ladder", low=2) for v in n_ladder]
     betas = [float(b) for b in betas]
@@ -363,7 +374,8 @@ def breakdown(*, n_ladder: Sequence[int], trials: int, seed: int, n_gamma: int,
     broken = [b for b, v, s_ in zip(betas, e, se) if v - 3 * s_ > MARGIN]
     j1 = betas.index(1.0) if 1.0 in betas else 0
     return Figure(fig, {
-        "sqrt_log_n": float(np.sqrt(np.log(n))), "beta_max": betas[-1],
+        "sqrt_log_n": float(np.sqrt(np.log(n))), "beta_max": betas[-1], "n_small": ns[0],
+        "n_large": n,
         "err_beta_max": float(e[-1]), "err_beta_max_se": float(se[-1]),
         "err_beta_one": float(e[j1]),
         "breaks": claims.exceeds("breaks", float(e[-1]), float(se[-1]), MARGIN, required=False,
@@ -372,6 +384,10 @@ def breakdown(*, n_ladder: Sequence[int], trials: int, seed: int, n_gamma: int,
         "beta_break": float(broken[0]) if broken else float("nan"),
         "eps_ratio_first": float(ratios[n][0]), "eps_ratio_last": float(ratios[n][-1]),
         "eps_pred_last": float(preds[n][-1]),
+        "err_small_first": float(errs[ns[0]][0]), "err_small_last": float(e[0]),
+        "small_falls": claims.exceeds(
+            "small_falls", float(errs[ns[0]][0]), float(ses[ns[0]][0]), float(e[0]), float(se[0]),
+            wording=("falls", "rises", "does not change distinguishably")),
         "eps_agrees": claims.equivalent(
             "eps_agrees", float(ratios[n][0]), float(eps_se[n][0]), 1.0, margin=0.1,
             wording=("within 10 % of", "farther than 10 % from", "not resolved within 10 % of")),
@@ -411,8 +427,9 @@ def mask(*, n: int, trials: int, seed: int, n_gamma: int, p_ladder: Sequence[int
             r = cache.cached(simulate.self_weight, setting=s, n=2 * p, trials=trials, seed=seed)
             sw.append(float(r.mean("self_weight"))), pred.append(study.self_weight_limit(s, 2 * p))
         dev = max(dev, float(np.max(np.abs(np.array(sw) - np.array(pred)))))
-        style.plot_theory_vs_sim(axes[0], ps, pred, sw, None, label=f"$\\beta = {beta:g}$",
-                                 color=color)
+        p_th = np.unique(np.geomspace(ps[0], ps[-1], 40).round().astype(int))
+        style.plot_theory_vs_sim(axes[0], p_th, [study.self_weight_limit(s, 2 * int(q)) for q in p_th],
+                                 sw, None, label=f"$\\beta = {beta:g}$", color=color, x_sim=ps)
         b = f"{int(round(10 * beta)):02d}"
         for i, end in ((0, "first"), (-1, "last")):
             out[f"sw_{b}_{end}"], out[f"swp_{b}_{end}"] = sw[i], pred[i]
@@ -424,11 +441,12 @@ def mask(*, n: int, trials: int, seed: int, n_gamma: int, p_ladder: Sequence[int
     k = _k(g)
     s = _random(1.0)
     cmp = study.compare(s, g, n=n, trials=trials, seed=seed, entrywise=False, with_unmasked=True)
-    for model, label, color, fmt in (("softmax", "masked softmax", style.color("attention"), "o"),
-                                     ("unmasked", "unmasked softmax", style.color("sign"), "^"),
-                                     ("ridge", "ridge", style.color("ridge"), "D")):
+    for model, label, color, fmt, size in (
+            ("softmax", "masked softmax", style.color("attention"), "o", 5),
+            ("ridge", "ridge", style.color("ridge"), "D", 7),
+            ("unmasked", "unmasked softmax", style.color("sign"), "^", 4)):
         style.plot_sim(axes[1], g, cmp.mean(model), cmp.sem(model), color=color, fmt=fmt,
-                       label=f"{label} (simulation)")
+                       markersize=size, label=f"{label} (simulation)")
     style.plot_theory(axes[1], g, cmp.theory_ridge, color=style.color("ridge"), linestyle="--",
                       label="ridge (theory)")
     style.label_axes(axes[1], r"$g = \gamma / \tau$", r"interpolation error $E$", logx=True,
@@ -492,6 +510,7 @@ def spectrum(*, n_ladder: Sequence[int], trials: int, seed: int, beta: float = 1
     style.label_axes(axes[1], "tokens $n$", r"relative $W_1$ (%)", logx=True, logy=True,
                      title="distance of the singular-value laws")
     style.plain_ticks(axes[1].xaxis, ns)
+    style.log_ticks(axes[1].yaxis)
     out: dict[str, Any] = {"spectrum_trials": trials}
     for i, end in ((0, "first"), (-1, "last")):
         out[f"w1_{end}"], out[f"w1_se_{end}"], out[f"n_{end}"] = w1[i], w1_se[i], ns[i]
