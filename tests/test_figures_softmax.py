@@ -34,7 +34,8 @@ def test_structured():
     out = check_figure(figs.structured(n=32, trials=2, seed=0, snrs=[0.5, 2.0]),
                        ["gap_perp", "gap_aligned", "gap_perp_se", "gap_aligned_se", "perp_worse",
                         "aligned_closes", "aligned_reverses", "bd_aligned", "bd_perp",
-                        "th_mc_aligned", "limit_misses", "th_mc_perp", "th_mc_se", "sm_first", "sm_last",
+                        "th_mc_aligned", "limit_misses", "th_mc_perp", "th_mc_se", "sm_first",
+                        "sm_last",
                         "sm_falls"], 2)
     # aligned weights of norm 2 raise delta over orthogonal ones (|mu^T M mu| = snr (1 + 4))
     assert out["bd_aligned"] == pytest.approx(5 * out["bd_perp"])
@@ -48,9 +49,11 @@ def test_structured_needs_two_snrs():
 def test_breakdown():
     out = check_figure(figs.breakdown(n_ladder=[32, 48], trials=2, seed=0, n_gamma=3,
                                       betas=[0.5, 1.0]),
-                       ["sqrt_log_n", "n_small", "n_large", "beta_max", "err_beta_max", "err_beta_max_se",
+                       ["sqrt_log_n", "n_small", "n_large", "beta_max", "err_beta_max",
+                        "err_beta_max_se",
                         "err_beta_one", "breaks", "beta_break", "eps_ratio_first",
-                        "eps_ratio_last", "eps_pred_last", "eps_agrees", "eps_below", "err_small_first",
+                        "eps_ratio_last", "eps_pred_last", "eps_agrees", "eps_below",
+                        "err_small_first",
                         "err_small_last", "small_falls"], 2)
     assert out["beta_max"] == 1.0
 

@@ -9,8 +9,9 @@ raw softmax features ``X A`` at ``n`` tokens) and ``g`` shared. The softmax theo
 proportional limit of :mod:`attn_lib.theory.softmax` at the effective ridge parameter
 ``gamma / s_n^2``.
 
-* :func:`compare` (and :func:`compare_theory`) -- Monte Carlo (:func:`attn_lib.studies.sweeps.simulations`, cached) and the
-  three theories of one setting on a grid of ``g`` (a :class:`Comparison`);
+* :func:`compare` (and :func:`compare_theory`) -- Monte Carlo
+  (:func:`attn_lib.studies.sweeps.simulations`, cached) and the three theories of one setting
+  on a grid of ``g`` (a :class:`Comparison`);
 * :func:`normalisation_draws` -- the measured spread of the normalising sums
   ``eps = D / ((n - 1) m) - 1`` (against :func:`attn_lib.theory.softmax.normalisation_std`);
 * :func:`self_weight_limit` -- the leading-order weight of a token on itself without the mask;
@@ -37,9 +38,9 @@ from ..simulation.trials import Trials, standard_error
 from ..theory import attention_error, ridge_error, softmax
 from . import sweeps
 
-__all__ = ["Comparison", "compare", "compare_theory", "attention_draw", "unmasked", "normalisation_draws", "self_weight_limit",
-           "gaussian_equivalent", "spectrum_draws", "wasserstein", "cached_normalisation",
-           "cached_spectrum"]
+__all__ = ["Comparison", "compare", "compare_theory", "attention_draw", "unmasked",
+           "normalisation_draws", "self_weight_limit", "gaussian_equivalent", "spectrum_draws",
+           "wasserstein", "cached_normalisation", "cached_spectrum"]
 
 
 def _softmax(setting: object, mask: bool = True) -> Setting:
@@ -94,7 +95,7 @@ class Comparison:
     delta: float
 
     def mean(self, model: str) -> np.ndarray:
-        """Mean over draws of ``softmax``, ``ridge``, ``entrywise``, ``unmasked`` or ``gap``, ``(G,)``."""
+        """Mean over draws of ``softmax``, ``ridge``, ``entrywise``, ``unmasked`` or ``gap``."""
         return self._values(model).mean(axis=0)
 
     def sem(self, model: str) -> np.ndarray:
@@ -173,7 +174,7 @@ def compare_theory(setting: Setting, g: object, *, n: int) -> dict[str, np.ndarr
 
 
 def attention_draw(setting: Setting, n: int, seed: int = 0) -> np.ndarray:
-    """The softmax ``A`` (``(n, n)``) of the first draw of ``seed`` (the draws of :func:`compare`)."""
+    """The softmax ``A``, shape ``(n, n)``, of the first draw of ``seed`` (as :func:`compare`'s)."""
     s = check_setting(setting, attention=(Softmax,))
     n, seed = check_int(n, "n", low=2), check_seed(seed)
     rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0])
@@ -220,7 +221,8 @@ def self_weight_limit(setting: Setting, n: int, nodes: int = 40) -> float:
     norm's fluctuation) while the ``n - 1`` other terms of the normalising sum add up to
     ``(n - 1) e^{beta^2 alpha^2 / 2}`` (they concentrate), so
 
-        tr(A) / n ~ E_xi [ 1 / (1 + (n - 1) exp(beta^2 alpha^2 / 2 - beta alpha (sqrt(p) + sqrt(2) xi))) ],
+        tr(A) / n ~ E_xi [ 1 / (1 + (n - 1) exp(beta^2 alpha^2 / 2 - beta alpha t)) ],
+        t = sqrt(p) + sqrt(2) xi,
 
     evaluated by Gauss–Hermite quadrature with ``nodes`` points.
 
@@ -243,7 +245,7 @@ def self_weight_limit(setting: Setting, n: int, nodes: int = 40) -> float:
 
 
 def gaussian_equivalent(X: np.ndarray, beta: float, rng: np.random.Generator) -> np.ndarray:
-    r"""The Gaussian equivalent of the masked softmax ``A`` of tokens ``X`` with ``M = I``, ``(n, n)``.
+    r"""The Gaussian equivalent, ``(n, n)``, of the masked softmax ``A`` of tokens ``X``, ``M = I``.
 
     By the reduction (:mod:`attn_lib.theory.softmax`), ``A ~ (1 1^T - I) / (n - 1) + s K`` with
     ``s = sqrt(p) / (n - 1)`` and ``K`` the entry-wise kernel of ``f_beta``; linearised,

@@ -166,7 +166,8 @@ def random_inputs(*, n: int, trials: int, seed: int, n_gamma: int) -> Figure:
         line = study.compare_theory(s, fine, n=n)
         for model, label, color, th in (
                 ("softmax", "softmax", style.color("attention"), line["softmax"]),
-                ("entrywise", r"entry-wise $f_\beta$", style.color("linearised"), line["entrywise"]),
+                ("entrywise", r"entry-wise $f_\beta$", style.color("linearised"),
+                 line["entrywise"]),
                 ("ridge", "ridge", style.color("ridge"), line["ridge"])):
             style.plot_theory_vs_sim(ax, fine, th, cmp.mean(model), cmp.sem(model), label=label,
                                      color=color, x_sim=g,
@@ -208,7 +209,8 @@ def random_inputs(*, n: int, trials: int, seed: int, n_gamma: int) -> Figure:
     return Figure(fig, out)
 
 
-def structured(*, n: int, trials: int, seed: int, snrs: Sequence[float], beta: float = 1.0) -> Figure:
+def structured(*, n: int, trials: int, seed: int, snrs: Sequence[float],
+               beta: float = 1.0) -> Figure:
     r"""Softmax against ridge with a signal: weights orthogonal to or aligned with ``mu``.
 
     Two axes at ``beta``, ``c = 1/2``, ``g = 0.1`` (:data:`GEOMETRIES`): left the errors against
@@ -262,7 +264,8 @@ def structured(*, n: int, trials: int, seed: int, snrs: Sequence[float], beta: f
                           color=shade[name])
     ridge = res["aligned"][1]
     style.plot_theory_vs_sim(axes[0], snr_th, [t["ridge"][0] for t in th],
-                             [c.mean("ridge")[0] for c in ridge], [c.sem("ridge")[0] for c in ridge],
+                             [c.mean("ridge")[0] for c in ridge],
+                             [c.sem("ridge")[0] for c in ridge],
                              x_sim=snrs, label="ridge", color=style.color("ridge"), fmt="D")
     axes[1].axhline(0.0, color="0.3", lw=0.8)
     style.label_axes(axes[0], r"$\mathrm{SNR} = \|\mu\|^2$", r"interpolation error $E$",
@@ -274,7 +277,8 @@ def structured(*, n: int, trials: int, seed: int, snrs: Sequence[float], beta: f
     axes[1].legend(fontsize=8)
     last = {key: res[name][1][-1] for key, name in (("perp", r"$w \perp \mu$"),
                                                      ("aligned", "aligned"))}
-    gp, ga = (last["perp"].softmax - last["perp"].ridge)[:, 0], (last["aligned"].softmax - last["aligned"].ridge)[:, 0]
+    gp = (last["perp"].softmax - last["perp"].ridge)[:, 0]
+    ga = (last["aligned"].softmax - last["aligned"].ridge)[:, 0]
     sp, sa = float(standard_error(gp, axis=0)), float(standard_error(ga, axis=0))
     al_first, al_last = res["aligned"][1][0], last["aligned"]
     out: dict[str, Any] = {
@@ -283,9 +287,11 @@ def structured(*, n: int, trials: int, seed: int, snrs: Sequence[float], beta: f
         "perp_worse": claims.exceeds("perp_worse", float(gp.mean()), sp,
                                      wording=("is worse than", "is better than",
                                               "is not distinguishable from")),
-        "aligned_closes": claims.exceeds("aligned_closes", float(gp.mean()), sp, float(ga.mean()), sa,
-                                         wording=("smaller", "larger", "not distinguishably smaller")),
-        "aligned_reverses": claims.exceeds("aligned_reverses", 0.0, sa, float(ga.mean()), required=False,
+        "aligned_closes": claims.exceeds(
+            "aligned_closes", float(gp.mean()), sp, float(ga.mean()), sa,
+            wording=("smaller", "larger", "not distinguishably smaller")),
+        "aligned_reverses": claims.exceeds("aligned_reverses", 0.0, sa, float(ga.mean()),
+                                           required=False,
                                            wording=("reverses", "does not reverse",
                                                     "is not resolved from zero")),
         "bd_aligned": float(beta * res["aligned"][0][-1].delta(n)),
@@ -428,8 +434,9 @@ def mask(*, n: int, trials: int, seed: int, n_gamma: int, p_ladder: Sequence[int
             sw.append(float(r.mean("self_weight"))), pred.append(study.self_weight_limit(s, 2 * p))
         dev = max(dev, float(np.max(np.abs(np.array(sw) - np.array(pred)))))
         p_th = np.unique(np.geomspace(ps[0], ps[-1], 40).round().astype(int))
-        style.plot_theory_vs_sim(axes[0], p_th, [study.self_weight_limit(s, 2 * int(q)) for q in p_th],
-                                 sw, None, label=f"$\\beta = {beta:g}$", color=color, x_sim=ps)
+        pred_th = [study.self_weight_limit(s, 2 * int(q)) for q in p_th]
+        style.plot_theory_vs_sim(axes[0], p_th, pred_th, sw, None, label=f"$\\beta = {beta:g}$",
+                                 color=color, x_sim=ps)
         b = f"{int(round(10 * beta)):02d}"
         for i, end in ((0, "first"), (-1, "last")):
             out[f"sw_{b}_{end}"], out[f"swp_{b}_{end}"] = sw[i], pred[i]
@@ -478,7 +485,8 @@ def spectrum(*, n_ladder: Sequence[int], trials: int, seed: int, beta: float = 1
     -------
     Figure
         Numbers: ``w1_first``, ``w1_last`` and ``w1_se_first``, ``w1_se_last`` (percent, mean
-        and s.e. over draws) at the first and last ``n`` (``n_first``, ``n_last``); claim ``w1_falls`` (it falls from the first to the last ``n``);
+        and s.e. over draws) at the first and last ``n`` (``n_first``, ``n_last``); claim
+        ``w1_falls`` (it falls from the first to the last ``n``);
         ``top_sm``, ``top_ge`` (mean largest singular value at the last ``n``);
         ``spectrum_trials``.
     """
