@@ -1,0 +1,81 @@
+"""The figures of the softmax chapter (book/10_softmax) at tiny sizes: numbers and axes."""
+
+from __future__ import annotations
+
+import pytest
+
+from attn_lib.book import claims
+from attn_lib.book.figures import softmax as figs
+
+from book_helpers import check_figure
+
+pytestmark = pytest.mark.usefixtures("book_cache")
+
+
+def test_convention():
+    out = check_figure(figs.convention(n=64), ["tau_softmax", "tau_ridge", "scale_ratio", "s_n",
+                                                "raw_gap", "matched_gap", "raw_inflates",
+                                                "colsum_err", "diag_max"], 2)
+    # columns of A sum to one and the self-pairs are masked (exactly, up to rounding)
+    assert out["colsum_err"] < 1e-12 and out["diag_max"] == 0.0
+    # the raw features are ~ c / n times ridge's: at n = 64, c = 1 the ratio is 40 (theory)
+    assert out["scale_ratio"] > 10 and out["raw_gap"] > out["matched_gap"]
+
+
+def test_random_inputs():
+    names = ["trials", "theory_gap_min", "theory_worse"] + [f"{k}_{b}" for b in ("05", "10", "15")
+                          for k in ("err", "err_se", "ew_err", "fits", "ew_fits", "gap", "worse",
+                                    "sm_ew", "above_ew")]
+    out = check_figure(figs.random_inputs(n=32, trials=2, seed=0, n_gamma=3), names, 3)
+    assert all(isinstance(out[f"worse_{b}"], claims.Claim) for b in ("05", "10", "15"))
+
+
+def test_structured():
+    out = check_figure(figs.structured(n=32, trials=2, seed=0, snrs=[0.5, 2.0]),
+                       ["gap_perp", "gap_aligned", "gap_perp_se", "gap_aligned_se", "perp_worse",
+                        "aligned_closes", "aligned_reverses", "bd_aligned", "bd_perp",
+                        "th_mc_aligned", "limit_misses", "th_mc_perp", "th_mc_se", "sm_first",
+                        "sm_last",
+                        "sm_falls"], 2)
+    # aligned weights of norm 2 raise delta over orthogonal ones (|mu^T M mu| = snr (1 + 4))
+    assert out["bd_aligned"] == pytest.approx(5 * out["bd_perp"])
+
+
+def test_structured_needs_two_snrs():
+    with pytest.raises(ValueError, match="snrs"):
+        figs.structured(n=32, trials=2, seed=0, snrs=[1.0])
+
+
+def test_breakdown():
+    out = check_figure(figs.breakdown(n_ladder=[32, 48], trials=2, seed=0, n_gamma=3,
+                                      betas=[0.5, 1.0]),
+                       ["sqrt_log_n", "n_small", "n_large", "beta_max", "err_beta_max",
+                        "err_beta_max_se",
+                        "err_beta_one", "breaks", "beta_break", "eps_ratio_first",
+                        "eps_ratio_last", "eps_pred_last", "eps_agrees", "eps_below",
+                        "err_small_first",
+                        "err_small_last", "small_falls"], 2)
+    assert out["beta_max"] == 1.0
+
+
+def test_mask():
+    out = check_figure(figs.mask(n=32, trials=2, seed=0, n_gamma=3, p_ladder=[8, 16]),
+                       ["sw_05_first", "sw_05_last", "swp_05_first", "swp_05_last",
+                        "sw_10_first", "sw_10_last", "swp_10_first", "swp_10_last", "sw_dev",
+                        "p_first", "p_last", "um_ridge", "um_is_ridge", "mask_gap",
+                        "mask_matters"], 2)
+    # the self-weight grows with p (its logit ~ beta sqrt(p)), in simulation and prediction
+    assert out["sw_10_last"] > out["sw_10_first"] and out["swp_10_last"] > out["swp_10_first"]
+
+
+def test_spectrum():
+    out = check_figure(figs.spectrum(n_ladder=[32, 64], trials=2, seed=0),
+                       ["w1_first", "w1_last", "w1_se_first", "w1_se_last", "n_first", "n_last",
+                        "w1_falls", "top_sm", "top_ge", "spectrum_trials"], 2)
+    # the mean part's outlier: both matrices have a top singular value near 1
+    assert abs(out["top_sm"] - 1) < 0.1 and abs(out["top_ge"] - 1) < 0.1
+
+
+def test_bad_n_gamma_names_the_parameter():
+    with pytest.raises(TypeError, match="n_gamma"):
+        figs.random_inputs(n=32, trials=2, seed=0, n_gamma="3")
