@@ -41,6 +41,14 @@ Deterministic equivalent
 As ``n -> infinity`` at fixed ``snr`` and weights, ``h -> 0`` and the equations reduce to the
 proportional-limit equivalent (tested).
 
+Softmax
+    A canonical setting with (masked) :class:`~attn_lib.model.setting.Softmax` attention is the
+    kernel ``(n - 1) A / sqrt(p)`` of ``f_beta`` with its columns normalised by their means over
+    the keys' types: the mean kernel is the uncentred ``1 + F0 = e^{beta h(t, t')}``, and the
+    mean and slope kernels are divided by ``d(t') = E_pi[e^{beta h(t, t')}]``, the Wigner
+    profile by ``d(t')^2`` (``book/derivation_softmax.md``). Only the kernels change; the
+    equations and the solver are those above.
+
 Solver
     The state ``z = (Gamma, Sigma_W)`` (``(2m + 1)^2 + 4 T`` complex numbers) is iterated by
     Anderson acceleration, batched: every (setting, gamma) of a batch is one row, settings of

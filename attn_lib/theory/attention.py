@@ -13,7 +13,9 @@ linear pencil (``attn_lib.theory._spiked``). The inputs are ``c``, ``snr``, the 
 Softmax attention (:class:`~attn_lib.model.setting.Softmax`) is reduced to the entry-wise
 kernel of ``f_beta`` (:mod:`attn_lib.theory.softmax`): its proportional limit is that of
 :func:`~attn_lib.theory.softmax.entrywise_equivalent` at the effective ridge parameter
-``gamma / s_n^2`` (:func:`~attn_lib.theory.softmax.effective_gamma`).
+``gamma / s_n^2`` (:func:`~attn_lib.theory.softmax.effective_gamma`); its finite-size theory is
+that of the column-normalised kernel (``attn_lib.theory._finite_size``), at the same effective
+gammas.
 
 Rank-``r`` weights (:class:`attn_lib.RankSetting`, ``W = alpha I + sum_k w_K^(k) w_Q^(k)T``)
 go through the same bulk and a spiked pencil with ``1 + 2r`` vectors (``attn_lib.theory._spiked``,
@@ -236,8 +238,10 @@ def attention_error(setting: Setting | RankSetting, gammas: object, *, n: int | 
         Positive ridge parameters (any order; solved along the sorted grid).
     n : int, optional
         Number of tokens (``p = round(c n)``, at least 8): switches on the finite-size theory
-        (entry-wise attention and :class:`~attn_lib.Setting` only: a softmax setting or a
-        ``RankSetting`` raises ``ValueError``).
+        (:class:`~attn_lib.Setting` only: a ``RankSetting`` raises ``ValueError``; under softmax
+        the normalising sums are kept on the latent types, and a setting with
+        ``2 beta ||M_r|| / sqrt(p) >= 1``, :func:`~attn_lib.theory.softmax.tail`, raises
+        ``ValueError``).
     max_iter : int, default 50
         Newton iteration cap per continuation step (proportional limit only).
     continuation : {"parallel", "grid"}, default "parallel"

@@ -32,6 +32,17 @@ columns of the kernel part by ``1 + O(n^{-1/2})``. Hence
 and :func:`attn_lib.theory.attention_error` of a softmax setting is the right-hand side as a
 function of the **effective** ridge parameter ``gamma / s_n^2`` (:func:`effective_gamma`): the
 raw ``gamma`` of ``Phi = X A`` shrinks like ``c / n`` at fixed effective regularisation.
+
+Finite size (``attention_error(setting, gammas, n=...)``, same effective gammas). At a coherent
+shift ``delta`` of order one the normalising sums depend on the query's latent type ``t``:
+with the latent split ``t_ij = g_ij + h_ij`` of the finite-size theory,
+``D_j ~ (n - 1) e^{beta^2 / 2} d(t_j)``, ``d(t) = E_pi[e^{beta h(t', t)}]`` (:func:`query_mean`),
+so ``(n - 1) A / sqrt(p)`` is the finite-size model with the uncentred mean kernel
+``e^{beta h(t, t')} / d(t')``, the slope kernel ``beta e^{beta h} / d(t')`` and the Wigner
+profile ``e^{2 beta h} (e^{beta^2} - 1 - beta^2) / d(t')^2``, solved by
+:mod:`attn_lib.theory._finite_size` in the canonical form (:func:`canonical`). The fluctuations
+of ``D_j`` around it are dropped (``book/derivation_softmax.md`` measures them), and the theory
+refuses settings where the weights' variance over the types is infinite (:func:`tail`).
 """
 
 from __future__ import annotations
