@@ -235,7 +235,7 @@ def compare(grid: list[tuple[str, al.Setting]], geff: list[np.ndarray], values: 
 
 def part_targets(quick: bool, sem: float) -> None:
     n = 512 if quick else 2048
-    grid = targets(n)[:: 6 if quick else 1]
+    grid = [(name, s) for name, s in targets(n) if softmax.tail(s, n) < 1.0][:: 6 if quick else 1]
     geff = [informative(s, n) for _, s in grid]
     raw = [g * softmax.scale(s, n) ** 2 for (_, s), g in zip(grid, geff)]
     values, counts = monte_carlo([s for _, s in grid], raw, n, 8, sem, 120)

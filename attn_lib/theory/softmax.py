@@ -166,7 +166,7 @@ def query_mean(xi: np.ndarray, mu_r: np.ndarray, m_r: np.ndarray, beta: float, p
     With ``h(t', t) = xi'^T M_r xi / sqrt(p)``, ``xi' = y' mu_r + zeta'`` (``y' = +-1`` with
     probability 1/2, ``zeta' ~ N(0, I_r)``) and ``v = M_r xi / sqrt(p)``,
 
-        E e^{k beta xi'^T v} = cosh(k beta mu_r^T v) e^{k^2 beta^2 |v|^2 / 2};
+        E e^{k beta xi'^T v} = cosh(k beta mu_r^T v) e^{k^2 beta^2 v^T v / 2};
 
     at ``k = 1`` this is ``d(t)``, the type factor of the normalising sums
     ``D_j ~ (n - 1) e^{beta^2 / 2} d(t_j)`` (``alpha = 1``; ``book/derivation_softmax.md``).
