@@ -115,11 +115,6 @@ def test_theory_dispatch():
     np.testing.assert_array_equal(al.theory.attention_error(al.Setting(**RANDOM, f="relu",
                                                                        attention=al.Softmax(1.0)), GEFF),
                                   al.theory.attention_error(s, GEFF))
-    with pytest.raises(ValueError, match="n: the finite-size theory of softmax attention is not "
-                                         "implemented yet"):
-        al.theory.attention_error(s, GEFF, n=512)
-    with pytest.raises(ValueError, match="n: the finite-size"):
-        al.theory.attention_error_batch([s], 0.1, n=512)
     with pytest.raises(ValueError, match="mask"):
         al.theory.attention_error(al.Setting(c=0.5, attention=al.Softmax(1.0, mask=False)), GEFF)
     assert softmax.scale(s, 512) == pytest.approx(np.sqrt(256) / 511)

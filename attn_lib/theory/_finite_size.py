@@ -41,6 +41,14 @@ Deterministic equivalent
 As ``n -> infinity`` at fixed ``snr`` and weights, ``h -> 0`` and the equations reduce to the
 proportional-limit equivalent (tested).
 
+Softmax
+    A canonical setting with (masked) :class:`~attn_lib.model.setting.Softmax` attention is the
+    kernel ``(n - 1) A / sqrt(p)`` of ``f_beta`` with its columns normalised by their means over
+    the keys' types: the mean kernel is the uncentred ``1 + F0 = e^{beta h(t, t')}``, and the
+    mean and slope kernels are divided by ``d(t') = E_pi[e^{beta h(t, t')}]``, the Wigner
+    profile by ``d(t')^2`` (``book/derivation_softmax.md``). Only the kernels change; the
+    equations and the solver are those above.
+
 Solver
     The state ``z = (Gamma, Sigma_W)`` (``(2m + 1)^2 + 4 T`` complex numbers) is iterated by
     Anderson acceleration, batched: every (setting, gamma) of a batch is one row, settings of
@@ -65,7 +73,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from ..model.data import latent_coordinates
-from ..model.setting import Setting
+from ..model.setting import Setting, Softmax
 from ._errors import ConvergenceError, _gamma, check_converged, not_converged
 from .shift import shift_functions
 
@@ -222,12 +230,20 @@ class _Model:
         p = setting.p(n)
         law = latent_law(setting, p, nodes)
         H = law.shifts()
-        sf = shift_functions(setting.f, 1.0, np.max(np.abs(H)) + 1.0)
-        F0, F1, S2 = sf(H)
+        w = law.weight
+        softmax = isinstance(setting.attention, Softmax)
+        f = setting.attention.f if softmax else setting.f
+        F0, F1, S2 = shift_functions(f, 1.0, np.max(np.abs(H)) + 1.0)(H)
+        if softmax:
+            # columns normalised by their means (masked softmax, book/derivation_softmax.md):
+            # the uncentred mean kernel 1 + F0 = e^{beta h}, and every kernel divided on the
+            # query side by d(t') = E_t[e^{beta h(t, t')}] (its square for the Wigner profile)
+            F0 = 1.0 + F0
+            d = w @ F0
+            F0, F1, S2 = F0 / d, F1 / d, S2 / (d * d)
         self.c, self.n, self.p, self.law = setting.c, n, p, law
         self.phi = n / p
         self.pp = (p - law.r) / p                    # p'/p
-        w = law.weight
         # slope kernel F1(h(t, t')) ~ sum_k s_k u_k(t) v_k(t')
         self.s, self.u, self.v = _factor(F1, w, _SLOPE_TOL, _SLOPE_MAX)
         # mean kernel F0(h(t, t')) ~ sum_l S_l a_l(t) b_l(t')

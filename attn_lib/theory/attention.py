@@ -13,7 +13,9 @@ linear pencil (``attn_lib.theory._spiked``). The inputs are ``c``, ``snr``, the 
 Softmax attention (:class:`~attn_lib.model.setting.Softmax`) is reduced to the entry-wise
 kernel of ``f_beta`` (:mod:`attn_lib.theory.softmax`): its proportional limit is that of
 :func:`~attn_lib.theory.softmax.entrywise_equivalent` at the effective ridge parameter
-``gamma / s_n^2`` (:func:`~attn_lib.theory.softmax.effective_gamma`).
+``gamma / s_n^2`` (:func:`~attn_lib.theory.softmax.effective_gamma`); its finite-size theory is
+that of the column-normalised kernel (``attn_lib.theory._finite_size``), at the same effective
+gammas.
 
 Rank-``r`` weights (:class:`attn_lib.RankSetting`, ``W = alpha I + sum_k w_K^(k) w_Q^(k)T``)
 go through the same bulk and a spiked pencil with ``1 + 2r`` vectors (``attn_lib.theory._spiked``,
@@ -37,7 +39,7 @@ from ..model.setting import Entrywise, MatrixSetting, RankSetting, Setting, Soft
 from . import softmax
 from ._bulk import BulkSolution, solve_bulk, spectral_g1
 from ._errors import ConvergenceError
-from ._finite_size import finite_size_resolvent_form, finite_size_resolvent_form_batch
+from ._finite_size import finite_size_resolvent_form_batch
 from ._spiked import label_quadratic_form
 
 __all__ = ["attention_error", "attention_error_batch", "attention_bulk", "Linearisation",
@@ -155,16 +157,13 @@ _KINDS = (Entrywise, Softmax)
 
 
 def _entrywise(setting: object, n: object) -> Setting | RankSetting:
-    """``setting`` checked, a softmax one replaced by its entry-wise equivalent (``n`` must be None)."""
+    """``setting`` checked; in the proportional limit (``n`` None) a softmax one is replaced by
+    its entry-wise equivalent, for the finite-size theory it is kept (masked only)."""
     if isinstance(setting, MatrixSetting):
         raise ValueError("setting: no theory for a general matrix yet (attn_lib.MatrixSetting); "
                          "simulate it with attn_lib.simulate.errors")
     s = check_setting(setting, types=_TYPES, attention=_KINDS)
-    if isinstance(s.attention, Softmax):
-        if n is not None:
-            raise ValueError("n: the finite-size theory of softmax attention is not implemented "
-                             "yet; use the proportional limit (n=None) at the effective "
-                             "gamma of attn_lib.theory.softmax.effective_gamma")
+    if isinstance(s.attention, Softmax) and n is None:
         s = softmax.entrywise_equivalent(s)
     return s
 
@@ -181,6 +180,29 @@ def _check_n(n: object, setting: Setting | RankSetting) -> int:
     return n
 
 
+def _finite_size(settings: Sequence[Setting | RankSetting], gammas: Sequence[np.ndarray], n: object):
+    """``(q, dq)`` of the finite-size theory for each setting (checked by :func:`_check_n`).
+
+    A softmax setting is solved in its canonical form (:func:`~attn_lib.theory.softmax.canonical`,
+    the normalised kernel in units of ``sqrt(p) / (n - 1)``) at ``lam gamma``,
+    ``lam = (s_n / s_n^canonical)^2 = e^{-beta^2 (alpha^2 - 1)}``, so that ``gammas`` are
+    effective ridge parameters as in the limit: ``q = lam q_c(lam gamma)``,
+    ``dq = lam^2 dq_c(lam gamma)``.
+    """
+    for s in settings:
+        n = _check_n(n, s)
+        if isinstance(s.attention, Softmax) and softmax.tail(s, n) >= 1.0:
+            raise ValueError(f"n={n}: 2 beta ||M_r|| / sqrt(p) = {softmax.tail(s, n):.3g} >= 1 for "
+                             f"{s!r}: the softmax weights have an infinite variance over the latent "
+                             "types (a few keys carry the normalising sums), and the finite-size "
+                             "theory does not apply; a larger n or a smaller beta")
+    canon = [softmax.canonical(s) if isinstance(s.attention, Softmax) else s for s in settings]
+    lam = [(softmax.scale(s, n) / softmax.scale(c, n)) ** 2 if isinstance(s.attention, Softmax)
+           else 1.0 for s, c in zip(settings, canon)]
+    out = finite_size_resolvent_form_batch(canon, [l * np.asarray(g) for l, g in zip(lam, gammas)], n)
+    return [(l * q, l * l * dq) for l, (q, dq) in zip(lam, out)]
+
+
 def attention_resolvent_form(setting: Setting | RankSetting, gammas: object, *, n: int | None = None,
                              max_iter: int = 50, continuation: str = "parallel"):
     """``yh^T Qbar yh`` (the limit of ``y^T Q y / n``) and its ``gamma``-derivative, each shaped like ``gammas``.
@@ -191,7 +213,7 @@ def attention_resolvent_form(setting: Setting | RankSetting, gammas: object, *, 
     s = _entrywise(setting, n)
     g = check_gammas(gammas)
     if n is not None:
-        return finite_size_resolvent_form(s, g, _check_n(n, s))
+        return _finite_size([s], [g], n)[0]
     _, q, dq = _solve([s], g.reshape(1, -1), max_iter, continuation)
     return q.reshape(g.shape), dq.reshape(g.shape)
 
@@ -219,8 +241,10 @@ def attention_error(setting: Setting | RankSetting, gammas: object, *, n: int | 
         Positive ridge parameters (any order; solved along the sorted grid).
     n : int, optional
         Number of tokens (``p = round(c n)``, at least 8): switches on the finite-size theory
-        (entry-wise attention and :class:`~attn_lib.Setting` only: a softmax setting or a
-        ``RankSetting`` raises ``ValueError``).
+        (:class:`~attn_lib.Setting` only: a ``RankSetting`` raises ``ValueError``; under softmax
+        the normalising sums are kept on the latent types, and a setting with
+        ``2 beta ||M_r|| / sqrt(p) >= 1``, :func:`~attn_lib.theory.softmax.tail`, raises
+        ``ValueError``).
     max_iter : int, default 50
         Newton iteration cap per continuation step (proportional limit only).
     continuation : {"parallel", "grid"}, default "parallel"
@@ -293,9 +317,7 @@ def attention_error_batch(settings: Sequence[Setting | RankSetting], gamma: obje
     else:
         raise ValueError(f"gamma must be a scalar, shape ({B},) or ({B}, G); got shape {g.shape}")
     if n is not None:
-        for s in settings:
-            n = _check_n(n, s)
-        dq = np.array([d for _, d in finite_size_resolvent_form_batch(settings, list(g2), n)])
+        dq = np.array([d for _, d in _finite_size(settings, list(g2), n)])
     else:
         _, _, dq = _solve(settings, g2, max_iter)
     out = -(g2 ** 2) * dq

@@ -32,6 +32,17 @@ columns of the kernel part by ``1 + O(n^{-1/2})``. Hence
 and :func:`attn_lib.theory.attention_error` of a softmax setting is the right-hand side as a
 function of the **effective** ridge parameter ``gamma / s_n^2`` (:func:`effective_gamma`): the
 raw ``gamma`` of ``Phi = X A`` shrinks like ``c / n`` at fixed effective regularisation.
+
+Finite size (``attention_error(setting, gammas, n=...)``, same effective gammas). At a coherent
+shift ``delta`` of order one the normalising sums depend on the query's latent type ``t``:
+with the latent split ``t_ij = g_ij + h_ij`` of the finite-size theory,
+``D_j ~ (n - 1) e^{beta^2 / 2} d(t_j)``, ``d(t) = E_pi[e^{beta h(t', t)}]`` (:func:`query_mean`),
+so ``(n - 1) A / sqrt(p)`` is the finite-size model with the uncentred mean kernel
+``e^{beta h(t, t')} / d(t')``, the slope kernel ``beta e^{beta h} / d(t')`` and the Wigner
+profile ``e^{2 beta h} (e^{beta^2} - 1 - beta^2) / d(t')^2``, solved by
+:mod:`attn_lib.theory._finite_size` in the canonical form (:func:`canonical`). The fluctuations
+of ``D_j`` around it are dropped (``book/derivation_softmax.md`` measures them), and the theory
+refuses settings where the weights' variance over the types is infinite (:func:`tail`).
 """
 
 from __future__ import annotations
@@ -41,10 +52,11 @@ import dataclasses
 import numpy as np
 
 from .._validation import check_gammas, check_int, check_setting
+from ..model.data import latent_coordinates
 from ..model.kernel import logits
 from ..model.setting import ENTRYWISE, BaseSetting, RankSetting, Setting, Softmax
 
-__all__ = ["entrywise_equivalent", "scale", "effective_gamma", "normalisation_std", "Parts",
+__all__ = ["entrywise_equivalent", "canonical", "scale", "tail", "query_mean", "effective_gamma", "normalisation_std", "Parts",
            "decompose"]
 
 
@@ -72,6 +84,22 @@ def entrywise_equivalent(setting: Setting | RankSetting) -> Setting | RankSettin
     """
     s = _softmax_setting(setting)
     return dataclasses.replace(s, f=s.attention.f, attention=ENTRYWISE)
+
+
+def canonical(setting: Setting) -> Setting:
+    """The softmax setting with ``alpha = 1`` and the same attention matrix ``A``.
+
+    ``beta T = (beta alpha) X^T (I + w_K w_Q^T / alpha) X / sqrt(p)``: the inverse temperature
+    ``beta alpha`` and ``w_K / alpha`` (the finite-size theory's form; ``f`` stays ignored).
+    Its :func:`scale` is ``sqrt(p) / (n - 1)``, that of ``setting`` is ``e^{-beta^2 (alpha^2 -
+    1) / 2}`` times it.
+    """
+    s = _softmax_setting(setting)
+    a = s.alpha
+    if a == 1.0:
+        return s
+    return dataclasses.replace(s, wk_norm=s.wk_norm / a, alpha=1.0,
+                               attention=Softmax(s.attention.beta * a))
 
 
 def scale(setting: BaseSetting, n: int) -> float:
@@ -111,6 +139,58 @@ def normalisation_std(setting: BaseSetting, n: int) -> float:
     n = check_int(n, "n", low=2)
     b = s.attention.beta * s.logit_scale
     return float(np.sqrt(np.expm1(b * b) / (n - 1) + b ** 4 / (2.0 * s.p(n))))
+
+
+def tail(setting: Setting, n: int) -> float:
+    r"""``2 beta ||M_r|| / sqrt(p)`` (canonical form): below one the type law keeps the kernel's variance finite.
+
+    With ``h(t, t') = xi^T M_r xi' / sqrt(p)`` and Gaussian latent coordinates,
+    ``E_pi[e^{2 beta h(t, t')}]`` (the second moment of the softmax weights, which sets the
+    slope and Wigner parts of the finite-size theory and the spread of the normalising sums) is
+    finite iff ``4 beta^2 sigma_max(M_r)^2 / p < 1``. At or above one a few keys of extreme type
+    carry the normalising sums and the finite-size theory refuses the setting.
+    """
+    s = canonical(setting)
+    n = check_int(n, "n", low=2)
+    coords = latent_coordinates(s)
+    if coords.shape[0] == 0:
+        return 0.0
+    M = np.eye(coords.shape[0]) + np.outer(coords[:, 1], coords[:, 2])
+    return float(2.0 * s.attention.beta * np.linalg.norm(M, 2) / np.sqrt(s.p(n)))
+
+
+def query_mean(xi: np.ndarray, mu_r: np.ndarray, m_r: np.ndarray, beta: float, p: int,
+               k: float = 1.0) -> np.ndarray:
+    r"""``E_pi[e^{k beta h(t', t)}]`` over the key's type ``t'``, for queries of latent coordinates ``xi``.
+
+    With ``h(t', t) = xi'^T M_r xi / sqrt(p)``, ``xi' = y' mu_r + zeta'`` (``y' = +-1`` with
+    probability 1/2, ``zeta' ~ N(0, I_r)``) and ``v = M_r xi / sqrt(p)``,
+
+        E e^{k beta xi'^T v} = cosh(k beta mu_r^T v) e^{k^2 beta^2 v^T v / 2};
+
+    at ``k = 1`` this is ``d(t)``, the type factor of the normalising sums
+    ``D_j ~ (n - 1) e^{beta^2 / 2} d(t_j)`` (``alpha = 1``; ``book/derivation_softmax.md``).
+
+    Parameters
+    ----------
+    xi : ndarray of shape (r, n)
+        Latent coordinates of the queries.
+    mu_r : ndarray of shape (r,)
+        The signal in the same basis.
+    m_r : ndarray of shape (r, r)
+        ``I_r + w_{K,r} w_{Q,r}^T`` in that basis.
+    beta : float
+    p : int
+        Token dimension.
+    k : float, default 1.0
+
+    Returns
+    -------
+    ndarray of shape (n,)
+    """
+    v = m_r @ np.asarray(xi, dtype=float) / np.sqrt(p)
+    b = k * beta
+    return np.cosh(b * (mu_r @ v)) * np.exp(0.5 * b * b * np.einsum("ij,ij->j", v, v))
 
 
 @dataclasses.dataclass(frozen=True)
