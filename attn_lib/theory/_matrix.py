@@ -1,4 +1,84 @@
-"""placeholder"""
+r"""A deterministic equivalent of the attention error for any key-query matrix ``M``.
+
+Model
+-----
+Tokens ``X = mu y^T + Z`` (``p x n``, ``c = p/n``), logits ``T_ij = x_i^T M x_j / sqrt(p)`` for a
+fixed ``p x p`` matrix ``M`` (rows: keys; any, e.g. a normalised GPT-2 layer), kernel
+``K = f(T) / sqrt(p)`` with zero diagonal, ``Phi = X K`` and ``E(gamma) = gamma^2 y^T Q^2 y / n``,
+``Q = (Phi^T Phi / n + gamma)^{-1}``. The Gaussian equivalent (the homogeneous surrogate of
+``benchmarks/any_matrix.py --surrogate``) linearises ``f`` at the logit scale
+``sigma = ||M||_F / sqrt(p)`` (the standard deviation of ``T_ij`` on noise tokens, spikes of
+``M`` included): with ``a1 = E[xi f(sigma xi)]``, ``b2 = E f(sigma xi)^2 - a1^2`` and
+``M' = M / sigma``,
+
+    sqrt(c) K ~ Kt = rho (Y'^T M' Y' - m0 I) + H,     rho = sqrt(c) a1,  m0 = tr(M') / p,
+
+``Y' = X / sqrt(p) = Y + m yhat^T / sqrt(c)`` (``Y = Z / sqrt(p)``, ``m = mu``,
+``yhat = y / sqrt(n)``) and ``H`` a GOE of entry variance ``b2 / n`` independent of ``X``
+(``m0 I`` is the removed diagonal). Then ``Phi^T Phi / n = Kt^T Y'^T Y' Kt``.
+
+Linear pencil
+-------------
+``Q yhat`` is the ``x``-block of the solution of a linear system in three ``n``-vectors
+``(x, a, t)`` and five ``p``-vectors ``(d, d', b, q, q')``:
+
+    gamma x - k0 t + H t + rho Y'^T q' = yhat,     d - Y' x = 0,     d' - M' d = 0,
+    a + k0 x - H x - rho Y'^T d' = 0,              b - Y' a = 0,
+    t - Y'^T b = 0,                                q - Y' t = 0,     q' - M'^T q = 0,
+
+(``k0 = rho m0``; eliminating gives ``a = Kt x``, ``t = Y'^T Y' Kt x`` and
+``(gamma + Kt^T Y'^T Y' Kt) x = yhat``). Its matrix is ``L0 + Delta + P``: ``L0`` deterministic
+(``M'`` and ``M'^T`` as blocks), ``Delta`` linear in the Gaussian ``Y`` (blocks ``-Y`` at (d, x),
+(b, a), (q, t); ``Y^T`` times ``rho, -rho, -1`` at (x, q'), (a, d'), (t, b)) and ``H`` (``+H`` at
+(x, t), ``-H`` at (a, x)), and ``P`` the rank-one signal parts of the same blocks. Gaussian
+integration by parts with ``E[Y B Y^T] = tr(B)/p I_p``, ``E[Y^T A Y] = tr(A)/p I_n``,
+``E[H C H] ~ b2 tr(C)/n I_n`` gives ``G = (L0 + P - Sigma(G))^{-1}``, where ``Sigma`` has only
+n-n and p-p blocks and depends on normalised block traces only (so not on ``P``). Hence
+
+* the n-side of ``Gbar = (L0 - Sigma)^{-1}`` is ``g (x) I_n``, ``g`` a ``3 x 3`` matrix;
+  ``Sigma_nn[r, s] = -beta_r tr(Gbar_pp[pi_r, sigma_s]) / p`` (``beta = (rho, -rho, -1)``,
+  ``pi = (q', d', b)``, ``sigma = (d, b, q)``) plus the ``H`` terms
+  ``b2 (g_tx E_xt - g_ta E_xx - g_xx E_at + g_xa E_ax)``;
+* the p-side is ``(L0_pp - s (x) I_p)^{-1}`` with ``s[r, s'] = -beta_{s'} g[c_r, c'_{s'}] / c``
+  for rows ``r`` in (d, b, q) and columns in (q', d', b). Eliminating ``d' = M' d``,
+  ``q' = M'^T q`` and ``b`` leaves the ``2p x 2p`` operator
+  ``[[I - alpha_1 M', -alpha_2 M'^T], [-alpha_3 M', I - alpha_4 M'^T]]``, inverted by its Schur
+  complement ``S = I - alpha_1 M' - alpha_2 alpha_3 M'^T (I - alpha_4 M'^T)^{-1} M'``. The
+  fixed point needs four normalised traces ``tr(M' G_dd), tr(M' G_dq), tr(M'^T G_qd),
+  tr(M'^T G_qq)`` over ``p`` (:class:`_Oracle`), three functions of
+  ``(alpha_1, alpha_2 alpha_3, alpha_4)``: two ``p x p`` inverses and three products per call.
+
+For ``M' = I`` all blocks are scalars and the fixed point is the bulk fixed point of
+:mod:`~attn_lib.theory._bulk` (``(1/n) tr Q = g_xx``; checked to 1e-12). For a symmetric ``M``
+the traces depend on its eigenvalues only; for any ``M`` they are invariant under
+``M -> O M O^T``.
+
+Signal: one Woodbury step
+-------------------------
+``P = U C V^T`` with ``U = [m_d, m_b, m_q, yhat_x, yhat_a, yhat_t]`` and
+``V = [m_q', m_d', m_b, yhat_x, yhat_a, yhat_t]`` (``m`` or ``yhat`` placed in one variable's
+slot), ``C`` holding ``-1/sqrt(c)`` (``Y`` blocks) and ``beta / sqrt(c)``, so
+
+    y^T Q y / n ~ g_xx - r^T (I_6 + C K)^{-1} C l,    K = V^T Gbar U,
+
+with ``r = (0, 0, 0, g_x.)``, ``l = (0, 0, 0, g_.x)`` and ``K`` made of ``g`` and the quadratic
+forms ``m^T Gbar_pp[pi, sigma] m`` (the same four functions with ``m^T . m`` for ``tr / p``). The
+signal enters only through ``mu``, ``M' mu`` and ``M'^T mu`` (and ``M'`` in the resolvent).
+For ``M = alpha I + w_K w_Q^T``, ``sigma = alpha`` and the traces of ``alpha I`` (argument
+``bulk``: the proportional limit at fixed weights drops the spike's ``O(1/p)`` share of the
+traces), this is the rank-one limit theory to 3e-9 (``tests/test_matrix_theory.py``).
+
+Numerics
+--------
+The nine entries of ``g`` are found by Newton's method at each ``gamma`` along a path from
+``gamma = 10`` down (steps of ratio at most 4, tangent predictor from the implicit function
+theorem); the Newton Jacobian uses the oracle's Jacobian in the ``alpha``'s (forward
+differences, three cheap calls) and forward differences of the small n-side algebra.
+``E = -gamma^2 d(y^T Q y / n)/dgamma`` by a central difference of relative step ``1e-4``
+(the fixed point is solved to ``1e-12``, so the difference is good to about ``1e-8``).
+Cost: ``O(p^3)`` per oracle call, about 150 calls for three ``gamma``; run it with one BLAS
+thread on a shared machine (``threadpoolctl``), several threads on small matrices oversubscribe.
+"""
 
 from __future__ import annotations
 
