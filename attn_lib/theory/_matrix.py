@@ -256,18 +256,22 @@ def _solve_point(g, dT, oracle, c, rho, k0, b2, gamma):
 
     The p-side oracle enters the Newton Jacobian through its linearisation ``dT`` in the four
     ``alpha`` (:meth:`_Oracle.jacobian`); the small n-side algebra is differentiated by forward
-    differences. Returns ``(g, J, T, converged)`` with ``J`` the Newton Jacobian (9 x 9)."""
-    J = None
+    differences. ``dT`` (from the previous point, or ``None``) is reused while the residual
+    falls by a factor 20 per step and refreshed otherwise: the residual itself never uses it, so
+    a stale ``dT`` only slows the convergence. Returns ``(g, J, dT, converged)`` with ``J`` the
+    last Newton Jacobian (9 x 9)."""
+    J, last = None, np.inf
     for it in range(_MAX_ITER):
         a0, _ = _alphas(_sigma_pp(g, rho, c))
         T = oracle(a0)
         scale = np.abs(g).max()
-        if J is not None:
-            r0 = _phi(g, T, dT, a0, c, rho, k0, b2, gamma) - g
-            if np.abs(r0).max() < _NEWTON_TOL * scale:
-                return g, J, T, True
-        T, dT = oracle.jacobian(a0, values=T)
-        r0 = _phi(g, T, dT, a0, c, rho, k0, b2, gamma) - g
+        r0 = _phi(g, T, np.zeros((4, 4)), a0, c, rho, k0, b2, gamma) - g
+        res = np.abs(r0).max()
+        if res < _NEWTON_TOL * scale and J is not None:
+            return g, J, dT, True
+        if dT is None or res > last / 20.0:
+            T, dT = oracle.jacobian(a0, values=T)
+        last = res
         J = np.empty((9, 9))
         for k in range(9):
             e = g.copy().ravel()
@@ -278,7 +282,7 @@ def _solve_point(g, dT, oracle, c, rho, k0, b2, gamma):
         step = np.linalg.solve(J, -r0.ravel()).reshape(3, 3)
         big = np.abs(step).max() / scale
         g = g + step * min(1.0, 0.5 / big) if big > 0 else g
-    return g, J, T, False
+    return g, J, dT, False
 
 
 def _predict(g, J, gamma, new):
@@ -377,11 +381,11 @@ def matrix_resolvent_form(c, M, mu, f: NonlinearityLike, gammas, *, scale=None, 
         path.append(t)
     g = np.linalg.inv(np.array([[top, 0.0, -k0], [k0, 1.0, 0.0], [0.0, 0.0, 1.0]]))
     forms = {}
-    J, last = None, None
+    J, dT, last = None, None, None
     for gam in path:
         if J is not None:
             g = _predict(g, J, last, gam)
-        g, J, _, ok = _solve_point(g, None, traces, c, rho, k0, b2, gam)
+        g, J, dT, ok = _solve_point(g, dT, traces, c, rho, k0, b2, gam)
         last = gam
         if not ok:
             raise ConvergenceError(f"any-matrix fixed point did not converge at gamma={gam:.6g}")
