@@ -30,7 +30,8 @@ the theory from an 8-trial run's ``--theory`` file): ``|theory - MC|`` median 0.
 (layer 2 at gamma = 1e-3, 4.3 s.e.; 2 of 36 points beyond 2 s.e.), all 12 layers within 0.01 at
 the three gammas, mean signed difference +0.0019 / -0.0013 / -0.0008; the rank-r limit on the
 fits, on the same draws: median / max 0.059 / 0.50 (r = 1) and 0.067 / 0.48 (k50), no layer within
-0.01. Theory 21-72 s per layer (three gammas). ``--surrogate --trials 4`` (s.e. <= 0.0093):
+0.01. Theory 21-72 s per layer (three gammas); ``--speed``: one 20-point curve 77 s (layer 0;
+target 10 s). ``--surrogate --trials 4`` (s.e. <= 0.0093):
 real - homogeneous surrogate median 0.0032, max 0.020 (layers 1 and 3, gamma = 1e-3), signed mean
 over layers +0.0001 / +0.0016 / -0.0005 (s.e. 0.0018 / 0.0015 / 0.0009); elliptic: median 0.0033,
 max 0.025 (``Cov(W_ij, W_ji)`` <= 0.031); per-pair scale: 0.0029 / 0.024; 4 spikes kept exactly:
