@@ -23,7 +23,8 @@ leading ``r`` singular directions exactly (``f`` smoothed over the rest of the l
 
 Usage::
 
-    python benchmarks/any_matrix.py [--layers 0 ... 11] [--trials 8] [--theory FILE] [--surrogate] [--speed]
+    python benchmarks/any_matrix.py [--layers 0 ... 11] [--trials 8] [--theory FILE]
+        [--direction random|aligned] [--surrogate] [--speed]
 
 Last result (all 12 layers, under load, one BLAS thread). ``--trials 32`` (s.e. 0.0020-0.0033;
 the theory from an 8-trial run's ``--theory`` file): ``|theory - MC|`` median 0.0024, max 0.0098
@@ -31,7 +32,9 @@ the theory from an 8-trial run's ``--theory`` file): ``|theory - MC|`` median 0.
 the three gammas, mean signed difference +0.0019 / -0.0013 / -0.0008; the rank-r limit on the
 fits, on the same draws: median / max 0.059 / 0.50 (r = 1) and 0.067 / 0.48 (k50), no layer within
 0.01. Theory 21-72 s per layer (three gammas); ``--speed``: one 20-point curve 77 s (layer 0;
-target 10 s). ``--surrogate --trials 4`` (s.e. <= 0.0093):
+target 10 s). ``--direction aligned --trials 16`` (s.e. 0.0018-0.0051, delta 0.15-0.25): theory
+above MC at all 36 points by 0.0028-0.024 (median 0.015), 10 of 12 layers within 0.02, the largest
+gap per layer correlated with delta (0.84): the coherent shift; the rank-r limit 0.04-0.31. ``--surrogate --trials 4`` (s.e. <= 0.0093):
 real - homogeneous surrogate median 0.0032, max 0.020 (layers 1 and 3, gamma = 1e-3), signed mean
 over layers +0.0001 / +0.0016 / -0.0005 (s.e. 0.0018 / 0.0015 / 0.0009); elliptic: median 0.0033,
 max 0.025 (``Cov(W_ij, W_ji)`` <= 0.031); per-pair scale: 0.0029 / 0.024; 4 spikes kept exactly:
@@ -68,7 +71,14 @@ def layer_matrix(layer: int) -> np.ndarray:
     return gpt2.normalise(gpt2.paper_matrix(W_Q, W_K))[0]
 
 
-def theory_vs_mc(layers, trials: int, theory_file: str | None) -> None:
+def direction(M: np.ndarray, kind: str) -> np.ndarray:
+    """``random_direction(p, 1, 0)`` or ``aligned_direction`` of the layer's fit (SNR 1)."""
+    if kind == "random":
+        return gpt2.random_direction(M.shape[0], SNR, 0)
+    return gpt2.aligned_direction(gpt2.fit(M), SNR)
+
+
+def theory_vs_mc(layers, trials: int, theory_file: str | None, kind: str = "random") -> None:
     """Theory and Monte Carlo per layer; the theory is read from ``theory_file`` when it holds
     the layer (a JSON ``{layer: [E at GAMMAS]}``) and written to it otherwise."""
     stored = {}
@@ -82,7 +92,7 @@ def theory_vs_mc(layers, trials: int, theory_file: str | None) -> None:
     for layer in layers:
         M = layer_matrix(layer)
         p = M.shape[0]
-        mu = gpt2.random_direction(p, SNR, 0)
+        mu = direction(M, kind)
         t0 = time.time()
         if str(layer) in stored:
             th = np.array(stored[str(layer)])
@@ -93,8 +103,8 @@ def theory_vs_mc(layers, trials: int, theory_file: str | None) -> None:
                 with open(theory_file, "w") as fh:
                     json.dump(stored, fh)
         t_th = time.time() - t0
-        mc = gpt2.simulate_matrices({"real": M}, {"random": mu}, F, GAMMAS, n=N, trials=trials,
-                                    seed=layer).attention["real"]["random"]
+        mc = gpt2.simulate_matrices({"real": M}, {kind: mu}, F, GAMMAS, n=N, trials=trials,
+                                    seed=layer).attention["real"][kind]
         d = th - mc.mean
         fit = gpt2.fit(M)
         rank = {r: al.theory.attention_error(gpt2.fit_rank_setting(fit, mu, p / N, F, r), GAMMAS)
@@ -102,7 +112,8 @@ def theory_vs_mc(layers, trials: int, theory_file: str | None) -> None:
         rows.append((layer, d, mc.sem))
         print(f"layer {layer:2d}  theory " + " ".join(f"{v:.4f}" for v in th) + "  MC "
               + " ".join(f"{m:.4f}±{s:.4f}" for m, s in zip(mc.mean, mc.sem))
-              + "  th-MC " + " ".join(f"{v:+.4f}" for v in d) + f"  ({t_th:.0f} s theory)"
+              + "  th-MC " + " ".join(f"{v:+.4f}" for v in d)
+              + f"  delta {abs(mu @ M @ mu) / np.sqrt(p):.3f}  ({t_th:.0f} s theory)"
               + "  rank-r limit - MC: " + "; ".join(
                   f"r={r} " + " ".join(f"{v:+.3f}" for v in e) for r, e in rank.items()),
               flush=True)
@@ -207,6 +218,7 @@ def main() -> None:
     ap.add_argument("--speed", action="store_true")
     ap.add_argument("--blas-threads", type=int, default=1)
     ap.add_argument("--theory", metavar="FILE", help="JSON cache of the theory per layer")
+    ap.add_argument("--direction", choices=("random", "aligned"), default="random")
     a = ap.parse_args()
     with threadpool_limits(a.blas_threads):
         run(a)
@@ -218,7 +230,7 @@ def run(a: argparse.Namespace) -> None:
     elif a.surrogate:
         surrogates(a.layers, a.trials)
     else:
-        theory_vs_mc(a.layers, a.trials, a.theory)
+        theory_vs_mc(a.layers, a.trials, a.theory, a.direction)
 
 
 if __name__ == "__main__":
