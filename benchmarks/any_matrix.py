@@ -1,0 +1,237 @@
+"""GPT-2's 12 normalised layers against the any-matrix theory (issue 13, part 2).
+
+For each layer, the normalised real matrix ``M`` (:func:`attn_lib.studies.gpt2.normalise`),
+tanh, ``p = 768``, ``n = 1536`` (``c = 1/2``), SNR 1, ``mu = random_direction(768, 1, 0)``,
+``gamma`` in 1e-3, 0.1, 1:
+
+* the any-matrix deterministic equivalent :func:`attn_lib.theory._matrix.matrix_error` of ``M``
+  itself (no fit), linearised at the logit scale ``||M||_F / sqrt(p) = 1``;
+* Monte Carlo of the real kernel (:func:`~attn_lib.studies.gpt2.simulate_matrices`, seed =
+  layer), and ``|theory - MC|`` beside the rank-r limit's figures of ``benchmarks/gpt2_rank_r.py``
+  (README row: 0.060 median / 0.49 max at r = 1 over the same layers and gammas).
+
+``--surrogate`` runs step 1 instead (which Gaussian equivalent): on common draws of ``y, Z``, the
+real kernel against the homogeneous surrogate ``K = [a1 T + sqrt(b2) W] / sqrt(p)`` (``T`` the
+logits, zero diagonal, ``W`` GOE), the elliptic one (``W`` with ``Cov(W_ij, W_ji)`` the Hermite
+tail's ``sum_{k>=2} a_k^2 r^k / b2`` at ``r = tr(M^2) / tr(M M^T)``, from the same Gaussian
+draws as the GOE), the heterogeneous one (slope and residual variance at the per-pair logit
+scale ``sigma_ij^2 = ||M^T x_i||^2/p + ||M x_j||^2/p - 1``), and latent ones that keep the
+leading ``r`` singular directions exactly (``f`` smoothed over the rest of the logit,
+``F0(m) + F1(m) T_rest + sqrt(F2(m)) W`` at the latent logit ``m``).
+
+``--speed`` times one 20-point curve on one layer.
+
+Usage::
+
+    python benchmarks/any_matrix.py [--layers 0 ... 11] [--trials 8] [--theory FILE]
+        [--direction random|aligned] [--surrogate] [--speed]
+
+Last result (all 12 layers, under load, one BLAS thread). ``--trials 32`` (s.e. 0.0020-0.0033;
+the theory from an 8-trial run's ``--theory`` file): ``|theory - MC|`` median 0.0024, max 0.0098
+(layer 2 at gamma = 1e-3, 4.3 s.e.; 2 of 36 points beyond 2 s.e.), all 12 layers within 0.01 at
+the three gammas, mean signed difference +0.0019 / -0.0013 / -0.0008; the rank-r limit on the
+fits, on the same draws: median / max 0.059 / 0.50 (r = 1) and 0.067 / 0.48 (k50), no layer within
+0.01. Theory 21-72 s per layer (three gammas); ``--speed``: one 20-point curve 77 s (layer 0;
+target 10 s). ``--direction aligned --trials 16`` (s.e. 0.0018-0.0051, delta 0.15-0.25): theory
+above MC at all 36 points by 0.0028-0.024 (median 0.015), 10 of 12 layers within 0.02, the largest
+gap per layer correlated with delta (0.84): the coherent shift; the rank-r limit 0.04-0.31. ``--surrogate --trials 4`` (s.e. <= 0.0093):
+real - homogeneous surrogate median 0.0032, max 0.020 (layers 1 and 3, gamma = 1e-3), signed mean
+over layers +0.0001 / +0.0016 / -0.0005 (s.e. 0.0018 / 0.0015 / 0.0009); elliptic: median 0.0033,
+max 0.025 (``Cov(W_ij, W_ji)`` <= 0.031); per-pair scale: 0.0029 / 0.024; 4 spikes kept exactly:
+0.0036 / 0.017; 16 spikes: 0.0026 / 0.011.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+import attn_lib as al
+from attn_lib.model import data, hermite
+from attn_lib.simulation.resolvent import interpolation_error
+from attn_lib.simulation.trials import Trials
+from attn_lib.studies import gpt2
+from attn_lib.theory import _matrix
+
+GAMMAS = np.array([1e-3, 1e-1, 1.0])
+F = "tanh"
+SNR = 1.0
+N = 1536
+#: The README row of ``benchmarks/gpt2_rank_r.py`` (16 trials, the same layers, mu and gammas).
+RANK_R = ("rank-r limit on the fits (README row of gpt2_rank_r.py): median / max |real - th| "
+          "0.060 / 0.49 (r = 1), 0.069 / 0.47 (k50); 0 of 12 layers within 0.01")
+
+
+def layer_matrix(layer: int) -> np.ndarray:
+    W_Q, W_K = gpt2.load_qk(layer)
+    return gpt2.normalise(gpt2.paper_matrix(W_Q, W_K))[0]
+
+
+def direction(M: np.ndarray, kind: str) -> np.ndarray:
+    """``random_direction(p, 1, 0)`` or ``aligned_direction`` of the layer's fit (SNR 1)."""
+    if kind == "random":
+        return gpt2.random_direction(M.shape[0], SNR, 0)
+    return gpt2.aligned_direction(gpt2.fit(M), SNR)
+
+
+def theory_vs_mc(layers, trials: int, theory_file: str | None, kind: str = "random") -> None:
+    """Theory and Monte Carlo per layer; the theory is read from ``theory_file`` when it holds
+    the layer (a JSON ``{layer: [E at GAMMAS]}``) and written to it otherwise."""
+    stored = {}
+    if theory_file:
+        try:
+            with open(theory_file) as fh:
+                stored = json.load(fh)
+        except FileNotFoundError:
+            pass
+    rows = []
+    for layer in layers:
+        M = layer_matrix(layer)
+        p = M.shape[0]
+        mu = direction(M, kind)
+        t0 = time.time()
+        if str(layer) in stored:
+            th = np.array(stored[str(layer)])
+        else:
+            th = _matrix.matrix_error(p / N, M, mu, F, GAMMAS)
+            stored[str(layer)] = th.tolist()
+            if theory_file:
+                with open(theory_file, "w") as fh:
+                    json.dump(stored, fh)
+        t_th = time.time() - t0
+        mc = gpt2.simulate_matrices({"real": M}, {kind: mu}, F, GAMMAS, n=N, trials=trials,
+                                    seed=layer).attention["real"][kind]
+        d = th - mc.mean
+        fit = gpt2.fit(M)
+        rank = {r: al.theory.attention_error(gpt2.fit_rank_setting(fit, mu, p / N, F, r), GAMMAS)
+                - mc.mean for r in (1, fit.k_for(0.5))}
+        rows.append((layer, d, mc.sem))
+        print(f"layer {layer:2d}  theory " + " ".join(f"{v:.4f}" for v in th) + "  MC "
+              + " ".join(f"{m:.4f}±{s:.4f}" for m, s in zip(mc.mean, mc.sem))
+              + "  th-MC " + " ".join(f"{v:+.4f}" for v in d)
+              + f"  delta {abs(mu @ M @ mu) / np.sqrt(p):.3f}  ({t_th:.0f} s theory)"
+              + "  rank-r limit - MC: " + "; ".join(
+                  f"r={r} " + " ".join(f"{v:+.3f}" for v in e) for r, e in rank.items()),
+              flush=True)
+    d = np.abs(np.array([r[1] for r in rows]))
+    sem = np.array([r[2] for r in rows])
+    ok = int(np.sum(np.all(d <= 0.01, axis=1)))
+    print(f"\n|theory - MC| median {np.median(d):.4f} max {d.max():.4f}; layers with all three "
+          f"gammas within 0.01: {ok} of {len(rows)}; s.e. <= {sem.max():.4f}")
+    print(RANK_R)
+
+
+def _smoothed(sb: float, grid: np.ndarray, nodes: np.ndarray, weights: np.ndarray):
+    t = grid[:, None] + sb * nodes[None, :]
+    fv = np.tanh(t)
+    F0 = fv @ weights
+    F1 = (fv * nodes) @ weights / sb
+    F2 = np.maximum((fv ** 2) @ weights - F0 ** 2 - (F1 * sb) ** 2, 0.0)
+    return F0, F1, F2
+
+
+def surrogates(layers, trials: int, ranks=(4, 16)) -> None:
+    nodes, weights = np.polynomial.hermite_e.hermegauss(80)
+    weights = weights / weights.sum()
+    for layer in layers:
+        M = layer_matrix(layer)
+        p = M.shape[0]
+        mu = gpt2.random_direction(p, SNR, 0)
+        h = hermite.coefficients(F, 1.0)
+        a1, b = h.a1, np.sqrt(h.b2)
+        r = np.trace(M @ M) / p
+        X1, X2 = np.meshgrid(nodes, nodes)
+        cov = np.sum(np.outer(weights, weights) * np.tanh(X1) * np.tanh(r * X1 + np.sqrt(1 - r * r) * X2))
+        tau = (cov - a1 ** 2 * r) / h.b2
+        U, s, Vt = np.linalg.svd(M)
+        sgrid = np.linspace(0.05, 4.0, 400)
+        a1s = (np.tanh(sgrid[:, None] * nodes) * nodes) @ weights
+        slope = a1s / sgrid
+        bsd = np.sqrt(np.maximum((np.tanh(sgrid[:, None] * nodes) ** 2) @ weights - a1s ** 2, 0.0))
+        lat = {}
+        mg = np.linspace(-30, 30, 3001)
+        for k in ranks:
+            Mk = (U[:, :k] * s[:k]) @ Vt[:k]
+            sb = np.linalg.norm(M - Mk) / np.sqrt(p)
+            lat[k] = (U[:, :k] * np.sqrt(s[:k]), Vt[:k].T * np.sqrt(s[:k]), M - Mk,
+                      _smoothed(sb, mg, nodes, weights))
+        sq = np.sqrt(p)
+
+        def trial(rng):
+            y = data.labels(N, rng)
+            X = rng.standard_normal((p, N)) + np.outer(mu, y)
+            rw = np.random.default_rng(rng.integers(2 ** 62))
+            T = X.T @ M @ X / sq
+            np.fill_diagonal(T, 0.0)
+            K = np.tanh(T) / sq
+            out = {"real": interpolation_error(X @ K, y, GAMMAS)}
+            A = rw.standard_normal((N, N))
+            W = (A + A.T) / np.sqrt(2)
+            np.fill_diagonal(W, 0.0)
+            out["lin"] = interpolation_error(X @ ((a1 * T + b * W) / sq), y, GAMMAS)
+            We = np.sqrt((1 + tau) / 2) * W + np.sqrt((1 - tau) / 2) * (A - A.T) / np.sqrt(2)
+            np.fill_diagonal(We, 0.0)
+            out["elliptic"] = interpolation_error(X @ ((a1 * T + b * We) / sq), y, GAMMAS)
+            r2 = np.sum((M.T @ X) ** 2, 0) / p
+            c2 = np.sum((M @ X) ** 2, 0) / p
+            sig = np.sqrt(np.maximum(r2[:, None] + c2[None, :] - 1, 0.05))
+            K = (np.interp(sig, sgrid, slope) * T + np.interp(sig, sgrid, bsd) * W) / sq
+            np.fill_diagonal(K, 0.0)
+            out["hetero"] = interpolation_error(X @ K, y, GAMMAS)
+            for k, (Uk, Vk, Mb, (F0, F1, F2)) in lat.items():
+                m = (X.T @ Uk) @ (Vk.T @ X) / sq
+                K = np.interp(m, mg, F0) + np.interp(m, mg, F1) * (X.T @ Mb @ X / sq) \
+                    + np.sqrt(np.interp(m, mg, F2)) * W
+                K /= sq
+                np.fill_diagonal(K, 0.0)
+                out[f"latent{k}"] = interpolation_error(X @ K, y, GAMMAS)
+            return out
+
+        res = Trials.run(trial, trials=trials, seed=100 + layer, gammas=GAMMAS, n=N, p=p)
+        real = res.values["real"]
+        print(f"layer {layer:2d} tr(M^2)/p {r:+.3f} Cov(W_ij,W_ji) {tau:+.4f} "
+              f"s1 {s[0]:.1f} real " + " ".join(f"{v:.4f}" for v in real.mean(0)), flush=True)
+        for key, v in res.values.items():
+            if key != "real":
+                d = real - v
+                print(f"   {key:9s} real - surrogate " + "  ".join(
+                    f"{m:+.4f}±{e:.4f}" for m, e in zip(d.mean(0), d.std(0, ddof=1) / np.sqrt(trials))))
+
+
+def speed(layer: int) -> None:
+    M = layer_matrix(layer)
+    mu = gpt2.random_direction(M.shape[0], SNR, 0)
+    t0 = time.time()
+    _matrix.matrix_error(M.shape[0] / N, M, mu, F, np.logspace(-3, 0, 20))
+    print(f"one 20-point curve, layer {layer}: {time.time() - t0:.1f} s")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--layers", type=int, nargs="+", default=list(range(12)))
+    ap.add_argument("--trials", type=int, default=8)
+    ap.add_argument("--surrogate", action="store_true")
+    ap.add_argument("--speed", action="store_true")
+    ap.add_argument("--blas-threads", type=int, default=1)
+    ap.add_argument("--theory", metavar="FILE", help="JSON cache of the theory per layer")
+    ap.add_argument("--direction", choices=("random", "aligned"), default="random")
+    a = ap.parse_args()
+    with threadpool_limits(a.blas_threads):
+        run(a)
+
+
+def run(a: argparse.Namespace) -> None:
+    if a.speed:
+        speed(a.layers[0])
+    elif a.surrogate:
+        surrogates(a.layers, a.trials)
+    else:
+        theory_vs_mc(a.layers, a.trials, a.theory, a.direction)
+
+
+if __name__ == "__main__":
+    main()
