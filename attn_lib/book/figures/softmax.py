@@ -224,7 +224,7 @@ def structured(*, n: int, trials: int, seed: int, snrs: Sequence[float],
     Two axes at ``beta``, ``c = 1/2``, ``g = 0.1`` (:data:`GEOMETRIES`): left the errors against
     the SNR (softmax simulation, limit and finite-size theory at ``n`` dashed, ridge simulation
     and theory, the entry-wise ``f_beta`` limit dotted), right the paired gap softmax minus ridge
-    with ``beta delta`` on top.
+    with ``beta delta`` on top (lines: both theories minus ridge's).
 
     Parameters
     ----------
@@ -280,6 +280,9 @@ def structured(*, n: int, trials: int, seed: int, snrs: Sequence[float],
                        label=f"{name}, $\\beta\\delta$ up to {beta * sets[-1].delta(n):.2f}")
         style.plot_theory(axes[1], snr_th, [t["softmax"][0] - t["ridge"][0] for t in th],
                           color=shade[name])
+        if all(t["finite"] is not None for t in th):
+            style.plot_theory(axes[1], snr_th, [t["finite"][0] - t["ridge"][0] for t in th],
+                              color=shade[name], linestyle="--")
     ridge = res["aligned"][1]
     style.plot_theory_vs_sim(axes[0], snr_th, [t["ridge"][0] for t in th],
                              [c.mean("ridge")[0] for c in ridge],
@@ -291,7 +294,7 @@ def structured(*, n: int, trials: int, seed: int, snrs: Sequence[float],
                            f"$g = {G_REPORT:g}$", legend=False)
     axes[0].legend(fontsize=7)
     style.label_axes(axes[1], r"$\mathrm{SNR} = \|\mu\|^2$", "softmax minus ridge (paired)",
-                     title="gap to ridge (lines: limit theory)")
+                     title="gap to ridge (lines: limit, dashed: finite-size theory)")
     axes[1].legend(fontsize=8)
     last = {key: res[name][1][-1] for key, name in (("perp", r"$w \perp \mu$"),
                                                      ("aligned", "aligned"))}
