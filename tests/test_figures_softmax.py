@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from attn_lib.book import claims
@@ -36,9 +37,15 @@ def test_structured():
                         "aligned_closes", "aligned_reverses", "bd_aligned", "bd_perp",
                         "th_mc_aligned", "limit_misses", "th_mc_perp", "th_mc_se", "sm_first",
                         "sm_last",
-                        "sm_falls"], 2)
+                        "sm_falls", "tail", "fs_mc_aligned", "fs_follows", "fs_mc_max",
+                        "fs_within"], 2)
     # aligned weights of norm 2 raise delta over orthogonal ones (|mu^T M mu| = snr (1 + 4))
     assert out["bd_aligned"] == pytest.approx(5 * out["bd_perp"])
+    # at n = 32 (p = 16) 2 beta ||M_r|| / sqrt(p) = 2 (1 + 4) / 4 = 2.5: the finite-size theory
+    # refuses the setting, and its claims are undecided rather than passed
+    assert out["tail"] == pytest.approx(2.5)
+    assert np.isnan(out["fs_mc_aligned"]) and np.isnan(out["fs_mc_max"])
+    assert out["fs_follows"].holds is None and out["fs_within"].holds is None
 
 
 def test_structured_needs_two_snrs():
@@ -54,8 +61,15 @@ def test_breakdown():
                         "err_beta_one", "breaks", "beta_break", "eps_ratio_first",
                         "eps_ratio_last", "eps_pred_last", "eps_agrees", "eps_below",
                         "err_small_first",
-                        "err_small_last", "small_falls"], 2)
+                        "err_small_last", "small_falls", "fs_err_small_first",
+                        "fs_err_small_last", "fs_small_fits", "fs_err_beta_one",
+                        "fs_lim_beta_max", "tail_max"], 2)
     assert out["beta_max"] == 1.0
+    # random inputs have no latent direction: never refused, and the finite-size theory differs
+    # from the limit by its mean part only (0.0029 at n = 48, beta = 1 on this grid; measured)
+    assert out["tail_max"] == 0.0
+    assert 0.0 < out["fs_lim_beta_max"] < 0.05
+    assert np.isfinite(out["fs_err_small_last"]) and np.isfinite(out["fs_err_beta_one"])
 
 
 def test_mask():

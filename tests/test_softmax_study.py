@@ -32,6 +32,22 @@ def test_compare_is_the_simulator_at_each_models_gamma():
     np.testing.assert_array_equal(r.mean("gap"), (r.softmax - r.ridge).mean(axis=0))
     th = study.compare_theory(S, g, n=48)
     np.testing.assert_array_equal(r.theory_softmax, th["softmax"])
+    np.testing.assert_array_equal(r.theory_finite, th["finite"])
+
+
+def test_compare_theory_finite_size_at_n_and_its_refusal():
+    from attn_lib.theory import attention_error
+
+    g = np.array([0.01, 0.1, 1.0])
+    geff = theory.effective_gamma(S, sweeps.feature_scale(S, n=48) * g, 48)
+    th = study.compare_theory(S, g, n=48)
+    np.testing.assert_array_equal(th["finite"], attention_error(S, geff, n=48))
+    assert not np.allclose(th["finite"], th["softmax"])   # the mean part at n = 48
+    # aligned weights of norm 2 at c = 1/2, n = 128: 2 beta ||M_r|| / sqrt(p) = 10 / 8 >= 1
+    refused = Setting(c=0.5, snr=2.0, wk_norm=2.0, wq_norm=2.0, attention=Softmax(1.0))
+    assert theory.tail(refused, 128) >= 1.0
+    th = study.compare_theory(refused, g, n=128)
+    assert th["finite"] is None and np.all(np.isfinite(th["softmax"]))
 
 
 def test_compare_refuses_what_it_does_not_cover():

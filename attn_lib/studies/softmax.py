@@ -5,9 +5,10 @@ self-pairs masked) against the entry-wise kernel of ``f_beta(t) = e^{beta t - be
 and against ridge regression, at **equal effective regularisation**: each model at its own
 ``gamma = tau g`` with ``tau`` its feature scale (:func:`attn_lib.studies.sweeps.feature_scale`:
 ``c`` for ridge, ``tau_K`` for the entry-wise kernel, ``s_n^2 tau_K + p / (n (n - 1))`` for the
-raw softmax features ``X A`` at ``n`` tokens) and ``g`` shared. The softmax theory is the
-proportional limit of :mod:`attn_lib.theory.softmax` at the effective ridge parameter
-``gamma / s_n^2``.
+raw softmax features ``X A`` at ``n`` tokens) and ``g`` shared. The softmax theories are the
+proportional limit of :mod:`attn_lib.theory.softmax` and its finite-size theory at ``n``
+(``attention_error(..., n=n)``, refused where :func:`attn_lib.theory.softmax.tail` is at least
+one), both at the effective ridge parameter ``gamma / s_n^2``.
 
 * :func:`compare` (and :func:`compare_theory`) -- Monte Carlo
   (:func:`attn_lib.studies.sweeps.simulations`, cached) and the three theories of one setting
@@ -76,6 +77,9 @@ class Comparison:
         ``A`` is close to ``I``, so its features have ridge's scale), on the same draws.
     theory_softmax, theory_entrywise, theory_ridge : ndarray of shape (G,)
         The proportional limits at the same ``g``.
+    theory_finite : ndarray of shape (G,) or None
+        The finite-size softmax theory at ``n`` and the same ``g``; ``None`` where it refuses the
+        setting (``tail(setting, n) >= 1``).
     n, p : int
     beta, delta : float
         Inverse temperature and coherent shift ``delta`` at ``n``.
@@ -89,6 +93,7 @@ class Comparison:
     theory_softmax: np.ndarray
     theory_entrywise: np.ndarray
     theory_ridge: np.ndarray
+    theory_finite: np.ndarray | None
     n: int
     p: int
     beta: float
@@ -154,21 +159,26 @@ def compare(setting: Setting, g: object, *, n: int, trials: int, seed: int = 0,
     return Comparison(
         g=g, softmax=att[:, :G], ridge=ridge[:, G:], entrywise=ew_mc, unmasked=um,
         theory_softmax=th["softmax"], theory_entrywise=th["entrywise"], theory_ridge=th["ridge"],
-        n=n, p=s.p(n), beta=s.attention.beta, delta=s.delta(n))
+        theory_finite=th["finite"], n=n, p=s.p(n), beta=s.attention.beta, delta=s.delta(n))
 
 
-def compare_theory(setting: Setting, g: object, *, n: int) -> dict[str, np.ndarray]:
-    """The three limits of :func:`compare` at ``g`` (``"softmax"``, ``"entrywise"``, ``"ridge"``).
+def compare_theory(setting: Setting, g: object, *, n: int) -> dict[str, np.ndarray | None]:
+    """The theories of :func:`compare` at ``g`` (``"softmax"``, ``"finite"``, ``"entrywise"``, ``"ridge"``).
 
     Softmax: :func:`attn_lib.theory.attention_error` at ``gamma / s_n^2`` with ``gamma = tau_A
-    g``; entry-wise ``f_beta`` at ``tau_K g``; ridge at ``c g``. Each of shape ``(G,)``.
+    g``, the proportional limit (``"softmax"``) and the finite-size theory at ``n``
+    (``"finite"``; ``None`` where :func:`attn_lib.theory.softmax.tail` is at least one, which
+    the theory refuses); entry-wise ``f_beta`` at ``tau_K g``; ridge at ``c g``. Each of shape
+    ``(G,)``.
     """
     s = _softmax(setting)
     g = np.atleast_1d(check_gammas(g, "g"))
     n = check_int(n, "n", low=2)
     ew = softmax.entrywise_equivalent(s)
     tau_a = sweeps.feature_scale(s, n=n)
-    return {"softmax": attention_error(s, softmax.effective_gamma(s, tau_a * g, n)),
+    geff = softmax.effective_gamma(s, tau_a * g, n)
+    return {"softmax": attention_error(s, geff),
+            "finite": attention_error(s, geff, n=n) if softmax.tail(s, n) < 1.0 else None,
             "entrywise": attention_error(ew, sweeps.feature_scale(ew) * g),
             "ridge": ridge_error(s, s.c * g)}
 

@@ -66,9 +66,17 @@ def _k(g: np.ndarray) -> int:
     return int(np.argmin(np.abs(np.log(g / G_REPORT))))
 
 
-def _worst(cmp: study.Comparison, model: str = "softmax") -> tuple[float, float, float]:
-    """Largest ``|theory - MC|`` over the informative points: (value, its s.e., its g)."""
-    th = cmp.theory_softmax if model == "softmax" else cmp.theory_entrywise
+def _worst(cmp: study.Comparison, model: str = "softmax",
+           finite: bool = False) -> tuple[float, float, float]:
+    """Largest ``|theory - MC|`` over the informative points: (value, its s.e., its g).
+
+    The theory is the limit of ``model``, or with ``finite`` the finite-size softmax theory
+    (all ``nan`` where it refused the setting).
+    """
+    th = (cmp.theory_finite if finite else
+          cmp.theory_softmax if model == "softmax" else cmp.theory_entrywise)
+    if th is None:
+        return float("nan"), float("nan"), float("nan")
     mean, sem = cmp.mean(model), cmp.sem(model)
     use = (mean > INFORMATIVE[0]) & (mean < INFORMATIVE[1])
     if not use.any():
@@ -214,8 +222,9 @@ def structured(*, n: int, trials: int, seed: int, snrs: Sequence[float],
     r"""Softmax against ridge with a signal: weights orthogonal to or aligned with ``mu``.
 
     Two axes at ``beta``, ``c = 1/2``, ``g = 0.1`` (:data:`GEOMETRIES`): left the errors against
-    the SNR (softmax simulation and limit, ridge simulation and theory, the entry-wise
-    ``f_beta`` limit dotted), right the paired gap softmax minus ridge with ``beta delta`` on top.
+    the SNR (softmax simulation, limit and finite-size theory at ``n`` dashed, ridge simulation
+    and theory, the entry-wise ``f_beta`` limit dotted), right the paired gap softmax minus ridge
+    with ``beta delta`` on top (lines: both theories minus ridge's).
 
     Parameters
     ----------
@@ -234,7 +243,12 @@ def structured(*, n: int, trials: int, seed: int, snrs: Sequence[float],
         ``th_mc_aligned`` (``|theory - MC|`` of softmax there) and claim ``limit_misses``
         (beyond :data:`MARGIN`), ``th_mc_perp``, ``th_mc_se``;
         ``sm_falls`` (exact: the aligned softmax limit falls from the first SNR to the last) with
-        ``sm_first``, ``sm_last``.
+        ``sm_first``, ``sm_last``; ``tail`` (:func:`attn_lib.theory.softmax.tail` of the aligned
+        setting at ``n``; the finite-size theory is refused at one and above, and then every
+        ``fs_`` number is ``nan`` and its claims undecided), ``fs_mc_aligned`` (``|finite-size
+        theory - MC|`` of softmax at the aligned last SNR) and claim ``fs_follows`` (within
+        :data:`MARGIN`), ``fs_mc_max`` (the largest such difference over every simulated SNR
+        and both geometries) and claim ``fs_within`` (that one within :data:`MARGIN`).
     """
     snrs = [float(v) for v in snrs]
     if len(snrs) < 2:
@@ -254,6 +268,10 @@ def structured(*, n: int, trials: int, seed: int, snrs: Sequence[float],
                                  [c.mean("softmax")[0] for c in cmps],
                                  [c.sem("softmax")[0] for c in cmps], x_sim=snrs,
                                  label=f"softmax, {name}", color=shade[name], fmt=fmt)
+        if all(t["finite"] is not None for t in th):
+            style.plot_theory(axes[0], snr_th, [t["finite"][0] for t in th],
+                              label=f"softmax, {name} (finite-size theory)", color=shade[name],
+                              linestyle="--")
         style.plot_theory(axes[0], snr_th, [t["entrywise"][0] for t in th],
                           label=rf"entry-wise $f_\beta$, {name} (theory)", color=shade[name],
                           linestyle=":")
@@ -262,6 +280,9 @@ def structured(*, n: int, trials: int, seed: int, snrs: Sequence[float],
                        label=f"{name}, $\\beta\\delta$ up to {beta * sets[-1].delta(n):.2f}")
         style.plot_theory(axes[1], snr_th, [t["softmax"][0] - t["ridge"][0] for t in th],
                           color=shade[name])
+        if all(t["finite"] is not None for t in th):
+            style.plot_theory(axes[1], snr_th, [t["finite"][0] - t["ridge"][0] for t in th],
+                              color=shade[name], linestyle="--")
     ridge = res["aligned"][1]
     style.plot_theory_vs_sim(axes[0], snr_th, [t["ridge"][0] for t in th],
                              [c.mean("ridge")[0] for c in ridge],
@@ -273,7 +294,7 @@ def structured(*, n: int, trials: int, seed: int, snrs: Sequence[float],
                            f"$g = {G_REPORT:g}$", legend=False)
     axes[0].legend(fontsize=7)
     style.label_axes(axes[1], r"$\mathrm{SNR} = \|\mu\|^2$", "softmax minus ridge (paired)",
-                     title="gap to ridge (lines: limit theory)")
+                     title="gap to ridge (lines: limit, dashed: finite-size theory)")
     axes[1].legend(fontsize=8)
     last = {key: res[name][1][-1] for key, name in (("perp", r"$w \perp \mu$"),
                                                      ("aligned", "aligned"))}
@@ -309,6 +330,30 @@ def structured(*, n: int, trials: int, seed: int, snrs: Sequence[float],
         "sm_falls", out["sm_last"] < out["sm_first"],
         f"limit {out['sm_first']:.3f} at SNR {snrs[0]:g}, {out['sm_last']:.3f} at SNR {snrs[-1]:g}",
         wording=("falls", "does not fall", "does not fall"))
+    out["tail"] = sm_theory.tail(res["aligned"][0][-1], n)
+
+    def fs_miss(cmp: study.Comparison) -> tuple[float, float]:
+        if cmp.theory_finite is None:
+            return float("nan"), float("nan")
+        return (float(abs(cmp.mean("softmax")[0] - cmp.theory_finite[0])),
+                float(cmp.sem("softmax")[0]))
+
+    fs_al, fs_al_se = fs_miss(al_last)
+    fs_all = [fs_miss(c) for name in GEOMETRIES for c in res[name][1]]
+    fs_max, fs_max_se = max(fs_all, key=lambda v: -np.inf if np.isnan(v[0]) else v[0])
+    follows = (f"follows it within {MARGIN:g}", f"misses it by more than {MARGIN:g}",
+               f"is not resolved within {MARGIN:g} of it")
+
+    def fs_claim(name: str, d: float, se: float) -> claims.Claim:
+        if np.isnan(d):     # refused: undecided, with the reason as evidence
+            return claims.Claim(name, None, f"not computed: the finite-size theory refuses "
+                                f"2 beta ||M_r|| / sqrt(p) = {out['tail']:.3g} >= 1",
+                                follows, False)
+        return claims.equivalent(name, d, se, margin=MARGIN, required=False, wording=follows)
+
+    out.update(fs_mc_aligned=fs_al, fs_mc_max=fs_max,
+               fs_follows=fs_claim("fs_follows", fs_al, fs_al_se),
+               fs_within=fs_claim("fs_within", fs_max, fs_max_se))
     return Figure(fig, out)
 
 
@@ -318,7 +363,8 @@ def breakdown(*, n_ladder: Sequence[int], trials: int, seed: int, n_gamma: int,
 
     Random inputs (:data:`RANDOM`). Left: the largest ``|theory - MC|`` of softmax over the
     informative ``g`` (the grid of :func:`random_inputs`, whose draws it shares) against
-    ``beta``, one curve per ``n``, with ``sqrt(log n)`` marked. Right: the measured standard
+    ``beta``, one curve per ``n``, for the limit (circles) and the finite-size theory at that
+    ``n`` (squares), with ``sqrt(log n)`` marked. Right: the measured standard
     deviation of ``eps`` over the queries (:func:`attn_lib.studies.softmax.normalisation_draws`)
     against :func:`attn_lib.theory.softmax.normalisation_std`.
 
@@ -343,35 +389,51 @@ def breakdown(*, n_ladder: Sequence[int], trials: int, seed: int, n_gamma: int,
         smallest and largest ``beta``, last ``n``); ``eps_pred_last`` (predicted spread there);
         claims ``eps_agrees`` (the first ratio within 10 % of one) and ``eps_below`` (the last
         below one); ``err_small_first``, ``err_small_last`` (the largest error at the smallest
-        ``beta``, first and last ``n``) and claim ``small_falls`` (it falls with ``n``).
+        ``beta``, first and last ``n``) and claim ``small_falls`` (it falls with ``n``);
+        the finite-size theory's ``fs_err_small_first``, ``fs_err_small_last`` (its largest
+        error at the smallest ``beta``, first and last ``n``) and claim ``fs_small_fits``
+        (the last within :data:`MARGIN`), ``fs_err_beta_one`` (its largest error at ``beta = 1``,
+        last ``n``), ``fs_lim_beta_max`` (the largest ``|finite-size - limit|`` over ``g`` at the
+        largest ``beta``, last ``n``), ``tail_max`` (the largest
+        :func:`attn_lib.theory.softmax.tail` of the settings; the finite-size theory refuses one
+        and above, its errors then ``nan``).
     """
     ns = [check_int(v, "n_ladder", low=2) for v in n_ladder]
     betas = [float(b) for b in betas]
     g = _grid(n_gamma)
     fig, axes = plt.subplots(1, 2, figsize=(10.5, 4.0))
-    errs, ses, ratios, preds, eps_se = {}, {}, {}, {}, {}
+    errs, ses, ratios, preds, eps_se, fs_errs, fs_ses = {}, {}, {}, {}, {}, {}, {}
+    tails, fs_lim = [], {}
     for k, n in enumerate(ns):
         color = style.shades("attention", len(ns))[k]
-        e, se, meas, pred, mse = [], [], [], [], []
+        e, se, meas, pred, mse, fe, fse = [], [], [], [], [], [], []
         for beta in betas:
             s = _random(beta)
-            w = _worst(study.compare(s, g, n=n, trials=trials, seed=seed, entrywise=False))
-            e.append(w[0]), se.append(w[1])
+            tails.append(sm_theory.tail(s, n))
+            cmp = study.compare(s, g, n=n, trials=trials, seed=seed, entrywise=False)
+            w, wf = _worst(cmp), _worst(cmp, finite=True)
+            e.append(w[0]), se.append(w[1]), fe.append(wf[0]), fse.append(wf[1])
+            fs_lim[n, beta] = (float("nan") if cmp.theory_finite is None else
+                               float(np.max(np.abs(cmp.theory_finite - cmp.theory_softmax))))
             nd = study.cached_normalisation(s, n, trials, seed)
             meas.append(float(nd.mean("eps_std"))), pred.append(sm_theory.normalisation_std(s, n))
             mse.append(float(nd.sem("eps_std")))
         errs[n], ses[n], ratios[n], preds[n] = (np.array(e), np.array(se),
                                                 np.array(meas) / np.array(pred), np.array(pred))
         eps_se[n] = np.array(mse) / np.array(pred)
-        style.plot_sim(axes[0], betas, e, se, color=color, label=f"$n = {n}$")
+        fs_errs[n], fs_ses[n] = np.array(fe), np.array(fse)
+        style.plot_sim(axes[0], betas, e, se, color=color, label=f"limit, $n = {n}$")
+        style.plot_sim(axes[0], betas, fe, fse, color=color, fmt="s--", markersize=4,
+                       label=f"finite-size, $n = {n}$")
         style.plot_sim(axes[1], betas, meas, None, color=color, label=f"measured, $n = {n}$")
         style.plot_theory(axes[1], betas, pred, color=color, linestyle="--",
                           label=f"normalisation_std, $n = {n}$")
         axes[0].axvline(np.sqrt(np.log(n)), color=color, lw=0.8, ls=":")
     axes[0].axhline(MARGIN, color="0.4", lw=0.8, ls="--")
     style.label_axes(axes[0], r"inverse temperature $\beta$",
-                     r"largest $|$theory $-$ MC$|$ (softmax)", logy=True,
+                     r"largest $|$theory $-$ MC$|$ (softmax)", logy=True, legend=False,
                      title=r"random inputs; dotted: $\beta = \sqrt{\log n}$")
+    axes[0].legend(fontsize=7)
     style.label_axes(axes[1], r"inverse temperature $\beta$", r"std of $\varepsilon$ over queries",
                      logy=True, title="normalising sums")
     axes[1].legend(fontsize=7)
@@ -399,7 +461,14 @@ def breakdown(*, n_ladder: Sequence[int], trials: int, seed: int, n_gamma: int,
             wording=("within 10 % of", "farther than 10 % from", "not resolved within 10 % of")),
         "eps_below": claims.exceeds(
             "eps_below", 1.0, 0.0, float(ratios[n][-1]), float(eps_se[n][-1]),
-            wording=("below", "above", "not distinguishable from"))})
+            wording=("below", "above", "not distinguishable from")),
+        "fs_err_small_first": float(fs_errs[ns[0]][0]), "fs_err_small_last": float(fs_errs[n][0]),
+        "fs_small_fits": claims.equivalent(
+            "fs_small_fits", float(fs_errs[n][0]), float(fs_ses[n][0]), margin=MARGIN,
+            required=False, wording=(f"within {MARGIN:g} of", f"farther than {MARGIN:g} from",
+                                     f"not resolved within {MARGIN:g} of")),
+        "fs_err_beta_one": float(fs_errs[n][j1]),
+        "fs_lim_beta_max": fs_lim[n, betas[-1]], "tail_max": float(max(tails))})
 
 
 def mask(*, n: int, trials: int, seed: int, n_gamma: int, p_ladder: Sequence[int]) -> Figure:
