@@ -105,7 +105,8 @@ def test_real_matrix_theory(monkeypatch):
         "gpt2_mt_random_n01", "gpt2_mt_rank_median", "gpt2_mt_rank_min", "gpt2_mt_rank_n01",
         "gpt2_mt_aligned_min", "gpt2_mt_aligned_max", "gpt2_mt_delta_min", "gpt2_mt_delta_max",
         "gpt2_mt_random_within", "gpt2_mt_random_closer", "gpt2_mt_aligned_above",
-        "gpt2_mt_aligned_grows", "gpt2_mt_table"}, 2)
+        "gpt2_mt_aligned_grows", "gpt2_mt_table", "gpt2_mt_closer_n", "gpt2_mt_closer_total",
+        "gpt2_mt_random_closer_layers"}, 2)
     fit = gpt2.layer_summary(gpt2.paper_matrix(*gpt2.load_qk(0)), k_max=64, seed=[0, 0])
     M = gpt2.normalise(gpt2.paper_matrix(*gpt2.load_qk(0)))[0]
     mus = {"random": gpt2.random_direction(gpt2.P, 2.0, 0), "aligned": gpt2.aligned_direction(fit.fit, 2.0)}
@@ -118,3 +119,4 @@ def test_real_matrix_theory(monkeypatch):
     assert nums["gpt2_mt_table"].data.count("\n") == 3  # header, rule, two directions
     assert nums["gpt2_mt_aligned_grows"].holds is None  # one layer: nothing to compare
     assert "of 1 (layer, gamma) points" in nums["gpt2_mt_random_within"].evidence
+    assert nums["gpt2_mt_closer_total"] == 3 and not nums["gpt2_mt_random_closer"].required
