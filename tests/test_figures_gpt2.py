@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pytest
 from IPython.display import Markdown
 
@@ -85,3 +86,37 @@ def test_attention_with_the_real_weights():
 def test_tokens_must_give_p():
     with pytest.raises(ValueError, match="c must give p"):
         gpt2_figs.layer_errors(**{**MC, "c": 1000.0}, layers=(0,))
+
+
+def _flat_theory(M, mu, c, nonlinearity, gammas):
+    """Stands in for the any-matrix theory (tens of seconds at p = 768; tested in
+    tests/test_matrix_theory.py): 0.5 at every gamma."""
+    return np.full(len(gammas), 0.5)
+
+
+def test_real_matrix_theory(monkeypatch):
+    """The section's numbers from its Monte Carlo and the theory, at n = 192, one layer, one gamma."""
+    monkeypatch.setattr(gpt2, "matrix_theory", _flat_theory)
+    kw = dict(f="tanh", c=4.0, snr=2.0, theory_layers=[0], theory_gammas=[1e-3], theory_trials=2,
+              k_max=64, seed=0)
+    nums = check_figure(gpt2_figs.real_matrix_theory(**kw), {
+        "gpt2_mt_n_layers", "gpt2_mt_layers", "gpt2_mt_n_tokens", "gpt2_mt_trials", "gpt2_mt_snr",
+        "gpt2_mt_gammas", "gpt2_mt_sem_max", "gpt2_mt_random_median", "gpt2_mt_random_max",
+        "gpt2_mt_random_n01", "gpt2_mt_rank_median", "gpt2_mt_rank_min", "gpt2_mt_rank_n01",
+        "gpt2_mt_aligned_min", "gpt2_mt_aligned_max", "gpt2_mt_delta_min", "gpt2_mt_delta_max",
+        "gpt2_mt_random_within", "gpt2_mt_random_closer", "gpt2_mt_aligned_above",
+        "gpt2_mt_aligned_grows", "gpt2_mt_table", "gpt2_mt_closer_n", "gpt2_mt_closer_total",
+        "gpt2_mt_random_closer_layers"}, 2)
+    fit = gpt2.layer_summary(gpt2.paper_matrix(*gpt2.load_qk(0)), k_max=64, seed=[0, 0])
+    M = gpt2.normalise(gpt2.paper_matrix(*gpt2.load_qk(0)))[0]
+    mus = {"random": gpt2.random_direction(gpt2.P, 2.0, 0), "aligned": gpt2.aligned_direction(fit.fit, 2.0)}
+    mc = gpt2.simulate_matrices({"real": M}, mus, "tanh", [1e-3], n=192, trials=2, seed=0)
+    rand, alig = mc.attention["real"]["random"], mc.attention["real"]["aligned"]
+    assert nums["gpt2_mt_random_max"] == pytest.approx(abs(0.5 - rand.mean[0]), rel=1e-12)
+    assert nums["gpt2_mt_aligned_max"] == pytest.approx(0.5 - alig.mean[0], rel=1e-12)
+    assert nums["gpt2_mt_random_n01"] == int(abs(0.5 - rand.mean[0]) <= 0.01)
+    assert nums["gpt2_mt_delta_max"] == pytest.approx(abs(mus["aligned"] @ M @ mus["aligned"]) / np.sqrt(gpt2.P))
+    assert nums["gpt2_mt_table"].data.count("\n") == 3  # header, rule, two directions
+    assert nums["gpt2_mt_aligned_grows"].holds is None  # one layer: nothing to compare
+    assert "of 1 (layer, gamma) points" in nums["gpt2_mt_random_within"].evidence
+    assert nums["gpt2_mt_closer_total"] == 3 and not nums["gpt2_mt_random_closer"].required

@@ -50,6 +50,57 @@ def test_orthogonal_invariance():
     np.testing.assert_allclose(E2, E, rtol=0, atol=1e-8)
 
 
+def _matrix_setting(p=30, seed=2, **kw):
+    rng = np.random.default_rng(seed)
+    M = 0.2 * np.eye(p) + rng.standard_normal((p, p)) / np.sqrt(p)
+    mu = rng.standard_normal(p)
+    return al.MatrixSetting(c=0.5, M=M, mu=mu / np.linalg.norm(mu), f="tanh", **kw)
+
+
+def test_attention_error_dispatches_a_matrix_setting():
+    """``attention_error`` and ``attention_resolvent_form`` of a MatrixSetting are the any-matrix
+    theory of its ``M`` and ``mu``."""
+    ms = _matrix_setting()
+    with threadpool_limits(1):
+        q, E = _matrix.matrix_resolvent_form(0.5, ms.M, ms.mu, "tanh", GAMMAS)
+        E2 = al.theory.attention_error(ms, GAMMAS)
+        q2, dq2 = al.theory.attention_resolvent_form(ms, GAMMAS)
+    np.testing.assert_allclose(E2, E, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(q2, q, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(-GAMMAS ** 2 * dq2, E, rtol=1e-12, atol=0)
+
+
+def test_from_setting_is_the_limit_up_to_order_one_over_p():
+    """``MatrixSetting.from_setting(s, p)`` against the rank-one limit of ``s``.
+
+    The any-matrix theory takes the full traces of ``M = I + w_K w_Q^T`` and the logit scale
+    ``||M||_F / sqrt(p)``, where the limit at fixed weights drops the spike's share of both, so
+    the two differ by ``O(1/p)``. Measured ``p max|diff|`` = 0.0229, 0.0230, 0.0231 at
+    p = 50, 100, 200 (400: 0.0231): the bound ``0.04 / p`` passes, and the difference halves from
+    p = 50 to 100 (ratio 2.00; 1.8-2.2 allowed), which an error not vanishing with ``p`` fails.
+    """
+    s = al.Setting(c=0.5, snr=1.5, f="tanh", wk_norm=1.0, wq_norm=1.0, cos_mu_wk=0.6,
+                   cos_mu_wq=0.4, cos_wk_wq=0.3)
+    th = al.theory.attention_error(s, GAMMAS)
+    with threadpool_limits(1):
+        d = {p: np.abs(al.theory.attention_error(al.MatrixSetting.from_setting(s, p), GAMMAS) - th).max()
+             for p in (50, 100)}
+    assert d[100] < 0.04 / 100, d
+    assert 1.8 < d[50] / d[100] < 2.2, d
+
+
+def test_matrix_setting_refusals():
+    ms = _matrix_setting()
+    with pytest.raises(ValueError, match="n=60: there is no finite-size theory"):
+        al.theory.attention_error(ms, GAMMAS, n=60)
+    with pytest.raises(ValueError, match="softmax"):
+        al.theory.attention_error(_matrix_setting(attention=al.Softmax(beta=1.0)), GAMMAS)
+    with pytest.raises(ValueError, match="attention_error_batch does not take"):
+        al.theory.attention_error_batch([ms], 0.1)
+    with pytest.raises(ValueError, match="MatrixSetting is attention_error"):
+        al.theory.attention_bulk(ms, GAMMAS)
+
+
 def test_bad_input():
     with pytest.raises(ValueError, match="M"):
         _matrix.matrix_error(0.5, np.ones((3, 4)), None, "tanh", GAMMAS)

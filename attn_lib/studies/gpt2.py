@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import Mapping
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from ..model import data, hermite, kernel
 from ..simulation.resolvent import interpolation_error
@@ -66,7 +67,9 @@ from ..simulation.trials import Stats, Trials
 from . import _gpt2_weights as _weights
 from .._validation import check_bool, check_gammas, check_int, check_real, check_seed, check_square
 from ..model.nonlinearity import NonlinearityLike, check_nonlinearity, scaled
-from ..model.setting import ENTRYWISE, Attention, Entrywise, RankSetting, Setting, Softmax
+from ..model.setting import (ENTRYWISE, Attention, Entrywise, MatrixSetting, RankSetting, Setting,
+                             Softmax)
+from ..theory.attention import attention_error
 
 __all__ = [
     "ENV_VAR", "DOWNLOAD_URL", "N_LAYERS", "N_HEADS", "HEAD_DIM", "P",
@@ -75,7 +78,7 @@ __all__ = [
     "paper_matrix", "head_matrix", "heads",
     "asymmetry", "spectrum", "shuffled", "normalise", "fit", "verdict", "VERDICT_RULE",
     "aligned_direction", "random_direction", "fit_setting", "fit_rank_setting",
-    "simulate_matrices",
+    "matrix_theory", "simulate_matrices",
 ]
 
 #: Environment variable holding the path of the weights (an ``.npz``, a ``model.safetensors``
@@ -630,6 +633,36 @@ def fit_rank_setting(f: Fit, mu: np.ndarray, c: float, nonlinearity: Nonlinearit
     w = np.sqrt(f.s[:r])[:, None]
     return RankSetting.from_vectors(c, mu, sign * w * f.U[:, :r].T, w * f.V[:, :r].T, f=func,
                                     alpha=alpha)
+
+
+def matrix_theory(M: np.ndarray, mu: np.ndarray, c: float, nonlinearity: NonlinearityLike,
+                  gammas: object) -> np.ndarray:
+    """The any-matrix deterministic equivalent of the attention error with the matrix ``M`` itself.
+
+    :func:`attn_lib.theory.attention_error` of ``MatrixSetting(c, M, mu, f)`` (entry-wise,
+    proportional limit; :mod:`attn_lib.theory._matrix`: ``f`` linearised at the logit scale
+    ``||M||_F / sqrt(p)``, ``1`` for a layer normalised by :func:`normalise`), run with one BLAS thread
+    (``O(p^3)`` per oracle call on ``p x p`` matrices: tens of seconds for three ``gamma`` at
+    ``p = 768``; more threads only oversubscribe a shared machine). No fit enters: the rank-r
+    limit on the fits is :func:`fit_rank_setting`.
+
+    Parameters
+    ----------
+    M : ndarray of shape (p, p)
+        Key-query matrix in the book's orientation (rows: keys; :func:`paper_matrix`).
+    mu : ndarray of shape (p,)
+        Signal (``snr = ||mu||^2``).
+    c : float
+        ``p / n``.
+    nonlinearity : str or callable
+    gammas : array_like of shape (G,)
+
+    Returns
+    -------
+    ndarray of shape (G,)
+    """
+    with threadpool_limits(limits=1, user_api="blas"):
+        return attention_error(MatrixSetting(c=c, M=M, mu=mu, f=nonlinearity), gammas)
 
 
 # ----------------------------------------------------------------------------- Monte Carlo

@@ -22,6 +22,13 @@ go through the same bulk and a spiked pencil with ``1 + 2r`` vectors (``attn_lib
 "Rank r"), in the proportional limit only: the finite-size theory (``n=...``) takes
 :class:`~attn_lib.Setting` and refuses a ``RankSetting`` with a ``ValueError`` for now.
 
+Any key-query matrix (:class:`attn_lib.MatrixSetting`, logits ``x_i^T M x_j / sqrt(p)``) goes
+to the any-matrix deterministic equivalent (:mod:`attn_lib.theory._matrix`: a linear pencil with
+``M`` and ``M^T`` as deterministic blocks, ``f`` linearised at the logit scale
+``||M||_F / sqrt(p)``), entry-wise attention in the proportional limit only: ``n=...`` and a
+softmax ``MatrixSetting`` raise ``ValueError`` (no finite-size theory for a general matrix; the
+softmax reduction is derived for rank-one weights).
+
 Special cases handled by the same code: ``a1 = 0`` (then ``Qbar = I/alpha``, and the error does
 not depend on ``snr`` or the weights), linear ``f`` (``b2 = 0``: ``alpha = gamma``,
 ``kappa = tau = 0``), ``snr = 0``, weights orthogonal to ``mu``.
@@ -36,7 +43,7 @@ import numpy as np
 
 from .._validation import check_gammas, check_int, check_real, check_setting, check_settings
 from ..model.setting import Entrywise, MatrixSetting, RankSetting, Setting, Softmax
-from . import softmax
+from . import _matrix, softmax
 from ._bulk import BulkSolution, solve_bulk, spectral_g1
 from ._errors import ConvergenceError
 from ._finite_size import finite_size_resolvent_form_batch
@@ -160,8 +167,9 @@ def _entrywise(setting: object, n: object) -> Setting | RankSetting:
     """``setting`` checked; in the proportional limit (``n`` None) a softmax one is replaced by
     its entry-wise equivalent, for the finite-size theory it is kept (masked only)."""
     if isinstance(setting, MatrixSetting):
-        raise ValueError("setting: no theory for a general matrix yet (attn_lib.MatrixSetting); "
-                         "simulate it with attn_lib.simulate.errors")
+        raise ValueError("setting: this function takes an attn_lib.Setting or RankSetting; the "
+                         "theory of an attn_lib.MatrixSetting is attention_error / "
+                         "attention_resolvent_form (entry-wise, proportional limit)")
     s = check_setting(setting, types=_TYPES, attention=_KINDS)
     if isinstance(s.attention, Softmax) and n is None:
         s = softmax.entrywise_equivalent(s)
@@ -203,13 +211,38 @@ def _finite_size(settings: Sequence[Setting | RankSetting], gammas: Sequence[np.
     return [(l * q, l * l * dq) for l, (q, dq) in zip(lam, out)]
 
 
-def attention_resolvent_form(setting: Setting | RankSetting, gammas: object, *, n: int | None = None,
-                             max_iter: int = 50, continuation: str = "parallel"):
+def _matrix_form(setting: MatrixSetting, g: np.ndarray, n: object):
+    """``(q, dq)`` of the any-matrix theory (:mod:`attn_lib.theory._matrix`) for ``setting``.
+
+    Entry-wise attention in the proportional limit only: ``n`` and a softmax setting raise
+    ``ValueError``. ``dq = -E / gamma^2`` from the error of :func:`~._matrix.matrix_resolvent_form`.
+    """
+    s = check_setting(setting, types=(MatrixSetting,), attention=_KINDS)
+    if n is not None:
+        raise ValueError(f"n={n!r}: there is no finite-size theory for an attn_lib.MatrixSetting "
+                         "(a general matrix); leave n out for the proportional limit (small "
+                         "delta = setting.delta(n)), or simulate it with attn_lib.simulate.errors, "
+                         "or fit it by a rank-one attn_lib.Setting for the finite-size theory")
+    if isinstance(s.attention, Softmax):
+        raise ValueError("setting: no theory for softmax attention with a general matrix "
+                         "(attn_lib.MatrixSetting): the softmax reduction is derived for rank-one "
+                         "weights (attn_lib.Setting) only; simulate it with attn_lib.simulate.errors")
+    q, E = _matrix.matrix_resolvent_form(s.c, s.M, s.mu, s.f, g.reshape(-1))
+    return q.reshape(g.shape), (-E / g.reshape(-1) ** 2).reshape(g.shape)
+
+
+def attention_resolvent_form(setting: Setting | RankSetting | MatrixSetting, gammas: object, *,
+                             n: int | None = None, max_iter: int = 50,
+                             continuation: str = "parallel"):
     """``yh^T Qbar yh`` (the limit of ``y^T Q y / n``) and its ``gamma``-derivative, each shaped like ``gammas``.
 
     With ``n`` given, the finite-size equivalent (``attn_lib.theory._finite_size``;
-    ``max_iter`` and ``continuation`` then do not apply).
+    ``max_iter`` and ``continuation`` then do not apply). A
+    :class:`~attn_lib.MatrixSetting` goes to the any-matrix theory
+    (:func:`attn_lib.theory._matrix.matrix_resolvent_form`; entry-wise, without ``n``).
     """
+    if isinstance(setting, MatrixSetting):
+        return _matrix_form(setting, check_gammas(gammas), n)
     s = _entrywise(setting, n)
     g = check_gammas(gammas)
     if n is not None:
@@ -218,7 +251,8 @@ def attention_resolvent_form(setting: Setting | RankSetting, gammas: object, *, 
     return q.reshape(g.shape), dq.reshape(g.shape)
 
 
-def attention_error(setting: Setting | RankSetting, gammas: object, *, n: int | None = None, max_iter: int = 50,
+def attention_error(setting: Setting | RankSetting | MatrixSetting, gammas: object, *,
+                    n: int | None = None, max_iter: int = 50,
                     continuation: str = "parallel") -> np.ndarray:
     """Deterministic equivalent of the attention interpolation error.
 
@@ -230,18 +264,24 @@ def attention_error(setting: Setting | RankSetting, gammas: object, *, n: int | 
 
     Parameters
     ----------
-    setting : Setting or RankSetting
+    setting : Setting, RankSetting or MatrixSetting
         Any ``c > 0``, ``snr >= 0``, weight geometry, nonlinearity and ``alpha``; a
         :class:`~attn_lib.model.setting.RankSetting` (rank-``r`` weights, the spiked pencil with
         ``1 + 2r`` vectors) in the proportional limit only; entry-wise or (masked) softmax
-        attention. Under softmax ``gammas`` are effective ridge parameters ``gamma / s_n^2``
+        attention. A :class:`~attn_lib.model.setting.MatrixSetting` (any ``p x p`` matrix
+        ``M``): the any-matrix theory (:mod:`attn_lib.theory._matrix`, ``f`` linearised at
+        the logit scale ``||M||_F / sqrt(p)``), entry-wise attention in the proportional limit
+        only (``n`` or softmax raise ``ValueError``); it costs ``O(p^3)`` per oracle call, tens
+        of seconds for three ``gamma`` at ``p = 768`` (run it with one BLAS thread on a shared
+        machine). Under softmax ``gammas`` are effective ridge parameters ``gamma / s_n^2``
         (:func:`attn_lib.theory.softmax.effective_gamma`): the raw features ``X A`` have the
         scale ``s_n ~ sqrt(p) / n``.
     gammas : float or array_like of shape (G,)
         Positive ridge parameters (any order; solved along the sorted grid).
     n : int, optional
         Number of tokens (``p = round(c n)``, at least 8): switches on the finite-size theory
-        (:class:`~attn_lib.Setting` only: a ``RankSetting`` raises ``ValueError``; under softmax
+        (:class:`~attn_lib.Setting` only: a ``RankSetting`` or ``MatrixSetting`` raises
+        ``ValueError``; under softmax
         the normalising sums are kept on the latent types, and a setting with
         ``2 beta ||M_r|| / sqrt(p) >= 1``, :func:`~attn_lib.theory.softmax.tail`, raises
         ``ValueError``).
@@ -282,7 +322,9 @@ def attention_error_batch(settings: Sequence[Setting | RankSetting], gamma: obje
     Parameters
     ----------
     settings : sequence of Setting or RankSetting, length B
-        Ranks may be mixed (the proportional limit groups them by ``r``).
+        Ranks may be mixed (the proportional limit groups them by ``r``). A
+        :class:`~attn_lib.MatrixSetting` raises ``ValueError`` (its theory is not vectorised:
+        call :func:`attention_error` on each).
     gamma : float or array_like of shape (B,) or (B, G)
         One ``gamma`` for all, one per setting, or a curve per setting.
     n : int, optional
@@ -301,8 +343,11 @@ def attention_error_batch(settings: Sequence[Setting | RankSetting], gamma: obje
     ConvergenceError
         When the fixed point of any setting cannot be solved (never returns NaN).
     """
-    settings = [_entrywise(s, n) for s in check_settings(settings, types=_TYPES + (MatrixSetting,),
-                                                         attention=_KINDS)]
+    checked = check_settings(settings, types=_TYPES + (MatrixSetting,), attention=_KINDS)
+    if any(isinstance(s, MatrixSetting) for s in checked):
+        raise ValueError("settings: attention_error_batch does not take an attn_lib.MatrixSetting "
+                         "(the any-matrix theory is not vectorised); call attention_error on each")
+    settings = [_entrywise(s, n) for s in checked]
     g = np.asarray(gamma, dtype=float)
     B = len(settings)
     if g.ndim == 0:

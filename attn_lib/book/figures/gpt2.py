@@ -5,7 +5,9 @@ Every function reads GPT-2 small's query/key weights through :mod:`attn_lib.stud
 :func:`attn_lib.studies.gpt2.find_source`), summarises each layer's matrix ``A = W_K W_Q^T``
 with the cached :func:`attn_lib.studies.gpt2.layer_summary` (``seed=[seed, layer]``: one
 shuffled copy per layer) and simulates attention with the cached
-:func:`attn_lib.studies.gpt2.simulate_matrices`. Figure functions return a
+:func:`attn_lib.studies.gpt2.simulate_matrices`; :func:`real_matrix_theory` also caches the
+any-matrix theory of each layer (:func:`attn_lib.studies.gpt2.matrix_theory`, tens of seconds
+per layer and direction). Figure functions return a
 :class:`~attn_lib.book.page.Figure`; :func:`orientation`, :func:`fit_table` and
 :func:`takeaway` return dicts of numbers and Markdown tables. Number names are the glue names of
 the chapter's prose.
@@ -26,11 +28,12 @@ from ... import Setting, theory
 from ...studies import gpt2
 from ... import cache
 from .. import style
-from ..claims import Claim, Z
+from ..claims import Claim, Z, equivalent, exceeds
 from ..page import Figure, markdown_table
 
 __all__ = ["LAYERS", "weights_source", "orientation", "scale", "singular_values", "eigenvalues",
-           "fit_table", "shares", "layer_errors", "theory_vs_simulation", "takeaway"]
+           "fit_table", "shares", "layer_errors", "theory_vs_simulation", "real_matrix_theory",
+           "takeaway"]
 
 #: GPT-2 small's layers, all shown by default.
 LAYERS: tuple[int, ...] = tuple(range(gpt2.N_LAYERS))
@@ -624,3 +627,194 @@ def takeaway(*, f: str, c: float, snrs: Sequence[float], detail_layers: Sequence
             "gpt2_gap_mean_last": float(gap.xs(snrs[-1], level="SNR").mean()),
             "gpt2_gap_min_all": float(gap.min()),
             "gpt2_verdict_table": markdown_table(verdicts, verdict_formats, right=())}
+
+
+#: Rank-r limits of the section "The theory of the real matrix": r = 1, 8 and k_50 per layer.
+_RANKS: tuple[int | str, ...] = (1, 8, "k50")
+#: Margin of the equivalence claim of the any-matrix theory for a random mu (the s.e. of the
+#: full profile's Monte Carlo, <= 0.0033 in benchmarks/any_matrix.py at 32 trials and about
+#: 0.005 at 16, leaves room for |theory - MC| up to ~0.005 at 3 s.e.; 0.01 does not).
+_MARGIN = 0.02
+
+
+def _all_points(name: str, claims: list[Claim], wording: tuple[str, str, str],
+                required: bool = True, what: str = "(layer, gamma) points") -> Claim:
+    """One claim from point claims: ``True`` if all hold, ``False`` if one is contradicted,
+    ``None`` otherwise; the evidence counts them and quotes the weakest."""
+    n_true = sum(c.holds is True for c in claims)
+    n_false = sum(c.holds is False for c in claims)
+    holds = True if n_true == len(claims) else False if n_false else None
+    worst = next((c for c in claims if c.holds is False), next(
+        (c for c in claims if c.holds is None), claims[0]))
+    evidence = (f"{n_true} of {len(claims)} {what} hold, {n_false} contradicted; "
+                f"weakest: {worst.evidence}")
+    return Claim(name, holds, evidence, wording, required)
+
+
+def real_matrix_theory(*, f: str, c: float, snr: float, theory_layers: Sequence[int],
+                       theory_gammas: Sequence[float], theory_trials: int, k_max: int,
+                       seed: int) -> Figure:
+    """The any-matrix theory of each real layer against its Monte Carlo, beside the rank-r limits.
+
+    For every layer of ``theory_layers``, the normalised real matrix ``A``, ``mu`` random
+    (:func:`~attn_lib.studies.gpt2.random_direction`, ``seed``) or aligned with the leading spike
+    (:func:`~attn_lib.studies.gpt2.aligned_direction`), at ``snr``, ``n = p / c`` and
+    ``theory_gammas``:
+
+    * Monte Carlo of the real kernel (:func:`~attn_lib.studies.gpt2.simulate_matrices`,
+      ``theory_trials`` trials of the same seeded draws as the chapter's other runs: the first
+      ``trials`` are theirs), cached;
+    * the any-matrix theory of ``A`` itself (:func:`~attn_lib.studies.gpt2.matrix_theory`),
+      cached (keyed by the code);
+    * the rank-r limit on the fits, :func:`attn_lib.theory.attention_error` of
+      :func:`~attn_lib.studies.gpt2.fit_rank_setting` for ``r`` = 1, 8 and ``k_50``.
+
+    Returns
+    -------
+    Figure
+        ``len(theory_gammas) x 2`` axes (rows: gamma; columns: random, aligned): ``|theory - MC|``
+        per layer on a log scale, with the Monte Carlo standard error. Numbers:
+        ``gpt2_mt_n_layers``, ``gpt2_mt_layers`` (Markdown list), ``gpt2_mt_n_tokens``, ``gpt2_mt_trials``, ``gpt2_mt_snr``,
+        ``gpt2_mt_gammas`` (Markdown list), ``gpt2_mt_sem_max``; random mu:
+        ``gpt2_mt_random_median``, ``gpt2_mt_random_max`` (``|theory - MC|`` over layers and
+        gammas), ``gpt2_mt_random_n01`` (layers within 0.01 at every gamma),
+        ``gpt2_mt_rank_median``, ``gpt2_mt_rank_min`` (the rank-r limits' ``|limit - MC|``, all
+        r), ``gpt2_mt_rank_n01``; aligned mu: ``gpt2_mt_aligned_min``, ``gpt2_mt_aligned_max``
+        (signed ``theory - MC``), ``gpt2_mt_delta_min``, ``gpt2_mt_delta_max``; the claims
+        ``gpt2_mt_random_within`` (equivalence within :data:`_MARGIN` at every point),
+        ``gpt2_mt_random_closer`` (closer than every rank-r limit at every point; not required),
+        ``gpt2_mt_closer_n`` of ``gpt2_mt_closer_total`` such points resolved,
+        ``gpt2_mt_random_closer_layers`` (per layer, the largest miss over the gammas smaller
+        than every rank-r limit's),
+        ``gpt2_mt_aligned_above`` (theory above MC, pooled), ``gpt2_mt_aligned_grows`` (the miss
+        larger in the half of the layers with the larger ``delta``); ``gpt2_mt_table``: Markdown
+        table per layer and direction.
+    """
+    layers = list(theory_layers)
+    gammas = np.asarray(theory_gammas, dtype=float)
+    summary = _summaries(layers, k_max, seed)
+    A_raw = _raw_matrices(layers)
+    n = _tokens(c)
+    keys = ("random", "aligned")
+    rows, th, lim, mcs = [], {}, {}, {}
+    for l in layers:
+        sm = summary[l]
+        M = A_raw[l] / sm.scale
+        mus = {"random": gpt2.random_direction(gpt2.P, snr, seed),
+               "aligned": gpt2.aligned_direction(sm.fit, snr)}
+        mc = cache.cached(gpt2.simulate_matrices, matrices={"real": M}, mus=mus, f=f,
+                          gammas=gammas, n=n, trials=theory_trials, seed=seed)
+        for key in keys:
+            mcs[l, key] = mc.attention["real"][key]
+            th[l, key] = cache.cached(gpt2.matrix_theory, M=M, mu=mus[key], c=c, nonlinearity=f,
+                                      gammas=gammas)
+            for r in _RANKS:
+                rr = sm.fit.k_for(0.5) if r == "k50" else r
+                lim[l, key, r] = theory.attention_error(
+                    gpt2.fit_rank_setting(sm.fit, mus[key], c, f, rr), gammas)
+            delta = abs(mus[key] @ M @ mus[key]) / np.sqrt(gpt2.P)
+            row = {"layer": l, "mu": key, "delta": delta}
+            for i, g in enumerate(gammas):
+                d, se = th[l, key][i] - mcs[l, key].mean[i], mcs[l, key].sem[i]
+                row[f"th - MC, gamma {g:g}"] = f"{d:+.4f} ± {se:.4f}"
+            best = min(_RANKS, key=lambda r: np.abs(lim[l, key, r] - mcs[l, key].mean).max())
+            row["best rank-r limit"] = f"r = {best}"
+            row["its max |limit - MC|"] = float(np.abs(lim[l, key, best] - mcs[l, key].mean).max())
+            rows.append(row)
+
+    fig, axes = plt.subplots(len(gammas), 2, figsize=(10.4, 3.2 * len(gammas)), sharex=True,
+                             sharey=True, squeeze=False)
+    rank_col = dict(zip(_RANKS, style.shades("linearised", len(_RANKS))))
+    for row_ax, (i, g) in zip(axes, enumerate(gammas)):
+        for ax, key in zip(row_ax, keys):
+            err = [abs(th[l, key][i] - mcs[l, key].mean[i]) for l in layers]
+            ax.plot(layers, err, "o", color=_COL["aligned"], label="any-matrix theory of $A$")
+            for r in _RANKS:
+                ax.plot(layers, [abs(lim[l, key, r][i] - mcs[l, key].mean[i]) for l in layers],
+                        "x", color=rank_col[r], label=f"rank-$r$ limit on the fit, $r$ = {r}")
+            ax.plot(layers, [mcs[l, key].sem[i] for l in layers], "_", color="0.4", ms=12,
+                    label="Monte Carlo standard error")
+            ax.axhline(0.01, color="0.6", ls=":", lw=1)
+            ax.set_xticks(layers)
+            style.label_axes(ax, "layer" if i == len(gammas) - 1 else "",
+                             r"$|\mathrm{theory} - \mathrm{MC}|$" if key == "random" else "",
+                             title=f"$\\mu$ {key}, $\\gamma = {g:g}$", logy=True, legend=False)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=8)
+
+    def diffs(key: str, source: dict, r=None) -> np.ndarray:
+        return np.array([(source[l, key] if r is None else source[l, key, r]) - mcs[l, key].mean
+                         for l in layers])
+
+    sem = {key: np.array([mcs[l, key].sem for l in layers]) for key in keys}
+    d_rand, d_al = diffs("random", th), diffs("aligned", th)
+    rank_rand = np.array([np.abs(diffs("random", lim, r)) for r in _RANKS])  # (R, L, G)
+    numbers: dict[str, Any] = {
+        "gpt2_mt_n_layers": len(layers), "gpt2_mt_layers": Markdown(", ".join(map(str, layers))),
+        "gpt2_mt_n_tokens": n, "gpt2_mt_trials": theory_trials,
+        "gpt2_mt_snr": float(snr), "gpt2_mt_gammas": Markdown(", ".join(f"{g:g}" for g in gammas)),
+        "gpt2_mt_sem_max": float(max(s.max() for s in sem.values())),
+        "gpt2_mt_random_median": float(np.median(np.abs(d_rand))),
+        "gpt2_mt_random_max": float(np.abs(d_rand).max()),
+        "gpt2_mt_random_n01": int(np.sum(np.all(np.abs(d_rand) <= 0.01, axis=1))),
+        "gpt2_mt_rank_median": float(np.median(rank_rand)),
+        "gpt2_mt_rank_min": float(rank_rand.min()),
+        "gpt2_mt_rank_n01": int(np.sum(np.all(rank_rand.min(axis=0) <= 0.01, axis=1))),
+        "gpt2_mt_aligned_min": float(d_al.min()), "gpt2_mt_aligned_max": float(d_al.max()),
+    }
+    deltas = np.array([r["delta"] for r in rows if r["mu"] == "aligned"])
+    numbers["gpt2_mt_delta_min"], numbers["gpt2_mt_delta_max"] = float(deltas.min()), float(deltas.max())
+    points = [(il, ig) for il in range(len(layers)) for ig in range(len(gammas))]
+    numbers["gpt2_mt_random_within"] = _all_points("gpt2_mt_random_within", [
+        equivalent("p", d_rand[p], sem["random"][p], margin=_MARGIN, wording=("", "", ""))
+        for p in points], (f"within {_MARGIN:g} of the Monte Carlo at every layer and gamma",
+                           f"not within {_MARGIN:g} of the Monte Carlo at every layer and gamma",
+                           f"not resolved within {_MARGIN:g} at every layer and gamma at this "
+                           "number of trials"))
+    # |limit - MC| - |theory - MC| moves by at most 2 MC standard errors when MC moves by one.
+    # Point by point (a rank-r limit can cross the Monte Carlo at one gamma: reported, not
+    # required) and per layer, by the largest miss over the gammas (required).
+    closer = [exceeds("p", rank_rand[k][p], 2 * sem["random"][p], abs(d_rand[p]),
+                      wording=("", "", "")) for k in range(len(_RANKS)) for p in points]
+    numbers["gpt2_mt_closer_n"] = sum(c_.holds is True for c_ in closer)
+    numbers["gpt2_mt_closer_total"] = len(closer)
+    numbers["gpt2_mt_random_closer"] = _all_points("gpt2_mt_random_closer", closer, (
+        "closer to the Monte Carlo than every rank-r limit on the fits at every layer and gamma",
+        "farther from the Monte Carlo than a rank-r limit at some layer and gamma",
+        "not resolved as closer than every rank-r limit at every layer and gamma"), required=False,
+        what="(layer, gamma, r) points")
+    se_layer = 2 * sem["random"].max(axis=1)
+    numbers["gpt2_mt_random_closer_layers"] = _all_points("gpt2_mt_random_closer_layers", [
+        exceeds("p", rank_rand[k][il].max(), se_layer[il], np.abs(d_rand[il]).max(),
+                wording=("", "", "")) for k in range(len(_RANKS)) for il in range(len(layers))], (
+        "in every layer its largest miss over the gammas is smaller than that of every rank-r limit",
+        "in some layer a rank-r limit has a smaller largest miss",
+        "its largest miss per layer is not resolved as smaller than every rank-r limit's"),
+        what="(layer, r) pairs")
+    pooled_se = float(np.sqrt(np.sum(sem["aligned"] ** 2)) / sem["aligned"].size)
+    numbers["gpt2_mt_aligned_above"] = exceeds(
+        "gpt2_mt_aligned_above", float(d_al.mean()), pooled_se,
+        wording=("lies above the Monte Carlo on average over the layers and gammas",
+                 "lies below the Monte Carlo on average over the layers and gammas",
+                 "is not resolved above or below the Monte Carlo on average"))
+    order = np.argsort(deltas)
+    lo, hi = order[:len(layers) // 2], order[len(layers) - len(layers) // 2:]
+    if len(layers) >= 2:
+        part = lambda idx: (float(d_al[idx].mean()),  # noqa: E731
+                            float(np.sqrt(np.sum(sem["aligned"][idx] ** 2)) / sem["aligned"][idx].size))
+        (m_hi, s_hi), (m_lo, s_lo) = part(hi), part(lo)
+        numbers["gpt2_mt_aligned_grows"] = exceeds(
+            "gpt2_mt_aligned_grows", m_hi, s_hi, m_lo, s_lo,
+            wording=("is larger in the half of the layers with the larger delta",
+                     "is smaller in the half of the layers with the larger delta",
+                     "is not resolved as growing with delta over the layers"))
+    else:
+        numbers["gpt2_mt_aligned_grows"] = Claim(
+            "gpt2_mt_aligned_grows", None, "one layer: no comparison across delta",
+            ("", "", "cannot be compared across delta with one layer"))
+    table = pd.DataFrame(rows).set_index(["layer", "mu"])
+    formats = {"delta": ".3f", "its max |limit - MC|": ".3f"}
+    headers = {"mu": r"$\mu$", "delta": r"$\delta$"} | {
+        f"th - MC, gamma {g:g}": rf"theory $-$ MC, $\gamma = {g:g}$" for g in gammas}
+    numbers["gpt2_mt_table"] = markdown_table(*_renamed(table, formats, headers), left=True)
+    return Figure(fig, numbers)
