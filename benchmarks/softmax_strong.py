@@ -57,7 +57,7 @@ import attn_lib as al
 from attn_lib.model import data, kernel
 from attn_lib.simulation.resolvent import interpolation_errors
 from attn_lib.simulation.trials import Trials
-from attn_lib.studies import strong_alignment, sweeps
+from attn_lib.studies import strong_alignment
 from attn_lib.theory import softmax
 
 #: Effective gammas scanned for the informative range of the theory.
@@ -184,20 +184,13 @@ def monte_carlo(settings: list[al.Setting], gammas: list[np.ndarray], n: int, pi
                 sem: float, max_trials: int) -> tuple[list[np.ndarray], list[int]]:
     """Errors ``(trials_b, G_b)``: ``pilot`` draws of seed 0, then the draws the pilot's spread
     asks for (seed 1, times 1.3 against the pilot's underestimate), at most ``max_trials``."""
-    union = np.unique(np.concatenate(gammas))
-    cols = [np.searchsorted(union, g) for g in gammas]
-    r0 = sweeps.simulations(settings, union, n, pilot, seed=0, use_cache=False)
-    values = [r0.attention[b][:, cols[b]] for b in range(len(settings))]
+    sys.path.insert(0, str(Path(__file__).parent))
+    import softmax_grid as sg  # the pilot-then-extra rounds of benchmarks/softmax_grid.py
+
+    first = sg.monte_carlo(settings, gammas, n, pilot)
     counts = [max(pilot, min(max_trials, math.ceil(1.3 * (v.std(axis=0, ddof=1).max() / sem) ** 2)))
-              for v in values]
-    extra: dict[int, list[int]] = {}
-    for b, t in enumerate(counts):
-        if t > pilot:
-            extra.setdefault(t - pilot, []).append(b)
-    for t, bs in sorted(extra.items()):
-        r1 = sweeps.simulations([settings[b] for b in bs], union, n, t, seed=1, use_cache=False)
-        for j, b in enumerate(bs):
-            values[b] = np.concatenate([values[b], r1.attention[j][:, cols[b]]])
+              for v in first]
+    values = sg.monte_carlo(settings, gammas, n, pilot, counts, first=first)
     return values, counts
 
 
