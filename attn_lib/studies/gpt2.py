@@ -675,33 +675,37 @@ class MonteCarlo(Trials):
     ``(trials,)``, viewed as nested dictionaries of :class:`~attn_lib.simulation.trials.Stats`.
     """
 
+    def _by_matrix(self, tag: str) -> dict[str, dict[str, Stats]]:
+        """``{matrix: {direction: Stats}}`` of the keys ``(tag, matrix, direction)``."""
+        out: dict[str, dict[str, Stats]] = {}
+        for key in self.values:
+            if key[0] == tag:
+                out.setdefault(key[1], {})[key[2]] = self.stats(key)
+        return out
+
+    def _by_direction(self, tag: str) -> dict[str, Stats]:
+        """``{direction: Stats}`` of the keys ``(tag, direction)``."""
+        return {key[1]: self.stats(key) for key in self.values if key[0] == tag}
+
     @property
     def attention(self) -> dict[str, dict[str, Stats]]:
         """``attention[matrix][direction]``: the attention error over trials."""
-        out: dict[str, dict[str, Stats]] = {}
-        for key in self.values:
-            if key[0] == "attention":
-                out.setdefault(key[1], {})[key[2]] = self.stats(key)
-        return out
+        return self._by_matrix("attention")
 
     @property
     def ridge(self) -> dict[str, Stats]:
         """``ridge[direction]``: ridge regression (``Phi = X``) on the same draws."""
-        return {key[1]: self.stats(key) for key in self.values if key[0] == "ridge"}
+        return self._by_direction("ridge")
 
     @property
     def scale(self) -> dict[str, dict[str, Stats]]:
         """``scale[matrix][direction]``: the measured ``tau = ||Phi||_F^2 / n^2`` of each draw."""
-        out: dict[str, dict[str, Stats]] = {}
-        for key in self.values:
-            if key[0] == "scale":
-                out.setdefault(key[1], {})[key[2]] = self.stats(key)
-        return out
+        return self._by_matrix("scale")
 
     @property
     def ridge_scale(self) -> dict[str, Stats]:
         """``ridge_scale[direction]``: ``tau = ||X||_F^2 / n^2`` of each draw."""
-        return {key[1]: self.stats(key) for key in self.values if key[0] == "ridge_scale"}
+        return self._by_direction("ridge_scale")
 
 
 def heads(W_Q: np.ndarray, W_K: np.ndarray, scale: str = "unit", head_dim: int = HEAD_DIM
