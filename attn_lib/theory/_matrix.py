@@ -66,21 +66,33 @@ forms ``m^T Gbar_pp[pi, sigma] m`` (the same four functions with ``m^T . m`` for
 signal enters only through ``mu``, ``M' mu`` and ``M'^T mu`` (and ``M'`` in the resolvent).
 For ``M = alpha I + w_K w_Q^T``, ``sigma = alpha`` and the traces of ``alpha I`` (argument
 ``bulk``: the proportional limit at fixed weights drops the spike's ``O(1/p)`` share of the
-traces), this is the rank-one limit theory to 3e-9 (``tests/test_matrix_theory.py``).
+traces), this is the rank-one limit theory to 1e-13 (``tests/test_matrix_theory.py``;
+measured by ``benchmarks/any_matrix.py --agreement``).
 
 Numerics
 --------
 The nine entries of ``g`` are found by Newton's method at each ``gamma`` along a path from
-``gamma = 10`` down (steps of ratio at most 4, tangent predictor from the implicit function
-theorem); the Newton Jacobian uses the oracle's Jacobian in the ``alpha``'s (forward
-differences, three more calls, reused while the residual falls 20-fold per step) and forward
-differences of the small n-side algebra.
-``E = -gamma^2 d(y^T Q y / n)/dgamma`` by a central difference of relative step ``1e-4``
-(the fixed point is solved to ``1e-12``, so the difference is good to about ``1e-8``).
-Cost: ``O(p^3)`` per oracle call (one or two ``p x p`` inverses), about 115 calls for three
-``gamma`` (counted at ``p = 150``); a GPT-2 layer (``p = 768``) takes 21-72 s for three ``gamma``
-and 77 s for 20, with one BLAS thread under load. Run it with one BLAS thread on a shared machine
-(``threadpoolctl``): several threads on small matrices oversubscribe the cores.
+``gamma = 10`` down through the requested ``gamma`` (steps of ratio at most 4), each point
+predicted by the Hermite polynomial in ``log gamma`` through up to three solved points (values and
+the derivatives ``dg/dgamma`` below). Every Newton iterate calls the oracle with its exact
+Jacobian in the ``alpha``'s (``tr`` of products of ``M S^{-1}``, ``N S^{-1}`` and
+``B N S^{-1}``: :class:`_Oracle`), and the small n-side algebra is differentiated by complex
+steps, so the Newton Jacobian is exact and the convergence quadratic; at a residual below
+``1e-10`` (relative; ``1e-6`` at the path points between the requested ``gamma``) one last step
+is taken without an oracle call (error of the order of the residual squared), and
+``y^T Q y / n`` follows to first order from the last iterate.
+``E = -gamma^2 d(y^T Q y / n)/dgamma`` by the implicit function theorem,
+``dg/dgamma = J^{-1} g E_xx g`` with ``J`` the Newton Jacobian, and the gradient of the Woodbury
+step (the form oracle's exact Jacobian, complex steps for the rest): one solve per ``gamma``; it
+matches the Richardson-extrapolated central difference of ``y^T Q y / n`` to 4e-12
+(``tests/test_matrix_theory.py``), where the former central difference of step ``1e-4`` was off by
+about 1e-8 (``benchmarks/any_matrix.py --agreement``).
+Cost: ``O(p^3)`` per oracle call (two ``p x p`` inverses and four or five GEMMs), two calls per
+``gamma`` on a fine grid (49 for the 20-point curve of ``benchmarks/any_matrix.py --speed``, 22
+path points; about 30 for three ``gamma``, 15 path points); a GPT-2 layer (``p = 768``) takes
+about 10 s wall (7 s CPU) for 20 ``gamma``, with one BLAS thread under load (the former solver:
+328 calls, 58 s). Run it with one BLAS thread on a shared machine (``threadpoolctl``): several threads on
+small matrices oversubscribe the cores.
 """
 
 from __future__ import annotations
@@ -104,6 +116,7 @@ _H = ((0, 2, 1.0), (1, 0, -1.0))    # H at (n-row, n-col, coefficient)
 _PI = (4, 1, 2)                     # p-column of the Y^T block in n-row x, a, t
 _SIG = (0, 2, 3)                    # p-row of the Y block in n-column x, a, t
 _NEWTON_TOL = 1e-10
+_PATH_TOL = 1e-6                    # path points between the requested gamma
 _MAX_ITER = 60
 _MAX_RATIO_STEP = 4.0
 _PREDICT_POINTS = 3
@@ -130,22 +143,32 @@ class _Oracle:
     and ``dB / d alpha_4 = B^2``, so with ``P = M S^{-1}``, ``R = N S^{-1}`` and ``T = B R``
     the trace Jacobian is made of ``tr`` of products of two of ``P, R, T`` (three GEMMs), and the
     forms' of matrix-vector products. One evaluation (:meth:`traces` or :meth:`forms`, which
-    share it at the same ``alpha``) costs two ``p x p`` inverses and five GEMMs.
+    share it at the same ``alpha``) costs two ``p x p`` inverses and four GEMMs (five at small
+    ``alpha_4``).
     """
 
     def __init__(self, M: np.ndarray, m: np.ndarray | None):
         self.M, self.m = M, m
         self.p = M.shape[0]
         self.I = np.eye(self.p)
+        self.scale = np.linalg.norm(M) / np.sqrt(self.p)
         self.evaluations = 0
         self._key = None
 
     def _factor(self, a1: float, b: float, a4: float):
-        """``(B, N, S^{-1})`` at ``(alpha_1, b, alpha_4)``; the last one is kept."""
+        """``(B, N, S^{-1})`` at ``(alpha_1, b, alpha_4)``; the last one is kept.
+
+        ``A^{-1}`` commutes with ``M^T``, so ``B = (A^{-1} - I) / alpha_4`` without a product
+        when ``|alpha_4| ||M||_F / sqrt(p) >= 0.01`` (the subtraction then loses at most a factor
+        100 of ``||A^{-1}||`` times the rounding), ``M^T A^{-1}`` otherwise."""
         if self._key != (a1, b, a4):
             self.evaluations += 1
             M = self.M
-            B = M.T @ linalg.inv(self.I - a4 * M.T, check_finite=False)
+            Ainv = linalg.inv(self.I - a4 * M.T, check_finite=False)
+            if abs(a4) * self.scale >= 0.01:
+                B = (Ainv - self.I) / a4
+            else:
+                B = M.T @ Ainv
             N = B @ M
             Sinv = linalg.inv(self.I - a1 * M - b * N, check_finite=False)
             self._cache = (B, N, Sinv)
@@ -288,24 +311,24 @@ def _phi(g, lin, c, rho, k0, b2, gamma):
     return _n_side(_blocks(S, _linearised(lin, a), 1.0), g, rho, k0, b2, gamma)
 
 
-def _solve_point(g, oracle, c, rho, k0, b2, gamma):
+def _solve_point(g, oracle, c, rho, k0, b2, gamma, tol):
     """Newton on the nine n-side unknowns at one ``gamma``.
 
     Each iterate evaluates the trace oracle with its exact Jacobian in the four ``alpha``
     (:meth:`_Oracle.traces`), so the Newton Jacobian (the small algebra by complex steps) is
-    exact and the convergence quadratic. Once the residual is below ``_NEWTON_TOL`` (relative)
+    exact and the convergence quadratic. Once the residual is below ``tol`` (relative)
     the last Newton step is taken without a new oracle call: its error is of the order of the
     residual squared. Returns ``(g, gk, J, a, res, converged)``: ``g`` the solution, ``gk`` the
     last iterate, ``J`` the Jacobian (9 x 9) of ``Phi(g) - g`` and ``a`` the ``alpha`` at ``gk``,
     ``res`` its residual."""
-    for it in range(_MAX_ITER):
+    for _ in range(_MAX_ITER):
         a0, _ = _alphas(_sigma_pp(g, rho, c))
         lin = (*oracle.traces(a0), a0)
         r0, J = _complex_step(lambda e: _phi(e, lin, c, rho, k0, b2, gamma) - e, g)
         scale = np.abs(g).max()
         res = np.abs(r0).max()
         step = np.linalg.solve(J, -r0.ravel()).reshape(3, 3)
-        if res < _NEWTON_TOL * scale:
+        if res < tol * scale:
             return g + step, g, J, a0, res, True
         big = np.abs(step).max() / scale
         g = g + step * min(1.0, 0.5 / big)
@@ -313,10 +336,22 @@ def _solve_point(g, oracle, c, rho, k0, b2, gamma):
 
 
 def _predict(points, new):
-    """The solution at ``gamma = new`` extrapolated from the last solved points
-    ``(log gamma, g, dg/dlog gamma)``: the Hermite polynomial in ``log gamma`` (degree
-    ``2 len(points) - 1``: values and derivatives) of ``log |g|`` for the entries of one sign,
+    """The solution at ``gamma = new`` extrapolated from solved points
+    ``(log gamma, g, dg/dlog gamma)`` (the path so far): the Hermite polynomial in ``log gamma``
+    (values and derivatives) through the last point and up to ``_PREDICT_POINTS - 1`` earlier
+    ones, each between half and twice the extrapolation distance from the one after it (a cluster
+    of close points counts once, a far point ends the list: the tangent predictor remains for
+    long steps), of ``log |g|`` for the entries of one sign (moved by at most a factor ``e^3``),
     of ``g`` for the others."""
+    dist = abs(np.log(new) - points[-1][0])
+    used = [points[-1]]
+    for pt in reversed(points[:-1]):
+        gap = abs(used[-1][0] - pt[0])
+        if len(used) == _PREDICT_POINTS or gap > 2 * dist:
+            break
+        if gap >= dist / 2:
+            used.append(pt)
+    points = used[::-1]
     x1, g1, _ = points[-1]
     keep = np.abs(g1) >= 1e-8 * np.abs(g1).max()
     for _, g, _ in points:
@@ -333,7 +368,8 @@ def _predict(points, new):
             rhs[2 * i + 1] = np.where(keep, d / g, d).ravel()
     coef = np.linalg.solve(V, rhs)
     y = (((np.log(new) - x1) / h) ** np.arange(k) @ coef).reshape(3, 3)
-    return np.where(keep, np.sign(g1) * np.exp(y), y)
+    y1 = rhs[-2].reshape(3, 3)
+    return np.where(keep, np.sign(g1) * np.exp(np.clip(y, y1 - 3.0, y1 + 3.0)), y)
 
 
 def _form(g, lin, unit, c, rho):
@@ -417,8 +453,9 @@ def matrix_resolvent_form(c, M, mu, f: NonlinearityLike, gammas, *, scale=None, 
     out, points = {}, []
     for gam in path:
         if points:
-            g = _predict(points[-_PREDICT_POINTS:], gam)
-        g, gk, J, a, res, ok = _solve_point(g, traces, c, rho, k0, b2, gam)
+            g = _predict(points, gam)
+        tol = _NEWTON_TOL if gam in targets else _PATH_TOL
+        g, gk, J, a, res, ok = _solve_point(g, traces, c, rho, k0, b2, gam, tol)
         if not ok:
             raise ConvergenceError(f"any-matrix fixed point did not converge at gamma={gam:.6g}: "
                                    f"last residual {res:.3g}")
