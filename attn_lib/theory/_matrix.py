@@ -181,7 +181,10 @@ class _Oracle:
         b = a[1] * a[2]
         B, N, Sinv = self._factor(a[0], b, a[3])
         P = self.M @ Sinv
-        R = N @ Sinv
+        if abs(b) * np.linalg.norm(N) >= 0.01 * np.sqrt(self.p) * (1 + abs(a[0]) * self.scale):
+            R = (Sinv - self.I - a[0] * P) / b       # alpha_1 P + b R = (I - S) S^{-1}
+        else:
+            R = N @ Sinv
         T = B @ R
         pp, pr, pt = _tr(P, P), _tr(P, R), _tr(P, T)
         rr, rt, tt = _tr(R, R), _tr(R, T), _tr(T, T)
