@@ -37,10 +37,14 @@ the theory from an 8-trial run's ``--theory`` file): ``|theory - MC|`` median 0.
 the three gammas, mean signed difference +0.0019 / -0.0013 / -0.0008; the rank-r limit on the
 fits, on the same draws: median / max 0.059 / 0.50 (r = 1) and 0.067 / 0.48 (k50), no layer within
 0.01. Theory 21-72 s per layer (three gammas; the solver of f334f75). ``--speed --reference
-f334f75`` (layer 0, under load, load average 3.5-4.2 on 2 cores): one 20-point curve 9.9 and
-10.5 s wall, 6.7 and 7.3 s CPU, 49 oracle evaluations (target 10 s); f334f75 58.7 s wall,
-41.3 s CPU, 328 evaluations; max relative difference 5.3e-12 in ``y^T Q y / n`` and 3.7e-8 in E,
-the former central difference's error (``--agreement``).
+f334f75`` (layer 0, under load, load average 3.0-3.6 on 2 cores): one 20-point curve 6.7 and
+6.7 s wall, 6.5 and 6.6 s CPU, 49 oracle evaluations (target 10 s; 9.9-10.5 s wall at load
+average 3.5-4.2, one GEMM per evaluation earlier); f334f75 41.7 s wall, 41.0 s CPU,
+328 evaluations; max relative difference 5.4e-12 in ``y^T Q y / n`` and 3.7e-8 in E, the
+former central difference's error. ``--agreement f334f75 --layers 0 3 6 9 11``: relative
+differences in ``y^T Q y / n`` <= 1.7e-12, in E 2.8e-10-9.8e-9 (3.4e-8 on the rank-one test
+matrix); E against the extrapolated derivative: current <= 1.6e-10, f334f75 up to 3.4e-8; to the
+rank-one limit theory: current 1.0e-14, f334f75 7.3e-9.
 ``--direction aligned --trials 16`` (s.e. 0.0018-0.0051, delta 0.15-0.25): theory
 above MC at all 36 points by 0.0028-0.024 (median 0.015), 10 of 12 layers within 0.02, the largest
 gap per layer correlated with delta (0.84): the coherent shift; the rank-r limit 0.04-0.31. ``--surrogate --trials 4`` (s.e. <= 0.0093):

@@ -55,7 +55,7 @@ def test_error_is_the_derivative_of_the_form():
     the returned ``q``: central differences at relative steps ``h = 1e-3`` and ``2h``,
     Richardson-extrapolated (truncation ``O(h^4)`` ~ 1e-12, and the Newton tolerance 1e-10 on
     ``g`` leaves ``q`` good to ~1e-14 after the final step, ~1e-11 over ``h``). Measured
-    relative differences 3e-12-4e-12; 1e-9 passes, and a central difference of step 1e-4 (the
+    relative differences 5e-11, 4e-12, 4e-12; 1e-9 passes, and a central difference of step 1e-4 (the
     former method, ~1e-8 off) fails."""
     p = 30
     rng = np.random.default_rng(2)

@@ -66,7 +66,7 @@ forms ``m^T Gbar_pp[pi, sigma] m`` (the same four functions with ``m^T . m`` for
 signal enters only through ``mu``, ``M' mu`` and ``M'^T mu`` (and ``M'`` in the resolvent).
 For ``M = alpha I + w_K w_Q^T``, ``sigma = alpha`` and the traces of ``alpha I`` (argument
 ``bulk``: the proportional limit at fixed weights drops the spike's ``O(1/p)`` share of the
-traces), this is the rank-one limit theory to 1e-13 (``tests/test_matrix_theory.py``;
+traces), this is the rank-one limit theory to 1e-14 (``tests/test_matrix_theory.py``;
 measured by ``benchmarks/any_matrix.py --agreement``).
 
 Numerics
@@ -84,15 +84,15 @@ is taken without an oracle call (error of the order of the residual squared), an
 ``E = -gamma^2 d(y^T Q y / n)/dgamma`` by the implicit function theorem,
 ``dg/dgamma = J^{-1} g E_xx g`` with ``J`` the Newton Jacobian, and the gradient of the Woodbury
 step (the form oracle's exact Jacobian, complex steps for the rest): one solve per ``gamma``; it
-matches the Richardson-extrapolated central difference of ``y^T Q y / n`` to 4e-12
+matches the Richardson-extrapolated central difference of ``y^T Q y / n`` to 1e-10
 (``tests/test_matrix_theory.py``), where the former central difference of step ``1e-4`` was off by
 about 1e-8 (``benchmarks/any_matrix.py --agreement``).
-Cost: ``O(p^3)`` per oracle call (two ``p x p`` inverses and four or five GEMMs), two calls per
+Cost: ``O(p^3)`` per oracle call (two ``p x p`` inverses and three GEMMs), about two calls per
 ``gamma`` on a fine grid (49 for the 20-point curve of ``benchmarks/any_matrix.py --speed``, 22
-path points; about 30 for three ``gamma``, 15 path points); a GPT-2 layer (``p = 768``) takes
-about 10 s wall (7 s CPU) for 20 ``gamma``, with one BLAS thread under load (the former solver:
-328 calls, 58 s). Run it with one BLAS thread on a shared machine (``threadpoolctl``): several threads on
-small matrices oversubscribe the cores.
+path points; 24-32 for the three ``gamma`` 1e-3, 0.1, 1, 9 path points); a GPT-2 layer
+(``p = 768``) takes 6.7 s wall (6.5 s CPU) for 20 ``gamma`` with one BLAS thread under load
+(the former solver: 328 calls, 41.7 s). Run it with one BLAS thread on a shared machine
+(``threadpoolctl``): several threads on small matrices oversubscribe the cores.
 """
 
 from __future__ import annotations
@@ -141,10 +141,10 @@ class _Oracle:
 
     Their derivatives are exact: ``dS^{-1} = S^{-1} (M d alpha_1 + N db + b B N d alpha_4) S^{-1}``
     and ``dB / d alpha_4 = B^2``, so with ``P = M S^{-1}``, ``R = N S^{-1}`` and ``T = B R``
-    the trace Jacobian is made of ``tr`` of products of two of ``P, R, T`` (three GEMMs), and the
-    forms' of matrix-vector products. One evaluation (:meth:`traces` or :meth:`forms`, which
-    share it at the same ``alpha``) costs two ``p x p`` inverses and four GEMMs (five at small
-    ``alpha_4``).
+    the trace Jacobian is made of ``tr`` of products of two of ``P, R, T``, and the forms' of
+    matrix-vector products. One evaluation (:meth:`traces` or :meth:`forms`, which share it at
+    the same ``alpha``) costs two ``p x p`` inverses and three GEMMs (``N``, ``P``, ``T``; one
+    more each for ``B`` near ``alpha_4 = 0`` and ``R`` near ``b = 0``).
     """
 
     def __init__(self, M: np.ndarray, m: np.ndarray | None):
@@ -155,7 +155,7 @@ class _Oracle:
         self.evaluations = 0
         self._key = None
 
-    def _factor(self, a1: float, b: float, a4: float):
+    def _factor(self, a1: float, b: float, a4: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(B, N, S^{-1})`` at ``(alpha_1, b, alpha_4)``; the last one is kept.
 
         ``A^{-1}`` commutes with ``M^T``, so ``B = (A^{-1} - I) / alpha_4`` without a product
@@ -177,7 +177,11 @@ class _Oracle:
 
     def traces(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(tr(M G_dd), tr(M G_dq), tr(M^T G_qd), tr(M^T G_qq)) / p`` at ``alpha = a`` and
-        their Jacobian in ``alpha`` (4 x 4)."""
+        their Jacobian in ``alpha`` (4 x 4).
+
+        ``R = (S^{-1} - I - alpha_1 P) / b`` without a product when
+        ``|b| ||N||_F >= 0.01 (1 + |alpha_1| ||M||_F / sqrt(p)) sqrt(p)`` (the subtraction then
+        loses at most a factor 100 of the rounding), ``N S^{-1}`` otherwise."""
         b = a[1] * a[2]
         B, N, Sinv = self._factor(a[0], b, a[3])
         P = self.M @ Sinv
