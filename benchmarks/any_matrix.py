@@ -19,20 +19,33 @@ scale ``sigma_ij^2 = ||M^T x_i||^2/p + ||M x_j||^2/p - 1``), and latent ones tha
 leading ``r`` singular directions exactly (``f`` smoothed over the rest of the logit,
 ``F0(m) + F1(m) T_rest + sqrt(F2(m)) W`` at the latent logit ``m``).
 
-``--speed`` times one 20-point curve on one layer.
+``--speed`` times one 20-point curve on one layer (wall, CPU, oracle evaluations); with
+``--reference COMMIT`` also that commit's ``_matrix.py``, interleaved (current, reference,
+current), and their agreement. ``--agreement COMMIT`` compares the theory with that commit's at
+the three gammas, on the matrices of ``tests/test_matrix_theory.py`` and the layers, and both with
+the Richardson-extrapolated central difference of the current ``y^T Q y / n``.
 
 Usage::
 
     python benchmarks/any_matrix.py [--layers 0 ... 11] [--trials 8] [--theory FILE]
-        [--direction random|aligned] [--surrogate] [--speed]
+        [--direction random|aligned] [--surrogate] [--speed [--reference COMMIT]]
+        [--agreement COMMIT]
 
 Last result (all 12 layers, under load, one BLAS thread). ``--trials 32`` (s.e. 0.0020-0.0033;
 the theory from an 8-trial run's ``--theory`` file): ``|theory - MC|`` median 0.0024, max 0.0098
 (layer 2 at gamma = 1e-3, 4.3 s.e.; 2 of 36 points beyond 2 s.e.), all 12 layers within 0.01 at
 the three gammas, mean signed difference +0.0019 / -0.0013 / -0.0008; the rank-r limit on the
 fits, on the same draws: median / max 0.059 / 0.50 (r = 1) and 0.067 / 0.48 (k50), no layer within
-0.01. Theory 21-72 s per layer (three gammas); ``--speed``: one 20-point curve 77 s (layer 0;
-target 10 s). ``--direction aligned --trials 16`` (s.e. 0.0018-0.0051, delta 0.15-0.25): theory
+0.01. Theory 21-72 s per layer (three gammas; the solver of f334f75). ``--speed --reference
+f334f75`` (layer 0, under load, load average 3.0-3.6 on 2 cores): one 20-point curve 6.7 and
+6.7 s wall, 6.5 and 6.6 s CPU, 49 oracle evaluations (target 10 s; 9.9-10.5 s wall at load
+average 3.5-4.2, one GEMM per evaluation earlier); f334f75 41.7 s wall, 41.0 s CPU,
+328 evaluations; max relative difference 5.4e-12 in ``y^T Q y / n`` and 3.7e-8 in E, the
+former central difference's error. ``--agreement f334f75 --layers 0 3 6 9 11``: relative
+differences in ``y^T Q y / n`` <= 1.7e-12, in E 2.8e-10-9.8e-9 (3.4e-8 on the rank-one test
+matrix); E against the extrapolated derivative: current <= 1.6e-10, f334f75 up to 3.4e-8; to the
+rank-one limit theory: current 1.0e-14, f334f75 7.3e-9.
+``--direction aligned --trials 16`` (s.e. 0.0018-0.0051, delta 0.15-0.25): theory
 above MC at all 36 points by 0.0028-0.024 (median 0.015), 10 of 12 layers within 0.02, the largest
 gap per layer correlated with delta (0.84): the coherent shift; the rank-r limit 0.04-0.31. ``--surrogate --trials 4`` (s.e. <= 0.0093):
 real - homogeneous surrogate median 0.0032, max 0.020 (layers 1 and 3, gamma = 1e-3), signed mean
@@ -44,7 +57,11 @@ max 0.025 (``Cov(W_ij, W_ji)`` <= 0.031); per-pair scale: 0.0029 / 0.024; 4 spik
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import pathlib
+import subprocess
+import tempfile
 import time
 
 import numpy as np
@@ -202,12 +219,109 @@ def surrogates(layers, trials: int, ranks=(4, 16)) -> None:
                     f"{m:+.4f}±{e:.4f}" for m, e in zip(d.mean(0), d.std(0, ddof=1) / np.sqrt(trials))))
 
 
-def speed(layer: int) -> None:
+def _counted(module, *args, **kwargs):
+    """``module.matrix_resolvent_form(*args, **kwargs)``, its wall and CPU time and the number
+    of oracle evaluations (factorisations of the Schur complement)."""
+    made = []
+    init = module._Oracle.__init__
+
+    def record(self, *a):
+        init(self, *a)
+        made.append(self)
+
+    module._Oracle.__init__ = record
+    try:
+        t0, c0 = time.time(), time.process_time()
+        out = module.matrix_resolvent_form(*args, **kwargs)
+        return out, time.time() - t0, time.process_time() - c0, sum(o.evaluations for o in made)
+    finally:
+        module._Oracle.__init__ = init
+
+
+def reference_module(commit: str):
+    """``attn_lib/theory/_matrix.py`` as of ``commit`` (``git show``), imported beside the
+    current one: the A/B reference of ``--speed`` and ``--agreement``."""
+    src = subprocess.run(["git", "show", f"{commit}:attn_lib/theory/_matrix.py"], check=True,
+                         capture_output=True, text=True, cwd=pathlib.Path(__file__).parent).stdout
+    path = pathlib.Path(tempfile.mkdtemp()) / "_matrix_reference.py"
+    path.write_text(src)
+    spec = importlib.util.spec_from_file_location("attn_lib.theory._matrix_reference", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def speed(layer: int, reference: str | None) -> None:
+    """One 20-point curve (gamma 1e-3..1) on one layer, timed; with ``reference``, the same curve
+    by that commit's module, interleaved (current, reference, current), and their agreement."""
     M = layer_matrix(layer)
     mu = gpt2.random_direction(M.shape[0], SNR, 0)
-    t0 = time.time()
-    _matrix.matrix_error(M.shape[0] / N, M, mu, F, np.logspace(-3, 0, 20))
-    print(f"one 20-point curve, layer {layer}: {time.time() - t0:.1f} s")
+    args = (M.shape[0] / N, M, mu, F, np.logspace(-3, 0, 20))
+    runs = [("current", _matrix)]
+    if reference:
+        ref = reference_module(reference)
+        runs += [(reference, ref), ("current", _matrix)]
+    out = {}
+    for name, module in runs:
+        out[name], wall, cpu, calls = _counted(module, *args)
+        print(f"one 20-point curve, layer {layer}, {name}: {wall:.1f} s wall, {cpu:.1f} s CPU, "
+              f"{calls} oracle evaluations", flush=True)
+    if reference:
+        (q, E), (q0, E0) = out["current"], out[reference]
+        print(f"current vs {reference}: max relative difference y^T Q y / n "
+              f"{np.abs(q / q0 - 1).max():.2e}, E {np.abs(E / E0 - 1).max():.2e}")
+
+
+def _richardson(c, M, mu, gammas, h=1e-3, **kwargs) -> np.ndarray:
+    """``E = -gamma^2 dq/dgamma`` from central differences of the current ``q`` at relative
+    steps ``h`` and ``2 h``, Richardson-extrapolated (error ``O(h^4)`` plus the solver's
+    ``1e-12`` over ``h``)."""
+    pts = np.concatenate([gammas * (1 + k * h) for k in (-2, -1, 1, 2)])
+    q = _matrix.matrix_resolvent_form(c, M, mu, F, pts, **kwargs)[0].reshape(4, -1)
+    d1 = (q[2] - q[1]) / (2 * h * gammas)
+    d2 = (q[3] - q[0]) / (4 * h * gammas)
+    return -gammas ** 2 * (4 * d1 - d2) / 3
+
+
+def agreement(layers, reference: str) -> None:
+    """The current theory against ``reference``'s (relative differences of ``y^T Q y / n`` and
+    ``E``) and against the Richardson-extrapolated derivative of its own ``y^T Q y / n``: on the
+    matrices of ``tests/test_matrix_theory.py`` and on GPT-2 layers, at ``GAMMAS``."""
+    ref = reference_module(reference)
+    rng = np.random.default_rng(2)
+    p = 30
+    M = 0.2 * np.eye(p) + rng.standard_normal((p, p)) / np.sqrt(p)
+    mu = rng.standard_normal(p)
+    cases = [("test p=30 (orthogonal invariance)", 0.5, M, mu / np.linalg.norm(mu), {})]
+    p = 40
+    Q, _ = np.linalg.qr(np.random.default_rng(1).standard_normal((p, 3)))
+    r5 = np.sqrt(1.5)
+    gram = np.array([[1.5, 0.6 * r5 * 1.5, 0.4 * r5 * 1.2], [0.6 * r5 * 1.5, 2.25, 0.3 * 1.5 * 1.2],
+                     [0.4 * r5 * 1.2, 0.3 * 1.5 * 1.2, 1.44]])
+    mu, wk, wq = (Q @ np.linalg.cholesky(gram).T).T
+    rank_one = (0.5, 0.8 * np.eye(p) + np.outer(wk, wq), mu, {"scale": 0.8, "bulk": 0.8 * np.eye(p)})
+    cases.append(("test p=40 (rank-one limit, bulk)", *rank_one))
+    limit = al.theory.attention_error(al.Setting(
+        c=0.5, snr=1.5, f=F, wk_norm=1.5, wq_norm=1.2, cos_mu_wk=0.6, cos_mu_wq=0.4, cos_wk_wq=0.3,
+        alpha=0.8), GAMMAS)
+    for name, module in (("current", _matrix), (reference, ref)):
+        c, M, mu, kw = rank_one
+        print(f"test p=40, {name}: max |E - rank-one limit theory| "
+              f"{np.abs(module.matrix_error(c, M, mu, F, GAMMAS, **kw) - limit).max():.1e}")
+    for layer in layers:
+        M = layer_matrix(layer)
+        cases.append((f"GPT-2 layer {layer}", M.shape[0] / N, M, direction(M, "random"), {}))
+    for name, c, M, mu, kw in cases:
+        (q, E), wall, _, calls = _counted(_matrix, c, M, mu, F, GAMMAS, **kw)
+        (q0, E0), wall0, _, calls0 = _counted(ref, c, M, mu, F, GAMMAS, **kw)
+        rich = _richardson(c, M, mu, GAMMAS, **kw)
+        print(f"{name}: relative difference to {reference}: q " + " ".join(
+            f"{v:.1e}" for v in np.abs(q / q0 - 1)) + ", E " + " ".join(
+            f"{v:.1e}" for v in np.abs(E / E0 - 1)) + "; to the extrapolated difference: current "
+            + " ".join(f"{v:.1e}" for v in np.abs(E / rich - 1)) + f", {reference} "
+            + " ".join(f"{v:.1e}" for v in np.abs(E0 / rich - 1))
+            + f"  ({wall:.1f} s, {calls} evaluations; {reference} {wall0:.1f} s, {calls0})",
+            flush=True)
 
 
 def main() -> None:
@@ -216,6 +330,10 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=8)
     ap.add_argument("--surrogate", action="store_true")
     ap.add_argument("--speed", action="store_true")
+    ap.add_argument("--reference", metavar="COMMIT",
+                    help="with --speed: also time this commit's _matrix.py (A/B) and compare")
+    ap.add_argument("--agreement", metavar="COMMIT",
+                    help="compare the theory with this commit's _matrix.py at GAMMAS")
     ap.add_argument("--blas-threads", type=int, default=1)
     ap.add_argument("--theory", metavar="FILE", help="JSON cache of the theory per layer")
     ap.add_argument("--direction", choices=("random", "aligned"), default="random")
@@ -226,7 +344,9 @@ def main() -> None:
 
 def run(a: argparse.Namespace) -> None:
     if a.speed:
-        speed(a.layers[0])
+        speed(a.layers[0], a.reference)
+    elif a.agreement:
+        agreement(a.layers, a.agreement)
     elif a.surrogate:
         surrogates(a.layers, a.trials)
     else:

@@ -66,26 +66,41 @@ forms ``m^T Gbar_pp[pi, sigma] m`` (the same four functions with ``m^T . m`` for
 signal enters only through ``mu``, ``M' mu`` and ``M'^T mu`` (and ``M'`` in the resolvent).
 For ``M = alpha I + w_K w_Q^T``, ``sigma = alpha`` and the traces of ``alpha I`` (argument
 ``bulk``: the proportional limit at fixed weights drops the spike's ``O(1/p)`` share of the
-traces), this is the rank-one limit theory to 3e-9 (``tests/test_matrix_theory.py``).
+traces), this is the rank-one limit theory to 1e-14 (``tests/test_matrix_theory.py``;
+measured by ``benchmarks/any_matrix.py --agreement``).
 
 Numerics
 --------
 The nine entries of ``g`` are found by Newton's method at each ``gamma`` along a path from
-``gamma = 10`` down (steps of ratio at most 4, tangent predictor from the implicit function
-theorem); the Newton Jacobian uses the oracle's Jacobian in the ``alpha``'s (forward
-differences, three more calls, reused while the residual falls 20-fold per step) and forward
-differences of the small n-side algebra.
-``E = -gamma^2 d(y^T Q y / n)/dgamma`` by a central difference of relative step ``1e-4``
-(the fixed point is solved to ``1e-12``, so the difference is good to about ``1e-8``).
-Cost: ``O(p^3)`` per oracle call (one or two ``p x p`` inverses), about 115 calls for three
-``gamma`` (counted at ``p = 150``); a GPT-2 layer (``p = 768``) takes 21-72 s for three ``gamma``
-and 77 s for 20, with one BLAS thread under load. Run it with one BLAS thread on a shared machine
+``gamma = 10`` down through the requested ``gamma`` (steps of ratio at most 4), each point
+predicted by the Hermite polynomial in ``log gamma`` through up to three solved points (values and
+the derivatives ``dg/dgamma`` below). Every Newton iterate calls the oracle with its exact
+Jacobian in the ``alpha``'s (``tr`` of products of ``M S^{-1}``, ``N S^{-1}`` and
+``B N S^{-1}``: :class:`_Oracle`), and the small n-side algebra is differentiated by complex
+steps, so the Newton Jacobian is exact and the convergence quadratic; at a residual below
+``1e-10`` (relative; ``1e-6`` at the path points between the requested ``gamma``) one last step
+is taken without an oracle call (error of the order of the residual squared), and
+``y^T Q y / n`` follows to first order from the last iterate.
+``E = -gamma^2 d(y^T Q y / n)/dgamma`` by the implicit function theorem,
+``dg/dgamma = J^{-1} g E_xx g`` with ``J`` the Newton Jacobian, and the gradient of the Woodbury
+step (the form oracle's exact Jacobian, complex steps for the rest): one solve per ``gamma``; it
+matches the Richardson-extrapolated central difference of ``y^T Q y / n`` to 1e-10
+(``tests/test_matrix_theory.py``), where the former central difference of step ``1e-4`` was off by
+about 1e-8 (``benchmarks/any_matrix.py --agreement``).
+Cost: ``O(p^3)`` per oracle call (two ``p x p`` inverses and three GEMMs), about two calls per
+``gamma`` on a fine grid (49 for the 20-point curve of ``benchmarks/any_matrix.py --speed``, 22
+path points; 24-32 for the three ``gamma`` 1e-3, 0.1, 1, 9 path points); a GPT-2 layer
+(``p = 768``) takes 6.7 s wall (6.5 s CPU) for 20 ``gamma`` with one BLAS thread under load
+(the former solver: 328 calls, 41.7 s). Run it with one BLAS thread on a shared machine
 (``threadpoolctl``): several threads on small matrices oversubscribe the cores.
 """
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
+from scipy import linalg
 
 from ..model import hermite
 from ..model.nonlinearity import NonlinearityLike
@@ -100,9 +115,11 @@ _YT = ((0, 4), (1, 1), (2, 2))      # Y^T at (n-row, p-col), coefficients rho, -
 _H = ((0, 2, 1.0), (1, 0, -1.0))    # H at (n-row, n-col, coefficient)
 _PI = (4, 1, 2)                     # p-column of the Y^T block in n-row x, a, t
 _SIG = (0, 2, 3)                    # p-row of the Y block in n-column x, a, t
-_NEWTON_TOL = 1e-12
+_NEWTON_TOL = 1e-10
+_PATH_TOL = 1e-6                    # path points between the requested gamma
 _MAX_ITER = 60
 _MAX_RATIO_STEP = 4.0
+_PREDICT_POINTS = 3
 
 
 def _yt_coef(rho: float) -> np.ndarray:
@@ -110,96 +127,124 @@ def _yt_coef(rho: float) -> np.ndarray:
 
 
 class _Oracle:
-    """Normalised traces (or quadratic forms in ``m``) of the p-side blocks.
+    """Normalised traces (or quadratic forms in ``m``) of the p-side blocks, with their Jacobian.
 
     With ``s = Sigma_pp`` (rows d, b, q; columns q', d', b), ``beta = 1 - s_bb`` and
     ``alpha_1 = s_dd' + s_db s_bd' / beta``, ``alpha_2 = s_dq' + s_db s_bq' / beta``,
     ``alpha_3 = s_qd' + s_qb s_bd' / beta``, ``alpha_4 = s_qq' + s_qb s_bq' / beta``, the
     ``2p x 2p`` operator ``[[I - alpha_1 M, -alpha_2 M^T], [-alpha_3 M, I - alpha_4 M^T]]`` is
     inverted by its Schur complement ``S = I - alpha_1 M - b N``, ``b = alpha_2 alpha_3``,
-    ``N = M^T A^{-1} M``, ``A = I - alpha_4 M^T``. The values are
+    ``N = B M``, ``B = M^T A^{-1}``, ``A = I - alpha_4 M^T``. The values are
     ``F = (f_1, alpha_2 f_2, alpha_3 f_2, f_3)`` with ``f_1 = tr(M S^{-1})/p``,
-    ``f_2 = tr(N S^{-1})/p`` and ``f_3 = tr(M^T A^{-1})/p + b tr(M^T A^{-1} N S^{-1})/p``
-    (traces), or the same with ``m^T . m`` (forms): three functions of ``(alpha_1, b, alpha_4)``.
+    ``f_2 = tr(N S^{-1})/p`` and ``f_3 = tr(B)/p + b tr(B N S^{-1})/p`` (traces), or the same
+    with ``m^T . m`` (forms): three functions of ``(alpha_1, b, alpha_4)``.
+
+    Their derivatives are exact: ``dS^{-1} = S^{-1} (M d alpha_1 + N db + b B N d alpha_4) S^{-1}``
+    and ``dB / d alpha_4 = B^2``, so with ``P = M S^{-1}``, ``R = N S^{-1}`` and ``T = B R``
+    the trace Jacobian is made of ``tr`` of products of two of ``P, R, T``, and the forms' of
+    matrix-vector products. One evaluation (:meth:`traces` or :meth:`forms`, which share it at
+    the same ``alpha``) costs two ``p x p`` inverses and three GEMMs (``N``, ``P``, ``T``; one
+    more each for ``B`` near ``alpha_4 = 0`` and ``R`` near ``b = 0``).
     """
 
     def __init__(self, M: np.ndarray, m: np.ndarray | None):
         self.M, self.m = M, m
         self.p = M.shape[0]
         self.I = np.eye(self.p)
+        self.scale = np.linalg.norm(M) / np.sqrt(self.p)
         self.evaluations = 0
-        self._a4 = None
+        self._key = None
 
-    def _pieces(self, a4: float):
-        if self._a4 != a4:
+    def _factor(self, a1: float, b: float, a4: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(B, N, S^{-1})`` at ``(alpha_1, b, alpha_4)``; the last one is kept.
+
+        ``A^{-1}`` commutes with ``M^T``, so ``B = (A^{-1} - I) / alpha_4`` without a product
+        when ``|alpha_4| ||M||_F / sqrt(p) >= 0.01`` (the subtraction then loses at most a factor
+        100 of ``||A^{-1}||`` times the rounding), ``M^T A^{-1}`` otherwise."""
+        if self._key != (a1, b, a4):
+            self.evaluations += 1
             M = self.M
-            B = M.T @ np.linalg.inv(self.I - a4 * M.T)
+            Ainv = linalg.inv(self.I - a4 * M.T, check_finite=False)
+            if abs(a4) * self.scale >= 0.01:
+                B = (Ainv - self.I) / a4
+            else:
+                B = M.T @ Ainv
             N = B @ M
-            self._cache = (B, N, B @ N)
-            self._a4 = a4
+            Sinv = linalg.inv(self.I - a1 * M - b * N, check_finite=False)
+            self._cache = (B, N, Sinv)
+            self._key = (a1, b, a4)
         return self._cache
 
-    def _f(self, a1: float, b: float, a4: float, forms: bool) -> np.ndarray:
-        out = self._f_eval(a1, b, a4, forms)
-        self._last = out
-        return out
+    def traces(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(tr(M G_dd), tr(M G_dq), tr(M^T G_qd), tr(M^T G_qq)) / p`` at ``alpha = a`` and
+        their Jacobian in ``alpha`` (4 x 4).
 
-    def _f_eval(self, a1: float, b: float, a4: float, forms: bool) -> np.ndarray:
-        self.evaluations += 1
-        M, p = self.M, self.p
-        B, N, N2 = self._pieces(a4)
-        Sinv = np.linalg.inv(self.I - a1 * M - b * N)
-        if forms:
-            m = self.m
-            sm = Sinv @ m
-            Bm = B @ m
-            sbm = Sinv @ Bm
-            # f_2: m^T M S^{-1} B m (= alpha_2^{-1} m^T M G_dq m) and m^T B M S^{-1} m
-            # (= alpha_3^{-1} m^T M^T G_qd m) differ for forms: both are returned
-            return np.array([m @ (M @ sm), m @ (M @ sbm), m @ (B @ (M @ sm)),
-                             m @ Bm + b * (m @ (B @ (M @ sbm)))])
-        f2 = np.sum(N * Sinv.T) / p
-        return np.array([np.sum(M * Sinv.T) / p, f2, f2, np.trace(B) / p + b * np.sum(N2 * Sinv.T) / p])
-
-    @staticmethod
-    def _values(f: np.ndarray, a: np.ndarray) -> np.ndarray:
-        return np.array([f[0], a[1] * f[1], a[2] * f[2], f[3]])
-
-    def __call__(self, a: np.ndarray, forms: bool = False) -> np.ndarray:
-        """``(tr(M G_dd), tr(M G_dq), tr(M^T G_qd), tr(M^T G_qq)) / p`` at ``alpha = a`` (or the
-        forms ``m^T . m``)."""
-        return self._values(self._f(a[0], a[1] * a[2], a[3], forms), a)
-
-    def jacobian(self, a: np.ndarray, forms: bool = False, values: np.ndarray | None = None
-                 ) -> tuple[np.ndarray, np.ndarray]:
-        """The values and their Jacobian in ``alpha`` (4 x 4), by forward differences in
-        ``alpha_1``, ``b`` and ``alpha_4`` (the ``b`` and ``alpha_1`` steps reuse ``A^{-1}``);
-        ``values``, the oracle's values at ``a`` when known, saves one evaluation."""
+        ``R = (S^{-1} - I - alpha_1 P) / b`` without a product when
+        ``|b| ||N||_F >= 0.01 (1 + |alpha_1| ||M||_F / sqrt(p)) sqrt(p)`` (the subtraction then
+        loses at most a factor 100 of the rounding), ``N S^{-1}`` otherwise."""
         b = a[1] * a[2]
-        if values is None:
-            f0 = self._f(a[0], b, a[3], forms)
+        B, N, Sinv = self._factor(a[0], b, a[3])
+        P = self.M @ Sinv
+        if abs(b) * np.linalg.norm(N) >= 0.01 * np.sqrt(self.p) * (1 + abs(a[0]) * self.scale):
+            R = (Sinv - self.I - a[0] * P) / b       # alpha_1 P + b R = (I - S) S^{-1}
         else:
-            f0 = values.copy()
-            f0[1] = self._last[1]
-            f0[2] = self._last[2]
-        h = 1e-7 * np.maximum(np.abs([a[0], b, a[3]]), 1e-3)
-        d1 = (self._f(a[0] + h[0], b, a[3], forms) - f0) / h[0]
-        db = (self._f(a[0], b + h[1], a[3], forms) - f0) / h[1]
-        d4 = (self._f(a[0], b, a[3] + h[2], forms) - f0) / h[2]
-        mult = np.array([1.0, a[1], a[2], 1.0])
-        J = np.empty((4, 4))
-        J[:, 0] = mult * d1
-        J[:, 3] = mult * d4
-        J[:, 1] = mult * db * a[2]
-        J[:, 2] = mult * db * a[1]
-        J[1, 1] += f0[1]
-        J[2, 2] += f0[2]
-        return self._values(f0, a), J
+            R = N @ Sinv
+        T = B @ R
+        pp, pr, pt = _tr(P, P), _tr(P, R), _tr(P, T)
+        rr, rt, tt = _tr(R, R), _tr(R, T), _tr(T, T)
+        tr_r, tr_t = np.trace(R), np.trace(T)
+        f = np.array([np.trace(P), tr_r, tr_r, np.trace(B) + b * tr_t]) / self.p
+        f2 = [pr, rr, tr_t + b * rt]
+        df = np.array([[pp, pr, b * pt], f2, f2,
+                       [b * pt, tr_t + b * rt, _tr(B, B) + 2 * b * _tr(B, T) + b * b * tt]]) / self.p
+        return _chain(f, df, a)
+
+    def forms(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The forms ``m^T . m`` of :meth:`traces` and their Jacobian in ``alpha``."""
+        b = a[1] * a[2]
+        B, N, Sinv = self._factor(a[0], b, a[3])
+        M, m = self.M, self.m
+        Bm, Btm = B @ m, B.T @ m
+        BBm, BtBtm = B @ Bm, B.T @ Btm
+        r1, r2 = Sinv @ m, Sinv @ Bm                  # S^{-1} m, S^{-1} B m
+        l1, l3 = M.T @ m, M.T @ Btm                   # m^T M, m^T B M (as columns)
+        z1, z3 = Sinv.T @ l1, Sinv.T @ l3
+        Mr1, Mr2, Nr1, Nr2 = M @ r1, M @ r2, N @ r1, N @ r2
+        BNr1, BNr2 = B @ Nr1, B @ Nr2
+        w = l3 @ r2
+        # f_2: m^T M S^{-1} B m (= alpha_2^{-1} m^T M G_dq m) and m^T B M S^{-1} m
+        # (= alpha_3^{-1} m^T M^T G_qd m) differ for forms: both are returned
+        f = np.array([l1 @ r1, l1 @ r2, l3 @ r1, m @ Bm + b * w])
+        df = np.array([
+            [z1 @ Mr1, z1 @ Nr1, b * (z1 @ BNr1)],
+            [z1 @ Mr2, z1 @ Nr2, b * (z1 @ BNr2) + z1 @ BBm],
+            [z3 @ Mr1, z3 @ Nr1, b * (z3 @ BNr1) + BtBtm @ Mr1],
+            [b * (z3 @ Mr2), w + b * (z3 @ Nr2),
+             m @ BBm + b * (b * (z3 @ BNr2) + BtBtm @ Mr2 + z3 @ BBm)]])
+        return _chain(f, df, a)
+
+
+def _tr(X: np.ndarray, Y: np.ndarray) -> float:
+    """``tr(X Y)`` without the product."""
+    return np.einsum("ij,ji->", X, Y)
+
+
+def _chain(f: np.ndarray, df: np.ndarray, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The oracle's values ``(f_1, alpha_2 f_2, alpha_3 f_2', f_3)`` and their Jacobian in
+    ``alpha`` (4 x 4) from ``f`` (4,) and its derivatives ``df`` (4 x 3) in
+    ``(alpha_1, b = alpha_2 alpha_3, alpha_4)``."""
+    mult = np.array([1.0, a[1], a[2], 1.0])
+    J = mult[:, None] * df[:, [0, 1, 1, 2]]
+    J[:, 1] *= a[2]
+    J[:, 2] *= a[1]
+    J[1, 1] += f[1]
+    J[2, 2] += f[2]
+    return mult * f, J
 
 
 def _sigma_pp(g: np.ndarray, rho: float, c: float) -> np.ndarray:
     """``Sigma_pp`` (5 x 5, rows d, b, q; columns q', d', b) from the n-side blocks ``g``."""
-    S = np.zeros((5, 5))
+    S = np.zeros((5, 5), dtype=g.dtype)
     yt = _yt_coef(rho)
     for r, cn in _Y:
         for k, (cn2, s) in enumerate(_YT):
@@ -219,7 +264,7 @@ def _blocks(S: np.ndarray, F: np.ndarray, unit: float) -> np.ndarray:
     those entries filled) from the four oracle values ``F`` and ``unit`` (``tr I / p = 1`` for
     traces, ``m^T m`` for forms)."""
     beta = 1.0 - S[2, 2]
-    t = np.zeros((5, 5))
+    t = np.zeros((5, 5), dtype=np.result_type(S, F))
     for sg in (0, 2, 3):
         rd = (sg == 0) + (S[0, 2] / beta) * (sg == 2)
         rq = (sg == 3) + (S[3, 2] / beta) * (sg == 2)
@@ -234,7 +279,7 @@ def _blocks(S: np.ndarray, F: np.ndarray, unit: float) -> np.ndarray:
 def _n_side(t: np.ndarray, g: np.ndarray, rho: float, k0: float, b2: float,
             gamma: float) -> np.ndarray:
     """``g_new = (L0_nn - Sigma_nn)^{-1}`` (3 x 3) from the p-side traces ``t`` and ``g``."""
-    S = np.zeros((3, 3))
+    S = np.zeros((3, 3), dtype=np.result_type(t, g))
     yt = _yt_coef(rho)
     for r in range(3):
         for s in range(3):
@@ -246,71 +291,104 @@ def _n_side(t: np.ndarray, g: np.ndarray, rho: float, k0: float, b2: float,
     return np.linalg.inv(L0 - S)
 
 
-def _phi(g, T, dT, a0, c, rho, k0, b2, gamma):
-    """One pass of the fixed-point map, the oracle linearised at ``a0``: ``T + dT (alpha - a0)``."""
+def _complex_step(fun: Callable[[np.ndarray], np.ndarray], g: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """``fun(g)`` and its Jacobian in the nine entries of ``g`` (``(size, 9)``) by complex steps,
+    ``Im fun(g + i h e_k) / h`` (exact to rounding: ``fun`` is real-analytic small algebra)."""
+    h = 1e-20 * np.abs(g).max()
+    J = np.empty((np.size(fun(g)), 9))
+    for k in range(9):
+        e = g.astype(complex).ravel()
+        e[k] += 1j * h
+        J[:, k] = np.ravel(fun(e.reshape(3, 3))).imag / h
+    return np.real(fun(g)), J
+
+
+def _linearised(lin: tuple[np.ndarray, np.ndarray, np.ndarray], a: np.ndarray) -> np.ndarray:
+    """An oracle's values at ``a`` from its value and Jacobian ``lin = (F0, dF, a0)`` at ``a0``:
+    exact at ``a0``, and there with the exact derivative."""
+    F0, dF, a0 = lin
+    return F0 + dF @ (a - a0)
+
+
+def _phi(g, lin, c, rho, k0, b2, gamma):
+    """One pass of the fixed-point map, the trace oracle linearised (:func:`_linearised`)."""
     S = _sigma_pp(g, rho, c)
     a, _ = _alphas(S)
-    F = T + dT @ (a - a0)
-    return _n_side(_blocks(S, F, 1.0), g, rho, k0, b2, gamma)
+    return _n_side(_blocks(S, _linearised(lin, a), 1.0), g, rho, k0, b2, gamma)
 
 
-def _solve_point(g, dT, oracle, c, rho, k0, b2, gamma):
+def _solve_point(g, oracle, c, rho, k0, b2, gamma, tol):
     """Newton on the nine n-side unknowns at one ``gamma``.
 
-    The p-side oracle enters the Newton Jacobian through its linearisation ``dT`` in the four
-    ``alpha`` (:meth:`_Oracle.jacobian`); the small n-side algebra is differentiated by forward
-    differences. ``dT`` (from the previous point, or ``None``) is reused while the residual
-    falls by a factor 20 per step and refreshed otherwise: the residual itself never uses it, so
-    a stale ``dT`` only slows the convergence. Returns ``(g, J, dT, converged)`` with ``J`` the
-    last Newton Jacobian (9 x 9)."""
-    J, last = None, np.inf
-    for it in range(_MAX_ITER):
+    Each iterate evaluates the trace oracle with its exact Jacobian in the four ``alpha``
+    (:meth:`_Oracle.traces`), so the Newton Jacobian (the small algebra by complex steps) is
+    exact and the convergence quadratic. Once the residual is below ``tol`` (relative)
+    the last Newton step is taken without a new oracle call: its error is of the order of the
+    residual squared. Returns ``(g, gk, J, a, res, converged)``: ``g`` the solution, ``gk`` the
+    last iterate, ``J`` the Jacobian (9 x 9) of ``Phi(g) - g`` and ``a`` the ``alpha`` at ``gk``,
+    ``res`` its residual."""
+    for _ in range(_MAX_ITER):
         a0, _ = _alphas(_sigma_pp(g, rho, c))
-        T = oracle(a0)
+        lin = (*oracle.traces(a0), a0)
+        r0, J = _complex_step(lambda e: _phi(e, lin, c, rho, k0, b2, gamma) - e, g)
         scale = np.abs(g).max()
-        r0 = _phi(g, T, np.zeros((4, 4)), a0, c, rho, k0, b2, gamma) - g
         res = np.abs(r0).max()
-        if res < _NEWTON_TOL * scale and J is not None:
-            return g, J, dT, True
-        if dT is None or res > last / 20.0:
-            T, dT = oracle.jacobian(a0, values=T)
-        last = res
-        J = np.empty((9, 9))
-        for k in range(9):
-            e = g.copy().ravel()
-            h = 1e-7 * max(abs(e[k]), 1e-6 * scale)
-            e[k] += h
-            e = e.reshape(3, 3)
-            J[:, k] = ((_phi(e, T, dT, a0, c, rho, k0, b2, gamma) - e) - r0).ravel() / h
         step = np.linalg.solve(J, -r0.ravel()).reshape(3, 3)
+        if res < tol * scale:
+            return g + step, g, J, a0, res, True
         big = np.abs(step).max() / scale
-        g = g + step * min(1.0, 0.5 / big) if big > 0 else g
-    return g, J, dT, False
+        g = g + step * min(1.0, 0.5 / big)
+    return g, g, J, a0, res, False
 
 
-def _predict(g, J, gamma, new):
-    """Tangent predictor at ``new`` from the solution at ``gamma`` (implicit function theorem,
-    ``dPhi/dgamma = -g E_xx g``), exponential in ``log gamma`` for each entry."""
-    dR = -np.outer(g[:, 0], g[0, :])
-    d = np.linalg.solve(J, -dR.ravel()).reshape(3, 3) * gamma   # dg / dlog gamma
-    dl = np.log(new / gamma)
+def _predict(points, new):
+    """The solution at ``gamma = new`` extrapolated from solved points
+    ``(log gamma, g, dg/dlog gamma)`` (the path so far): the Hermite polynomial in ``log gamma``
+    (values and derivatives) through the last point and up to ``_PREDICT_POINTS - 1`` earlier
+    ones, each between half and twice the extrapolation distance from the one after it (a cluster
+    of close points counts once, a far point ends the list: the tangent predictor remains for
+    long steps), of ``log |g|`` for the entries of one sign (moved by at most a factor ``e^3``),
+    of ``g`` for the others."""
+    dist = abs(np.log(new) - points[-1][0])
+    used = [points[-1]]
+    for pt in reversed(points[:-1]):
+        gap = abs(used[-1][0] - pt[0])
+        if len(used) == _PREDICT_POINTS or gap > 2 * dist:
+            break
+        if gap >= dist / 2:
+            used.append(pt)
+    points = used[::-1]
+    x1, g1, _ = points[-1]
+    keep = np.abs(g1) >= 1e-8 * np.abs(g1).max()
+    for _, g, _ in points:
+        keep &= np.sign(g) == np.sign(g1)
+    h = x1 - points[0][0] if len(points) > 1 else 1.0
+    k = 2 * len(points)
+    V, rhs = np.zeros((k, k)), np.zeros((k, 9))
     with np.errstate(all="ignore"):
-        ratio = np.clip(d / g * dl, -3.0, 3.0)
-    tiny = np.abs(g) < 1e-8 * np.abs(g).max()
-    return np.where(tiny, g + d * dl, g * np.exp(ratio))
+        for i, (x, g, d) in enumerate(points):
+            u = (x - x1) / h
+            V[2 * i] = u ** np.arange(k)
+            V[2 * i + 1, 1:] = np.arange(1, k) * u ** np.arange(k - 1) / h
+            rhs[2 * i] = np.where(keep, np.log(np.abs(g)), g).ravel()
+            rhs[2 * i + 1] = np.where(keep, d / g, d).ravel()
+    coef = np.linalg.solve(V, rhs)
+    y = (((np.log(new) - x1) / h) ** np.arange(k) @ coef).reshape(3, 3)
+    y1 = rhs[-2].reshape(3, 3)
+    return np.where(keep, np.sign(g1) * np.exp(np.clip(y, y1 - 3.0, y1 + 3.0)), y)
 
 
-def _form(g, oracle_m, c, rho):
+def _form(g, lin, unit, c, rho):
     """``y^T Q y / n`` from the n-side solution ``g`` by one Woodbury step (6 x 6) for the
-    signal ``X / sqrt(p) = Y + m yhat^T / sqrt(c)``."""
+    signal ``X / sqrt(p) = Y + m yhat^T / sqrt(c)``, the form oracle linearised
+    (:func:`_linearised`; ``unit = m^T m``)."""
     S = _sigma_pp(g, rho, c)
     a, _ = _alphas(S)
-    if oracle_m.m is None:
-        return g[0, 0]
-    t = _blocks(S, oracle_m(a, forms=True), float(oracle_m.m @ oracle_m.m))
+    t = _blocks(S, _linearised(lin, a), unit)
     u_m, v_m = (0, 2, 3), (4, 1, 2)          # p-variables of U's and V's m-columns
     C = np.zeros((6, 6))
-    K = np.zeros((6, 6))
+    K = np.zeros((6, 6), dtype=t.dtype)
     yt = _yt_coef(rho)
     for r, cn in _Y:
         C[u_m.index(r), 3 + cn] = -1.0 / np.sqrt(c)
@@ -320,15 +398,14 @@ def _form(g, oracle_m, c, rho):
         for j, sg in enumerate(u_m):
             K[i, j] = t[pi, sg]
     K[3:, 3:] = g
-    r = np.zeros(6)
+    r = np.zeros(6, dtype=g.dtype)
     r[3:] = g[0, :]
-    ell = np.zeros(6)
+    ell = np.zeros(6, dtype=g.dtype)
     ell[3:] = g[:, 0]
     return g[0, 0] - r @ np.linalg.solve(np.eye(6) + C @ K, C @ ell)
 
 
-def matrix_resolvent_form(c, M, mu, f: NonlinearityLike, gammas, *, scale=None, bulk=None,
-                          step: float = 1e-4):
+def matrix_resolvent_form(c, M, mu, f: NonlinearityLike, gammas, *, scale=None, bulk=None):
     """``(y^T Q y / n, E)`` on a grid of ``gamma`` for any key-query matrix (see the module docstring).
 
     Parameters
@@ -347,12 +424,11 @@ def matrix_resolvent_form(c, M, mu, f: NonlinearityLike, gammas, *, scale=None, 
     bulk : ndarray of shape (p, p), optional
         The matrix whose normalised traces enter the fixed point (default ``M``). The limit at
         fixed low-rank weights takes ``bulk = alpha I`` for ``M = alpha I + W_K^T W_Q``.
-    step : float
-        Relative step of the central difference in ``gamma`` for ``E``.
 
     Returns
     -------
     form, error : ndarray of shape (G,)
+        ``y^T Q y / n`` and ``E = -gamma^2 d(y^T Q y / n)/dgamma``.
     """
     M = check_square(M, "M")
     p = M.shape[0]
@@ -371,11 +447,9 @@ def matrix_resolvent_form(c, M, mu, f: NonlinearityLike, gammas, *, scale=None, 
     h = hermite.coefficients(f, sigma)
     rho, b2 = np.sqrt(c) * h.a1, h.b2
     k0 = rho * np.trace(Mb) / (p * sigma)
-    traces = _Oracle(Mb / sigma, None)
-    quad = _Oracle(M / sigma, m) if (bulk is not None or m is not None) else traces
-    if bulk is None and m is not None:
-        traces = quad
-    targets = np.unique(np.concatenate([g_arr * (1 - step), g_arr, g_arr * (1 + step)]))[::-1]
+    traces = _Oracle(Mb / sigma, m if bulk is None else None)
+    quad = None if m is None else traces if bulk is None else _Oracle(M / sigma, m)
+    targets = np.unique(g_arr)[::-1]
     top = max(10.0, 10.0 * targets[0])
     path = [top]
     for t in targets:
@@ -383,20 +457,28 @@ def matrix_resolvent_form(c, M, mu, f: NonlinearityLike, gammas, *, scale=None, 
             path.append(path[-1] / _MAX_RATIO_STEP)
         path.append(t)
     g = np.linalg.inv(np.array([[top, 0.0, -k0], [k0, 1.0, 0.0], [0.0, 0.0, 1.0]]))
-    forms = {}
-    J, dT, last = None, None, None
+    out, points = {}, []
     for gam in path:
-        if J is not None:
-            g = _predict(g, J, last, gam)
-        g, J, dT, ok = _solve_point(g, dT, traces, c, rho, k0, b2, gam)
-        last = gam
+        if points:
+            g = _predict(points, gam)
+        tol = _NEWTON_TOL if gam in targets else _PATH_TOL
+        g, gk, J, a, res, ok = _solve_point(g, traces, c, rho, k0, b2, gam, tol)
         if not ok:
-            raise ConvergenceError(f"any-matrix fixed point did not converge at gamma={gam:.6g}")
-        if gam in set(targets):
-            forms[gam] = _form(g, quad, c, rho)
-    form = np.array([forms[x] for x in g_arr])
-    dq = np.array([(forms[x * (1 + step)] - forms[x * (1 - step)]) / (2 * step * x) for x in g_arr])
-    return form, -g_arr ** 2 * dq
+            raise ConvergenceError(f"any-matrix fixed point did not converge at gamma={gam:.6g}: "
+                                   f"last residual {res:.3g}")
+        # implicit function theorem: J dg/dgamma = -dPhi/dgamma = g E_xx g
+        dg = np.linalg.solve(J, np.outer(g[:, 0], g[0, :]).ravel())
+        points.append((np.log(gam), g, gam * dg.reshape(3, 3)))
+        if gam in targets:
+            if quad is None:
+                q, dq = g[0, 0], dg[0]
+            else:
+                lin = (*quad.forms(a), a)
+                qk, grad = _complex_step(lambda e: _form(e, lin, float(m @ m), c, rho), gk)
+                q, dq = float(qk) + grad[0] @ (g - gk).ravel(), grad[0] @ dg
+            out[gam] = (q, -gam ** 2 * dq)
+    form, error = np.array([out[x] for x in g_arr]).T
+    return form, error
 
 
 def matrix_error(c, M, mu, f: NonlinearityLike, gammas, **kwargs) -> np.ndarray:
