@@ -11,9 +11,10 @@ Per setting, :data:`POINTS` effective gammas, log-spaced between the ones where 
 0.05 and 0.95 (the error is informative there, not saturated). The Monte Carlo goes through
 :func:`attn_lib.studies.sweeps.simulations` (all settings in one call, so it can run on Dask:
 ``ATTN_BOOK_SCHEDULER``), on the union of every setting's raw gammas (one eigendecomposition per
-draw gives them all), uncached; a second round adds trials (seed 1, independent of round 0's
-seed 0) to the settings whose largest standard error is above ``--sem``, sized from the
-spread of round 0. With ``--entrywise`` the entry-wise kernel of ``f_beta``
+draw gives them all), uncached: a pilot of ``--pilot`` draws (seed 0), then up to ``--rounds``
+rounds (round ``k`` of seed ``k``, independent of the others) that add draws to the settings
+whose largest standard error is above ``--sem``, sized from the spread of all their draws so far
+(:func:`until_sem`; at most ``--max-trials``). With ``--entrywise`` the entry-wise kernel of ``f_beta``
 (:func:`~attn_lib.theory.softmax.entrywise_equivalent`, features ``X K`` at the effective
 gammas) is simulated on the same draws: its own distance to the theory (the entry-wise
 theory's finite-size error) and the paired difference softmax minus entry-wise (what the
@@ -22,8 +23,8 @@ setting its largest ``|theory - MC|`` and standard error; per ``beta`` and overa
 and maximum of ``|theory - MC|`` over all points and the number of points beyond 3 standard
 errors. Target: median <= 0.005, maximum <= 0.02.
 
-Usage: ``python benchmarks/softmax_grid.py [--n 2048] [--sem 0.003] [--pilot 4]
-[--beta 0.5 1 1.5] [--blas-threads 1] [--entrywise]`` (``--n 512 --sem 0.01`` is a smoke
+Usage: ``python benchmarks/softmax_grid.py [--n 2048] [--sem 0.003] [--pilot 8] [--rounds 3]
+[--max-trials 160] [--beta 0.5 1 1.5] [--blas-threads 1] [--entrywise]`` (``--n 512 --sem 0.01`` is a smoke
 run).
 """
 
@@ -77,8 +78,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=2048)
     ap.add_argument("--sem", type=float, default=0.003, help="target standard error")
-    ap.add_argument("--pilot", type=int, default=4, help="trials of round 0")
-    ap.add_argument("--max-trials", type=int, default=40)
+    ap.add_argument("--pilot", type=int, default=8, help="trials of round 0")
+    ap.add_argument("--max-trials", type=int, default=160)
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of extra trials after the pilot")
     ap.add_argument("--beta", type=float, nargs="+", default=[0.5, 1.0, 1.5])
     ap.add_argument("--blas-threads", type=int, default=1)
     ap.add_argument("--entrywise", action="store_true",
@@ -89,12 +91,14 @@ def main() -> None:
 
 
 def monte_carlo(settings: list[al.Setting], gammas: list[np.ndarray], n: int, pilot: int,
-                counts: list[int] | None = None,
-                first: list[np.ndarray] | None = None) -> list[np.ndarray]:
-    """Errors ``(counts[b], G_b)`` of each setting: ``pilot`` trials of seed 0, the rest of seed 1.
+                counts: list[int] | None = None, first: list[np.ndarray] | None = None,
+                seed: int = 1) -> list[np.ndarray]:
+    """Errors ``(counts[b], G_b)`` of each setting: ``pilot`` trials of seed 0, the rest of ``seed``.
 
     One :func:`sweeps.simulations` call per round (per count of extra trials), on the union of
-    the settings' gammas; ``first`` are the seed-0 values when already computed.
+    the settings' gammas; ``first`` are the values already computed (seed 0's ``pilot`` trials,
+    or those of earlier rounds, each with its own seed), to which setting ``b`` gets
+    ``counts[b] - len(first[b])`` trials of ``seed``.
     """
     union = np.unique(np.concatenate(gammas))
     cols = [np.searchsorted(union, g) for g in gammas]
@@ -104,12 +108,45 @@ def monte_carlo(settings: list[al.Setting], gammas: list[np.ndarray], n: int, pi
     values = list(first)
     extra: dict[int, list[int]] = {}
     for b, t in enumerate(counts or []):
-        if t > pilot:
-            extra.setdefault(t - pilot, []).append(b)
+        if t > len(values[b]):
+            extra.setdefault(t - len(values[b]), []).append(b)
     for t, bs in sorted(extra.items()):
-        r1 = sweeps.simulations([settings[b] for b in bs], union, n, t, seed=1, use_cache=False)
+        r1 = sweeps.simulations([settings[b] for b in bs], union, n, t, seed=seed, use_cache=False)
         for j, b in enumerate(bs):
             values[b] = np.concatenate([values[b], r1.attention[j][:, cols[b]]])
+    return values
+
+
+def until_sem(settings: list[al.Setting], gammas: list[np.ndarray], n: int, pilot: int,
+              sem: float, max_trials: int, rounds: int
+              ) -> tuple[list[np.ndarray], list[list[int]]]:
+    """:func:`monte_carlo` in rounds until every setting's largest standard error is <= ``sem``.
+
+    Round 0 is ``pilot`` trials of seed 0; round ``k`` (seed ``k``, at most ``rounds``) brings
+    each setting to the ``ceil((sd / sem)^2)`` trials that the spread ``sd`` of all its trials so
+    far asks for (its largest over the gammas), capped at ``max_trials``. A pilot's spread
+    underestimates the spread of a skewed error often enough that one round is not enough.
+    Returns the values and the schedule (the counts after each round), which :func:`replay`
+    repeats on other settings with the same seeds and groupings, hence the same draws.
+    """
+    values = monte_carlo(settings, gammas, n, pilot)
+    schedule: list[list[int]] = []
+    for k in range(1, rounds + 1):
+        counts = [min(max_trials, max(len(v), math.ceil((v.std(axis=0, ddof=1).max() / sem) ** 2)))
+                  for v in values]
+        if all(t == len(v) for t, v in zip(counts, values)):
+            break
+        schedule.append(counts)
+        values = monte_carlo(settings, gammas, n, pilot, counts, first=values, seed=k)
+    return values, schedule
+
+
+def replay(settings: list[al.Setting], gammas: list[np.ndarray], n: int, pilot: int,
+           schedule: list[list[int]]) -> list[np.ndarray]:
+    """The rounds of :func:`until_sem` with a given ``schedule``, on other settings."""
+    values = monte_carlo(settings, gammas, n, pilot)
+    for k, counts in enumerate(schedule, start=1):
+        values = monte_carlo(settings, gammas, n, pilot, counts, first=values, seed=k)
     return values
 
 
@@ -136,12 +173,8 @@ def run(args: argparse.Namespace) -> None:
     geff = [informative(s) for s in ss]
     theory = [al.theory.attention_error(s, g) for s, g in zip(ss, geff)]
     raw = [g * softmax.scale(s, n) ** 2 for s, g in zip(ss, geff)]
-    # round 0 gives the spread; round 1 the trials each setting still needs for the target s.e.
-    pilot = monte_carlo(ss, raw, n, args.pilot)
-    counts = [max(args.pilot, min(args.max_trials,
-                                  math.ceil((v.std(axis=0, ddof=1).max() / args.sem) ** 2)))
-              for v in pilot]
-    values = monte_carlo(ss, raw, n, args.pilot, counts, first=pilot)
+    values, schedule = until_sem(ss, raw, n, args.pilot, args.sem, args.max_trials, args.rounds)
+    counts = [len(v) for v in values]
     rows = []
     print(f"n={n}, {len(grid)} settings with beta * delta <= 0.3, {POINTS} effective gammas each "
           f"where the theory is in [0.05, 0.95]; |theory - MC| and its standard error")
@@ -161,7 +194,7 @@ def run(args: argparse.Namespace) -> None:
     # the entry-wise kernel of f_beta on the same draws (same seeds and trial counts), at the
     # effective gammas: its theory error, and the paired difference softmax - entry-wise
     ew = [softmax.entrywise_equivalent(s) for s in ss]
-    paired = monte_carlo(ew, geff, n, args.pilot, counts)
+    paired = replay(ew, geff, n, args.pilot, schedule)
     rows_ew, rows_diff = [], []
     for b, s in enumerate(ss):
         mc, se = _mean_se(paired[b])
