@@ -497,7 +497,8 @@ def tail_regime(n: int) -> dict[str, Any]:
     edge = study.tail_beta(n)
     return {"kurt_05": kurt[0.5], "kurt_10": kurt[1.0], "kurt_15": kurt[1.5],
             "q_10": kurt[1.0] / n, "q_15": kurt[1.5] / n, "tail_beta": edge,
-            "tail_beta_2048": study.tail_beta(2048), "half_sqrt_log_n": float(np.sqrt(np.log(n)) / 2),
+            "tail_beta_2048": study.tail_beta(2048),
+            "half_sqrt_log_n": float(np.sqrt(np.log(n)) / 2),
             "n_edge_15": int(np.ceil(kurt[1.5])),
             "past_edge": claims.exact(
                 "past_edge", 1.5 > edge, f"tail_beta({n}) = {edge:.3f}",
