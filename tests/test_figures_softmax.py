@@ -93,3 +93,15 @@ def test_spectrum():
 def test_bad_n_gamma_names_the_parameter():
     with pytest.raises(TypeError, match="n_gamma"):
         figs.random_inputs(n=32, trials=2, seed=0, n_gamma="3")
+
+
+def test_tail_regime():
+    out = figs.tail_regime(2048)
+    # closed forms (tests/test_softmax_study.py checks them against quadrature): beta = 1 is
+    # inside the Gaussian regime at n = 2048, beta = 1.5 beyond it
+    assert out["q_10"] < 0.1 < 1.0 < out["q_15"]
+    assert out["tail_beta"] == out["tail_beta_2048"] == pytest.approx(1.3498, abs=1e-4)
+    assert out["n_edge_15"] == 10079 and out["past_edge"].holds is True
+    assert figs.tail_regime(10 ** 5)["past_edge"].holds is False
+    with pytest.raises(ValueError, match="n"):
+        figs.tail_regime(4)

@@ -83,6 +83,35 @@ def test_self_weight_limit_against_simulation():
         study.self_weight_limit(Setting(c=0.5, snr=1.0, attention=Softmax(0.5)), 64)
 
 
+def test_kurtosis_is_the_fourth_over_the_squared_second_moment():
+    # against adaptive quadrature of f_beta(x)^k phi(x) (relative error ~1e-10): the closed
+    # form must agree to 1e-8, far below the factor ~100 between beta = 1 and 1.5
+    from scipy import integrate
+
+    def moment(beta: float, k: int) -> float:
+        f = lambda x: np.expm1(beta * x - beta * beta / 2) ** k * np.exp(-x * x / 2)  # noqa: E731
+        return integrate.quad(f, -40.0, 40.0, epsabs=0.0, epsrel=1e-12, limit=400,
+                              points=[4 * beta])[0] / np.sqrt(2 * np.pi)
+
+    for beta in (0.1, 0.5, 1.0, 1.5):
+        assert study.kurtosis(beta) == pytest.approx(moment(beta, 4) / moment(beta, 2) ** 2,
+                                                     rel=1e-8)
+    assert study.kurtosis(1e-3) == pytest.approx(3.0, rel=1e-4)  # Gaussian as beta -> 0
+    with pytest.raises(ValueError, match="beta"):
+        study.kurtosis(0.0)
+
+
+def test_tail_beta_solves_kurtosis_equals_n_and_tends_to_half_sqrt_log_n():
+    for n in (9, 256, 2048, 10 ** 6):
+        assert study.kurtosis(study.tail_beta(n)) == pytest.approx(n, rel=1e-9)
+    assert study.tail_beta(2048) == pytest.approx(1.3498, abs=1e-4)
+    # kurtosis ~ e^{6 beta^2} / e^{2 beta^2} = e^{4 beta^2} at large beta, so beta* / (sqrt(log n)
+    # / 2) -> 1 slowly: 0.978 at n = 2048, 0.998 at 10^6
+    assert study.tail_beta(10 ** 6) / (np.sqrt(np.log(10 ** 6)) / 2) == pytest.approx(1.0, abs=0.01)
+    with pytest.raises(ValueError, match="n"):
+        study.tail_beta(8)
+
+
 def test_gaussian_equivalent_is_close_in_spectrum_and_a_wrong_scale_is_not():
     # measured relative W1 at beta = 1, c = 1/2: 4.8-6.0 % at n = 256 (3 draws)
     s = Setting(c=0.5, attention=Softmax(1.0))

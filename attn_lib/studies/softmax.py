@@ -16,12 +16,14 @@ one), both at the effective ridge parameter ``gamma / s_n^2``.
 * :func:`normalisation_draws` -- the measured spread of the normalising sums
   ``eps = D / ((n - 1) m) - 1`` (against :func:`attn_lib.theory.softmax.normalisation_std`);
 * :func:`self_weight_limit` -- the leading-order weight of a token on itself without the mask;
+* :func:`kurtosis` and :func:`tail_beta` -- the heavy tail of ``f_beta``, which sets how large
+  ``n`` must be for its Gaussian equivalence (``book/derivation_softmax.md``);
 * :func:`spectrum_draws` and :func:`wasserstein` -- the singular values of ``A`` against those of
   its Gaussian equivalent, and their relative Wasserstein-1 distance.
 
 Functions of this module that are not in :mod:`attn_lib.theory` but are theory:
-:func:`self_weight_limit` and :func:`gaussian_equivalent` (the finite-``n`` linearisation of
-``A``).
+:func:`self_weight_limit`, :func:`gaussian_equivalent` (the finite-``n`` linearisation of
+``A``), :func:`kurtosis` and :func:`tail_beta` (closed forms, not cached).
 """
 
 from __future__ import annotations
@@ -30,9 +32,10 @@ import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.optimize import brentq
 
 from .. import cache
-from .._validation import check_gammas, check_int, check_seed, check_setting
+from .._validation import check_gammas, check_int, check_real, check_seed, check_setting
 from ..model import data, kernel
 from ..model.setting import Setting, Softmax
 from ..simulation.trials import Trials, standard_error
@@ -40,7 +43,8 @@ from ..theory import attention_error, ridge_error, softmax
 from . import sweeps
 
 __all__ = ["Comparison", "compare", "compare_theory", "attention_draw", "unmasked",
-           "normalisation_draws", "self_weight_limit", "gaussian_equivalent", "spectrum_draws",
+           "normalisation_draws", "self_weight_limit", "kurtosis", "tail_beta",
+           "gaussian_equivalent", "spectrum_draws",
            "wasserstein", "cached_normalisation", "cached_spectrum"]
 
 
@@ -252,6 +256,46 @@ def self_weight_limit(setting: Setting, n: int, nodes: int = 40) -> float:
     x, w = np.polynomial.hermite_e.hermegauss(nodes)
     arg = 0.5 * (b * a) ** 2 - b * a * (np.sqrt(p) + np.sqrt(2.0) * x) + np.log(n - 1.0)
     return float(np.sum(w / (1.0 + np.exp(arg))) / np.sqrt(2.0 * np.pi))
+
+
+def kurtosis(beta: float) -> float:
+    r"""``E f_beta^4 / (E f_beta^2)^2`` of ``f_beta(xi) = e^{beta xi - beta^2/2} - 1``, ``xi ~ N(0, 1)``.
+
+    With ``L = e^{beta xi - beta^2/2}``, ``E L^k = e^{k (k - 1) beta^2 / 2}``, so with ``b = beta^2``
+
+        E f^2 = e^b - 1 = nu,    E f^4 = e^{6 b} - 4 e^{3 b} + 6 e^b - 3.
+
+    ``kurtosis(beta) / n`` is the relative variance of one column's empirical second moment
+    ``sum_i f_beta(T_ij)^2 / n``: the Gaussian equivalence of the entry-wise kernel needs it
+    small (``book/derivation_softmax.md``, *Why beta = 1.5 misses*). It grows like
+    ``e^{4 beta^2}``: 8.9 at ``beta = 0.5``, 114 at 1, 1.0e4 at 1.5.
+
+    Parameters
+    ----------
+    beta : float
+        Inverse temperature in ``(0, 10]``.
+    """
+    b = check_real(beta, "beta", low=0.0, high=10.0, low_open=True) ** 2
+    # the constants cancel (1 - 4 + 6 - 3 = 0): written with expm1, the O(b) terms cancel to
+    # a relative rounding of eps / b only
+    return float((np.expm1(6 * b) - 4 * np.expm1(3 * b) + 6 * np.expm1(b)) / np.expm1(b) ** 2)
+
+
+def tail_beta(n: int) -> float:
+    r"""The ``beta`` at which :func:`kurtosis` equals ``n``: the edge of the Gaussian regime at ``n``.
+
+    Below it one column's ``n`` entries sample the fourth moment of ``f_beta``; above it a few
+    entries carry the second moment. As ``kurtosis ~ e^{4 beta^2}``, ``tail_beta(n) ->
+    sqrt(log n) / 2`` (1.35 at ``n = 2048``, 1.50 at ``n = 10^4``).
+
+    Parameters
+    ----------
+    n : int
+        Tokens, ``n >= 9`` (the kurtosis of ``f_beta`` exceeds 3 for every ``beta > 0`` and
+        tends to 3 as ``beta -> 0``).
+    """
+    n = check_int(n, "n", low=9)
+    return float(brentq(lambda b: np.log(kurtosis(b)) - np.log(n), 1e-3, 10.0, xtol=1e-12))
 
 
 def gaussian_equivalent(X: np.ndarray, beta: float, rng: np.random.Generator) -> np.ndarray:

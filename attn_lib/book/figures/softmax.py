@@ -30,7 +30,7 @@ from .. import claims, style
 from ..page import Figure
 
 __all__ = ["RANDOM", "BETAS", "G_REPORT", "GEOMETRIES", "MARGIN", "convention", "random_inputs",
-           "structured", "breakdown", "mask", "spectrum"]
+           "structured", "breakdown", "tail_regime", "mask", "spectrum"]
 
 #: Random inputs (``mu = 0``, no weights: ``M = I``): the aspect ratio.
 RANDOM: dict[str, float] = dict(c=1.0)
@@ -469,6 +469,41 @@ def breakdown(*, n_ladder: Sequence[int], trials: int, seed: int, n_gamma: int,
                                      f"not resolved within {MARGIN:g} of")),
         "fs_err_beta_one": float(fs_errs[n][j1]),
         "fs_lim_beta_max": fs_lim[n, betas[-1]], "tail_max": float(max(tails))})
+
+
+def tail_regime(n: int) -> dict[str, Any]:
+    r"""Where the Gaussian equivalence of ``f_beta`` holds at ``n`` tokens (closed forms, no simulation).
+
+    The relative variance of one row's sum of squares of the kernel is ``kurtosis(beta) / n``
+    (:func:`attn_lib.studies.softmax.kurtosis`); it is one at ``beta = tail_beta(n)``
+    (:func:`attn_lib.studies.softmax.tail_beta`, about ``sqrt(log n) / 2``).
+
+    Parameters
+    ----------
+    n : int
+        Tokens (the chapter's ``n``), at least 9.
+
+    Returns
+    -------
+    dict
+        ``kurt_05``, ``kurt_10``, ``kurt_15`` (the kurtosis at ``beta`` = 0.5, 1, 1.5);
+        ``q_10``, ``q_15`` (over ``n``); ``tail_beta`` (at ``n``), ``tail_beta_2048`` and
+        ``half_sqrt_log_n`` (``sqrt(log n) / 2``); ``n_edge_15`` (the ``n`` at which
+        ``beta = 1.5`` reaches the edge, ``kurtosis(1.5)`` rounded up); claim ``past_edge``
+        (``beta = 1.5`` lies beyond ``tail_beta(n)``).
+    """
+    n = check_int(n, "n", low=9)
+    kurt = {b: study.kurtosis(b) for b in (0.5, 1.0, 1.5)}
+    edge = study.tail_beta(n)
+    return {"kurt_05": kurt[0.5], "kurt_10": kurt[1.0], "kurt_15": kurt[1.5],
+            "q_10": kurt[1.0] / n, "q_15": kurt[1.5] / n, "tail_beta": edge,
+            "tail_beta_2048": study.tail_beta(2048),
+            "half_sqrt_log_n": float(np.sqrt(np.log(n)) / 2),
+            "n_edge_15": int(np.ceil(kurt[1.5])),
+            "past_edge": claims.exact(
+                "past_edge", 1.5 > edge, f"tail_beta({n}) = {edge:.3f}",
+                wording=("beyond", "inside", "at")),
+            }
 
 
 def mask(*, n: int, trials: int, seed: int, n_gamma: int, p_ladder: Sequence[int]) -> Figure:
