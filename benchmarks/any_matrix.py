@@ -59,7 +59,9 @@ gap per layer correlated with delta (0.84); the rank-r limit 0.04-0.31. With ``-
 (same draws, s.e. <= 0.0051): limit + matched rank-one shift - MC from -0.0069 to +0.0110
 (median +0.0018), all 12 layers within 0.02 (10 within 0.01), 13 of 36 points beyond 2 s.e.
 (limit alone: +0.0028 to +0.0238, median +0.0148, 32 of 36 beyond 2 s.e.); the shift is -0.001 to
--0.025 for the aligned ``mu`` and +0.0004 to +0.0040 for the random one.
+-0.025 for the aligned ``mu`` and +0.0004 to +0.0040 for the random one (``--direction random
+--correction --trials 16``, s.e. <= 0.0052: limit - MC -0.0084 to +0.0064, 2 of 36 beyond 2 s.e.;
+corrected -0.0074 to +0.0087, 4 of 36; both within 0.01 in all 12 layers).
 ``--decompose --trials 8 --layers 3 2 11 4 0 5`` (the five largest delta and layer 5; paired
 s.e. 0.0007-0.009): the gap is not the pencil: the theory minus the Gaussian equivalent
 ``a1 T + sqrt(b2) W`` on the same draws is -0.0008 to +0.0097, and the real kernel's error is
