@@ -19,6 +19,14 @@ scale ``sigma_ij^2 = ||M^T x_i||^2/p + ||M x_j||^2/p - 1``), and latent ones tha
 leading ``r`` singular directions exactly (``f`` smoothed over the rest of the logit,
 ``F0(m) + F1(m) T_rest + sqrt(F2(m)) W`` at the latent logit ``m``).
 
+``--decompose`` (aligned ``mu``): which piece of ``T = A + P + delta y y^T`` (noise logit,
+latent projections on ``M mu`` and ``M^T mu``, coherent shift) makes the aligned gap, on common
+draws: the real kernel against kernels that linearise one piece at ``a1``, Gaussian equivalents
+with the Hermite data at the shifted mean, at the full logit scale and with the exact label mean
+``E[y_i y_j f(T_ij)]`` (:func:`label_mean`), and the latent kernels (:func:`decompose`).
+``--correction`` adds to the comparison with Monte Carlo the limit plus the finite-size shift of
+the matched rank-one model (:func:`matched_shift`, a heuristic, not in the library).
+
 ``--speed`` times one 20-point curve on one layer (wall, CPU, oracle evaluations); with
 ``--reference COMMIT`` also that commit's ``_matrix.py``, interleaved (current, reference,
 current), and their agreement. ``--agreement COMMIT`` compares the theory with that commit's at
@@ -28,8 +36,8 @@ the Richardson-extrapolated central difference of the current ``y^T Q y / n``.
 Usage::
 
     python benchmarks/any_matrix.py [--layers 0 ... 11] [--trials 8] [--theory FILE]
-        [--direction random|aligned] [--surrogate] [--speed [--reference COMMIT]]
-        [--agreement COMMIT]
+        [--direction random|aligned [--correction]] [--surrogate] [--decompose]
+        [--speed [--reference COMMIT]] [--agreement COMMIT]
 
 Last result (all 12 layers, under load, one BLAS thread). ``--trials 32`` (s.e. 0.0020-0.0033;
 the theory from an 8-trial run's ``--theory`` file): ``|theory - MC|`` median 0.0024, max 0.0098
@@ -47,7 +55,28 @@ matrix); E against the extrapolated derivative: current <= 1.6e-10, f334f75 up t
 rank-one limit theory: current 1.0e-14, f334f75 7.3e-9.
 ``--direction aligned --trials 16`` (s.e. 0.0018-0.0051, delta 0.15-0.25): theory
 above MC at all 36 points by 0.0028-0.024 (median 0.015), 10 of 12 layers within 0.02, the largest
-gap per layer correlated with delta (0.84): the coherent shift; the rank-r limit 0.04-0.31. ``--surrogate --trials 4`` (s.e. <= 0.0093):
+gap per layer correlated with delta (0.84); the rank-r limit 0.04-0.31. With ``--correction``
+(same draws, s.e. <= 0.0051): limit + matched rank-one shift - MC from -0.0069 to +0.0110
+(median +0.0018), all 12 layers within 0.02 (10 within 0.01), 13 of 36 points beyond 2 s.e.
+(limit alone: +0.0028 to +0.0238, median +0.0148, 32 of 36 beyond 2 s.e.); the shift is -0.001 to
+-0.025 for the aligned ``mu`` and +0.0004 to +0.0040 for the random one (``--direction random
+--correction --trials 16``, s.e. <= 0.0052: limit - MC -0.0084 to +0.0064, 2 of 36 beyond 2 s.e.;
+corrected -0.0074 to +0.0087, 4 of 36; both within 0.01 in all 12 layers).
+``--decompose --trials 8 --layers 3 2 11 4 0 5`` (the five largest delta and layer 5; paired
+s.e. 0.0007-0.009): the gap is not the pencil: the theory minus the Gaussian equivalent
+``a1 T + sqrt(b2) W`` on the same draws is -0.0008 to +0.0097, and the real kernel's error is
+below that equivalent's by 0.008-0.027. Hermite data at the shifted mean ``delta``, at the full
+logit scale ``sigma_T = 1.03-1.11`` or both move it by at most 0.0062 (real - variant -0.028 to
+-0.006). The pieces are not separable: linearising the shift, the projections or both while
+``f`` acts on the rest is off by 0.004-0.18, and the exact label mean (``kappa = 0.088-0.133``,
+4-11 % below ``a1 delta``; the kernel's own mean agrees within 1.9 s.e.) put alone into the
+equivalent is off by 0.0006-0.12: ``delta`` and ``||M mu||`` are mostly the leading singular
+pair's, ``s_1 (u_1 . mu)(v_1 . mu) / sqrt(p)`` (within 0.009 of ``delta``, layer 0 aside: 0.251
+of 0.184) and ``s_1 |v_1 . mu| / sqrt(p)``, so shift, projections and
+the spike part of ``A`` are one latent product ``s_1 (x_i . u_1)(v_1 . x_j) / sqrt(p)``. Keeping
+that pair exactly (``latent1``) leaves real - latent within 0.0056 at all 18 points (``latent4``:
+0.0058): the finite-size theory must keep the leading spike's latent types, as the rank-one one
+keeps ``w_K, w_Q``. ``--surrogate --trials 4`` (s.e. <= 0.0093):
 real - homogeneous surrogate median 0.0032, max 0.020 (layers 1 and 3, gamma = 1e-3), signed mean
 over layers +0.0001 / +0.0016 / -0.0005 (s.e. 0.0018 / 0.0015 / 0.0009); elliptic: median 0.0033,
 max 0.025 (``Cov(W_ij, W_ji)`` <= 0.031); per-pair scale: 0.0029 / 0.024; 4 spikes kept exactly:
@@ -57,6 +86,7 @@ max 0.025 (``Cov(W_ij, W_ji)`` <= 0.031); per-pair scale: 0.0029 / 0.024; 4 spik
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import json
 import pathlib
@@ -95,9 +125,27 @@ def direction(M: np.ndarray, kind: str) -> np.ndarray:
     return gpt2.aligned_direction(gpt2.fit(M), SNR)
 
 
-def theory_vs_mc(layers, trials: int, theory_file: str | None, kind: str = "random") -> None:
+def matched_shift(M: np.ndarray, mu: np.ndarray, c: float, n: int) -> np.ndarray:
+    """The finite-size shift ``E_n - E_limit`` of the matched rank-one model, at ``GAMMAS``.
+
+    The model keeps the leading singular pair of ``M`` exactly, as the latent kernel ``latent1``
+    of ``--decompose`` does (``w_K = sqrt(s_1) u_1``, ``w_Q = sqrt(s_1) v_1`` and their cosines
+    with ``mu``: :func:`attn_lib.studies.gpt2.fit_setting`), with an isotropic bulk ``alpha I`` of
+    the rest's logit variance, ``alpha^2 = (||M||_F^2 - s_1^2) / p``; the shift is its finite-size
+    theory (``attention_error(..., n=n)``) minus its proportional limit. Added to the any-matrix
+    limit of ``M`` it is a heuristic (not derived) finite-size correction: ``--correction``."""
+    p = M.shape[0]
+    fit = gpt2.fit(M)
+    alpha = np.sqrt(max(np.sum(M * M) - fit.s[0] ** 2, 0.0) / p)
+    s = dataclasses.replace(gpt2.fit_setting(fit, mu, c, F), alpha=float(alpha))
+    return al.theory.attention_error(s, GAMMAS, n=n) - al.theory.attention_error(s, GAMMAS)
+
+
+def theory_vs_mc(layers, trials: int, theory_file: str | None, kind: str = "random",
+                 correction: bool = False) -> None:
     """Theory and Monte Carlo per layer; the theory is read from ``theory_file`` when it holds
-    the layer (a JSON ``{layer: [E at GAMMAS]}``) and written to it otherwise."""
+    the layer (a JSON ``{layer: [E at GAMMAS]}``) and written to it otherwise. With
+    ``correction``, also the limit plus :func:`matched_shift` against the same MC."""
     stored = {}
     if theory_file:
         try:
@@ -126,19 +174,29 @@ def theory_vs_mc(layers, trials: int, theory_file: str | None, kind: str = "rand
         fit = gpt2.fit(M)
         rank = {r: al.theory.attention_error(gpt2.fit_rank_setting(fit, mu, p / N, F, r), GAMMAS)
                 - mc.mean for r in (1, fit.k_for(0.5))}
-        rows.append((layer, d, mc.sem))
+        rows.append((layer, d, mc.sem, d + matched_shift(M, mu, p / N, N) if correction else d))
         print(f"layer {layer:2d}  theory " + " ".join(f"{v:.4f}" for v in th) + "  MC "
               + " ".join(f"{m:.4f}±{s:.4f}" for m, s in zip(mc.mean, mc.sem))
               + "  th-MC " + " ".join(f"{v:+.4f}" for v in d)
               + f"  delta {abs(mu @ M @ mu) / np.sqrt(p):.3f}  ({t_th:.0f} s theory)"
               + "  rank-r limit - MC: " + "; ".join(
-                  f"r={r} " + " ".join(f"{v:+.3f}" for v in e) for r, e in rank.items()),
+                  f"r={r} " + " ".join(f"{v:+.3f}" for v in e) for r, e in rank.items())
+              + ("\n          corrected (limit + matched rank-one shift) - MC "
+                 + " ".join(f"{v:+.4f}" for v in rows[-1][3]) if correction else ""),
               flush=True)
     d = np.abs(np.array([r[1] for r in rows]))
     sem = np.array([r[2] for r in rows])
     ok = int(np.sum(np.all(d <= 0.01, axis=1)))
     print(f"\n|theory - MC| median {np.median(d):.4f} max {d.max():.4f}; layers with all three "
           f"gammas within 0.01: {ok} of {len(rows)}; s.e. <= {sem.max():.4f}")
+    for name, col in (("limit", 1), ("corrected", 3)) if correction else ():
+        e = np.array([r[col] for r in rows])
+        z = np.abs(e) / sem
+        print(f"{name}: theory - MC min {e.min():+.4f} median {np.median(e):+.4f} max "
+              f"{e.max():+.4f}; layers within 0.02 (0.01) at all three gammas: "
+              f"{int(np.sum(np.all(np.abs(e) <= 0.02, axis=1)))} "
+              f"({int(np.sum(np.all(np.abs(e) <= 0.01, axis=1)))}) of {len(rows)}; "
+              f"points beyond 2 s.e.: {int(np.sum(z > 2))} of {z.size}")
     print(RANK_R)
 
 
@@ -217,6 +275,154 @@ def surrogates(layers, trials: int, ranks=(4, 16)) -> None:
                 d = real - v
                 print(f"   {key:9s} real - surrogate " + "  ".join(
                     f"{m:+.4f}±{e:.4f}" for m, e in zip(d.mean(0), d.std(0, ddof=1) / np.sqrt(trials))))
+
+
+def _shifted_hermite(delta: float, sigma: float, nodes: np.ndarray, weights: np.ndarray
+                     ) -> tuple[float, float, float]:
+    """``(kappa, slope, b2)`` of ``f`` at the shifted mean: ``kappa = E f(delta + sigma xi)``,
+    ``slope = E[xi f(delta + sigma xi)] / sigma`` and
+    ``b2 = Var f(delta + sigma xi) - (sigma slope)^2`` (Gauss-Hermite, ``xi ~ N(0, 1)``). For an
+    odd ``f`` (tanh) the three are those of ``y_i y_j delta`` for both signs up to the sign of
+    ``kappa``."""
+    fv = np.tanh(delta + sigma * nodes)
+    kappa = fv @ weights
+    slope = (fv * nodes) @ weights / sigma
+    return kappa, slope, max((fv ** 2) @ weights - kappa ** 2 - (sigma * slope) ** 2, 0.0)
+
+
+def label_mean(M: np.ndarray, mu: np.ndarray, r: int = 2, nodes: int = 40) -> float:
+    """``kappa = E[y_i y_j f(T_ij)]`` (``i != j``, odd ``f``) for the exact law of the logit.
+
+    ``y_i y_j T_ij`` has the law of ``tau = (w + mu)^T M (w' + mu) / sqrt(p)``, ``w, w'`` i.i.d.
+    ``N(0, I_p)``; given ``w`` it is Gaussian with mean ``(w + mu)^T M mu / sqrt(p)`` and variance
+    ``||M^T (w + mu)||^2 / p``. With ``M = sum_k s_k u_k v_k^T`` and ``g_k = u_k . w`` both are
+    sums over ``k``: the leading ``r`` terms are kept exactly (tensor Gauss-Hermite in ``g_1..g_r``),
+    the rest by their mean (the variance's fluctuation is ``O(sqrt(sum_{k>r} s_k^4) / p)``) and the
+    rest of the mean as Gaussian (its variance added to the conditional one).
+    """
+    p = M.shape[0]
+    U, s, Vt = np.linalg.svd(M)
+    a, b = U.T @ mu, Vt @ mu                 # u_k . mu, v_k . mu
+    var_rest = np.sum(s[r:] ** 2 * (1 + a[r:] ** 2)) / p + np.sum(s[r:] ** 2 * b[r:] ** 2) / p
+    mean_rest = np.sum(s[r:] * a[r:] * b[r:]) / np.sqrt(p)
+    x, w = np.polynomial.hermite_e.hermegauss(nodes)
+    w = w / w.sum()
+    grids = np.meshgrid(*([x] * r), indexing="ij")
+    wt = np.prod(np.meshgrid(*([w] * r), indexing="ij"), axis=0).ravel()
+    g = np.stack([q.ravel() for q in grids])                       # (r, nodes^r)
+    lat = (g + a[:r, None])
+    mean = mean_rest + (s[:r] * b[:r]) @ lat / np.sqrt(p)
+    var = var_rest + (s[:r] ** 2) @ lat ** 2 / p
+    xi, wx = np.polynomial.hermite_e.hermegauss(80)
+    wx = wx / wx.sum()
+    F = np.tanh(mean[:, None] + np.sqrt(var)[:, None] * xi[None, :]) @ wx
+    return float(F @ wt)
+
+
+def decompose(layers, trials: int) -> None:
+    """Step 1 for the aligned signal: which piece of the logit makes the gap.
+
+    With ``x = mu y + z`` the logits split as ``T = A + P + delta y y^T`` (zero diagonal):
+    ``A_ij = z_i^T M z_j / sqrt(p)``, the latent projections
+    ``P_ij = y_j (z_i . M mu) / sqrt(p) + y_i (M^T mu . z_j) / sqrt(p)`` and the coherent shift
+    ``delta = mu^T M mu / sqrt(p)``. On common draws of ``y, Z`` and the GOE ``W`` the real kernel
+    ``f(T)`` is compared with kernels that linearise one piece at the theory's slope ``a1``:
+    ``shift-lin`` ``f(T - delta y y^T) + a1 delta y y^T``, ``proj-lin``
+    ``f(A + delta y y^T) + a1 P``, ``signal-lin`` ``f(A) + a1 (P + delta y y^T)``, and with the
+    Gaussian equivalents: ``gauss`` ``a1 T + sqrt(b2) W`` (the theory's), ``gauss-mean``
+    ``kappa y y^T + a1' (T - delta y y^T) + sqrt(b2') W`` with the Hermite data of
+    ``f(delta + sigma xi)`` (the label-only correction, candidate (i) of the brief),
+    ``gauss-scale`` ``a1_s T + sqrt(b2_s) W`` at the logit's full scale
+    ``sigma_T^2 = (||M||_F^2 + ||M mu||^2 + ||M^T mu||^2) / p``, ``gauss-both`` (both),
+    ``gauss-label`` ``a1 (T - delta y y^T) + kappa y y^T + sqrt(b2) W`` with the exact label mean
+    ``kappa = E[y_i y_j f(T_ij)]`` (:func:`label_mean`), and the latent kernels of
+    ``--surrogate`` that keep the leading 1 or 4 singular directions exactly (signal included).
+    All kernels divided by ``sqrt(p)``. Printed: the theory (:func:`_matrix.matrix_error`) minus the
+    real kernel's MC, and real - variant (mean over trials, s.e. of the paired difference)."""
+    nodes, weights = np.polynomial.hermite_e.hermegauss(80)
+    weights = weights / weights.sum()
+    for layer in layers:
+        M = layer_matrix(layer)
+        p = M.shape[0]
+        sq = np.sqrt(p)
+        mu = direction(M, "aligned")
+        delta = mu @ M @ mu / sq
+        Mmu, Mtmu = M @ mu, M.T @ mu
+        sigma = np.linalg.norm(M) / sq
+        sigma_t = np.sqrt(sigma ** 2 + (Mmu @ Mmu + Mtmu @ Mtmu) / p)
+        h = hermite.coefficients(F, sigma)
+        a1, b = h.a1 / sigma, np.sqrt(h.b2)
+        hs = hermite.coefficients(F, sigma_t)
+        a1s, bs = hs.a1 / sigma_t, np.sqrt(hs.b2)
+        km, a1m, b2m = _shifted_hermite(delta, sigma, nodes, weights)
+        kb, a1b, b2b = _shifted_hermite(delta, sigma_t, nodes, weights)
+        th = _matrix.matrix_error(p / N, M, mu, F, GAMMAS)
+        kap = {r: label_mean(M, mu, r) for r in (1, 2, 3)}
+        U, sv, Vt = np.linalg.svd(M)
+        print(f"layer {layer:2d} label mean kappa (r = 1, 2, 3 exact) " + " ".join(
+            f"{v:.5f}" for v in kap.values()) + f"; a1 delta {a1 * delta:.5f}; leading pair's "
+              f"share: s_1 (u_1.mu)(v_1.mu)/sqrt(p) {sv[0] * (U[:, 0] @ mu) * (Vt[0] @ mu) / sq:+.3f}"
+              f" of delta, s_1 |v_1.mu|/sqrt(p) {sv[0] * abs(Vt[0] @ mu) / sq:.3f} of "
+              f"|M mu|/sqrt(p)", flush=True)
+        kappa = kap[3]
+        mg = np.linspace(-30, 30, 3001)
+        lat = {}
+        for k in (1, 4):
+            Mk = (U[:, :k] * sv[:k]) @ Vt[:k]
+            lat[k] = (U[:, :k] * np.sqrt(sv[:k]), Vt[:k].T * np.sqrt(sv[:k]), M - Mk,
+                      _smoothed(np.linalg.norm(M - Mk) / sq, mg, nodes, weights))
+
+        def trial(rng):
+            y = data.labels(N, rng)
+            Z = rng.standard_normal((p, N))
+            X = Z + np.outer(mu, y)
+            rw = np.random.default_rng(rng.integers(2 ** 62))
+            A = rw.standard_normal((N, N))
+            W = (A + A.T) / np.sqrt(2)
+            yy = np.outer(y, y)
+            Az = Z.T @ M @ Z / sq
+            P = np.outer(Z.T @ Mmu, y) / sq + np.outer(y, Mtmu @ Z) / sq
+            T = Az + P + delta * yy
+            kernels = {
+                "real": np.tanh(T),
+                "shift-lin": np.tanh(T - delta * yy) + a1 * delta * yy,
+                "proj-lin": np.tanh(Az + delta * yy) + a1 * P,
+                "signal-lin": np.tanh(Az) + a1 * (P + delta * yy),
+                "gauss": a1 * T + b * W,
+                "gauss-mean": km * yy + a1m * (T - delta * yy) + np.sqrt(b2m) * W,
+                "gauss-scale": a1s * T + bs * W,
+                "gauss-both": kb * yy + a1b * (T - delta * yy) + np.sqrt(b2b) * W,
+                "gauss-label": kappa * yy + a1 * (T - delta * yy) + b * W,
+            }
+            for k, (Uk, Vk, Mb, (F0, F1, F2)) in lat.items():
+                m = (X.T @ Uk) @ (Vk.T @ X) / sq
+                kernels[f"latent{k}"] = np.interp(m, mg, F0) + np.interp(m, mg, F1) * (
+                    X.T @ Mb @ X / sq) + np.sqrt(np.interp(m, mg, F2)) * W
+            off = ~np.eye(N, dtype=bool)
+            out = {"kappa-hat": np.full(GAMMAS.shape, np.mean((yy * kernels["real"])[off]))}
+            for key, K in kernels.items():
+                np.fill_diagonal(K, 0.0)
+                out[key] = interpolation_error(X @ (K / sq), y, GAMMAS)
+            return out
+
+        res = Trials.run(trial, trials=trials, seed=200 + layer, gammas=GAMMAS, n=N, p=p)
+        real = res.values["real"]
+        se = real.std(0, ddof=1) / np.sqrt(trials)
+        print(f"layer {layer:2d} delta {delta:+.3f} |M mu|/sqrt(p) {np.linalg.norm(Mmu) / sq:.3f} "
+              f"sigma_T {sigma_t:.3f}  kappa/delta {km / delta:.4f} a1' {a1m:.4f} (a1 {a1:.4f}) "
+              f"b2' {b2m:.4f} (b2 {b ** 2:.4f})\n   theory " + " ".join(f"{v:.4f}" for v in th)
+              + "  real MC " + " ".join(f"{m:.4f}±{e:.4f}" for m, e in zip(real.mean(0), se))
+              + "  theory - real " + " ".join(f"{v:+.4f}" for v in th - real.mean(0)), flush=True)
+        kh = res.values["kappa-hat"][:, 0]
+        print(f"   label mean of the real kernel, mean of y_i y_j f(T_ij): {kh.mean():.5f}"
+              f"±{kh.std(ddof=1) / np.sqrt(trials):.5f}", flush=True)
+        for key, v in res.values.items():
+            if key not in ("real", "kappa-hat"):
+                d = real - v
+                print(f"   {key:11s} real - variant " + "  ".join(
+                    f"{m:+.4f}±{e:.4f}" for m, e in zip(d.mean(0), d.std(0, ddof=1) / np.sqrt(trials)))
+                    + "   theory - variant " + " ".join(f"{x:+.4f}" for x in th - v.mean(0)),
+                    flush=True)
 
 
 def _counted(module, *args, **kwargs):
@@ -329,6 +535,8 @@ def main() -> None:
     ap.add_argument("--layers", type=int, nargs="+", default=list(range(12)))
     ap.add_argument("--trials", type=int, default=8)
     ap.add_argument("--surrogate", action="store_true")
+    ap.add_argument("--decompose", action="store_true",
+                    help="aligned signal: which piece of the logit makes the gap (step 1)")
     ap.add_argument("--speed", action="store_true")
     ap.add_argument("--reference", metavar="COMMIT",
                     help="with --speed: also time this commit's _matrix.py (A/B) and compare")
@@ -337,6 +545,8 @@ def main() -> None:
     ap.add_argument("--blas-threads", type=int, default=1)
     ap.add_argument("--theory", metavar="FILE", help="JSON cache of the theory per layer")
     ap.add_argument("--direction", choices=("random", "aligned"), default="random")
+    ap.add_argument("--correction", action="store_true",
+                    help="also the limit plus the matched rank-one finite-size shift")
     a = ap.parse_args()
     with threadpool_limits(a.blas_threads):
         run(a)
@@ -347,10 +557,12 @@ def run(a: argparse.Namespace) -> None:
         speed(a.layers[0], a.reference)
     elif a.agreement:
         agreement(a.layers, a.agreement)
+    elif a.decompose:
+        decompose(a.layers, a.trials)
     elif a.surrogate:
         surrogates(a.layers, a.trials)
     else:
-        theory_vs_mc(a.layers, a.trials, a.theory, a.direction)
+        theory_vs_mc(a.layers, a.trials, a.theory, a.direction, a.correction)
 
 
 if __name__ == "__main__":
