@@ -92,6 +92,14 @@ def test_attention_error_dispatches_a_matrix_setting():
     np.testing.assert_allclose(-GAMMAS ** 2 * dq2, E, rtol=1e-12, atol=0)
 
 
+def _gap_to_limit(s: al.Setting, ps: tuple[int, ...]) -> dict[int, float]:
+    """``max |theory of MatrixSetting.from_setting(s, p) - rank-one limit of s|`` per ``p``."""
+    th = al.theory.attention_error(s, GAMMAS)
+    with threadpool_limits(1):
+        return {p: np.abs(al.theory.attention_error(al.MatrixSetting.from_setting(s, p), GAMMAS)
+                          - th).max() for p in ps}
+
+
 def test_from_setting_is_the_limit_up_to_order_one_over_p():
     """``MatrixSetting.from_setting(s, p)`` against the rank-one limit of ``s``.
 
@@ -103,10 +111,7 @@ def test_from_setting_is_the_limit_up_to_order_one_over_p():
     """
     s = al.Setting(c=0.5, snr=1.5, f="tanh", wk_norm=1.0, wq_norm=1.0, cos_mu_wk=0.6,
                    cos_mu_wq=0.4, cos_wk_wq=0.3)
-    th = al.theory.attention_error(s, GAMMAS)
-    with threadpool_limits(1):
-        d = {p: np.abs(al.theory.attention_error(al.MatrixSetting.from_setting(s, p), GAMMAS) - th).max()
-             for p in (50, 100)}
+    d = _gap_to_limit(s, (50, 100))
     assert d[100] < 0.04 / 100, d
     assert 1.8 < d[50] / d[100] < 2.2, d
 
@@ -122,10 +127,7 @@ def test_strong_rank_one_matrix_converges():
     passes and the difference halves from 100 to 200 (1.8-2.2 allowed)."""
     s = al.Setting(c=0.5, snr=1.5, f="tanh", wk_norm=1.5, wq_norm=1.2, cos_mu_wk=0.6,
                    cos_mu_wq=0.4, cos_wk_wq=0.3, alpha=0.8)
-    th = al.theory.attention_error(s, GAMMAS)
-    with threadpool_limits(1):
-        d = {p: np.abs(al.theory.attention_error(al.MatrixSetting.from_setting(s, p), GAMMAS) - th).max()
-             for p in (100, 200)}
+    d = _gap_to_limit(s, (100, 200))
     assert d[100] < 0.15 / 100, d
     assert 1.8 < d[100] / d[200] < 2.2, d
 
