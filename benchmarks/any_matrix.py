@@ -100,7 +100,7 @@ from threadpoolctl import threadpool_limits
 import attn_lib as al
 from attn_lib.model import data, hermite
 from attn_lib.simulation.resolvent import interpolation_error
-from attn_lib.simulation.trials import Trials
+from attn_lib.simulation.trials import Trials, standard_error
 from attn_lib.studies import gpt2
 from attn_lib.theory import _matrix
 
@@ -201,12 +201,42 @@ def theory_vs_mc(layers, trials: int, theory_file: str | None, kind: str = "rand
 
 
 def _smoothed(sb: float, grid: np.ndarray, nodes: np.ndarray, weights: np.ndarray):
+    """``(F0, F1, F2)`` of ``f`` smoothed at scale ``sb`` around each point ``m`` of ``grid``:
+    ``F0 = E f(m + sb xi)``, ``F1 = E[xi f(m + sb xi)] / sb``,
+    ``F2 = Var f(m + sb xi) - (sb F1)^2`` (Gauss-Hermite ``nodes, weights``, ``xi ~ N(0, 1)``)."""
     t = grid[:, None] + sb * nodes[None, :]
     fv = np.tanh(t)
     F0 = fv @ weights
     F1 = (fv * nodes) @ weights / sb
     F2 = np.maximum((fv ** 2) @ weights - F0 ** 2 - (F1 * sb) ** 2, 0.0)
     return F0, F1, F2
+
+
+#: Latent-logit grid on which :func:`_smoothed` is tabulated for the latent kernels.
+LATENT_GRID = np.linspace(-30, 30, 3001)
+
+
+def _latent_parts(M: np.ndarray, svd: tuple[np.ndarray, np.ndarray, np.ndarray], k: int,
+                  nodes: np.ndarray, weights: np.ndarray) -> tuple:
+    """What the latent kernel keeping the leading ``k`` singular directions of ``M`` needs:
+    ``(U_k sqrt(s_k), V_k sqrt(s_k), M - M_k, (F0, F1, F2))``, the last tabulated on
+    :data:`LATENT_GRID` at the rest's logit scale ``||M - M_k||_F / sqrt(p)``."""
+    U, s, Vt = svd
+    Mk = (U[:, :k] * s[:k]) @ Vt[:k]
+    sb = np.linalg.norm(M - Mk) / np.sqrt(M.shape[0])
+    return (U[:, :k] * np.sqrt(s[:k]), Vt[:k].T * np.sqrt(s[:k]), M - Mk,
+            _smoothed(sb, LATENT_GRID, nodes, weights))
+
+
+def _latent_kernel(X: np.ndarray, parts: tuple, W: np.ndarray) -> np.ndarray:
+    """``F0(m) + F1(m) T_rest + sqrt(F2(m)) W`` (``n x n``, not divided by ``sqrt(p)``) at the
+    latent logit ``m = (X^T U_k)(V_k^T X) / sqrt(p)`` and the rest's logit
+    ``T_rest = X^T (M - M_k) X / sqrt(p)`` (``parts`` from :func:`_latent_parts`)."""
+    Uk, Vk, Mb, (F0, F1, F2) = parts
+    sq = np.sqrt(X.shape[0])
+    m = (X.T @ Uk) @ (Vk.T @ X) / sq
+    return (np.interp(m, LATENT_GRID, F0) + np.interp(m, LATENT_GRID, F1) * (X.T @ Mb @ X / sq)
+            + np.sqrt(np.interp(m, LATENT_GRID, F2)) * W)
 
 
 def surrogates(layers, trials: int, ranks=(4, 16)) -> None:
@@ -227,13 +257,7 @@ def surrogates(layers, trials: int, ranks=(4, 16)) -> None:
         a1s = (np.tanh(sgrid[:, None] * nodes) * nodes) @ weights
         slope = a1s / sgrid
         bsd = np.sqrt(np.maximum((np.tanh(sgrid[:, None] * nodes) ** 2) @ weights - a1s ** 2, 0.0))
-        lat = {}
-        mg = np.linspace(-30, 30, 3001)
-        for k in ranks:
-            Mk = (U[:, :k] * s[:k]) @ Vt[:k]
-            sb = np.linalg.norm(M - Mk) / np.sqrt(p)
-            lat[k] = (U[:, :k] * np.sqrt(s[:k]), Vt[:k].T * np.sqrt(s[:k]), M - Mk,
-                      _smoothed(sb, mg, nodes, weights))
+        lat = {k: _latent_parts(M, (U, s, Vt), k, nodes, weights) for k in ranks}
         sq = np.sqrt(p)
 
         def trial(rng):
@@ -257,10 +281,8 @@ def surrogates(layers, trials: int, ranks=(4, 16)) -> None:
             K = (np.interp(sig, sgrid, slope) * T + np.interp(sig, sgrid, bsd) * W) / sq
             np.fill_diagonal(K, 0.0)
             out["hetero"] = interpolation_error(X @ K, y, GAMMAS)
-            for k, (Uk, Vk, Mb, (F0, F1, F2)) in lat.items():
-                m = (X.T @ Uk) @ (Vk.T @ X) / sq
-                K = np.interp(m, mg, F0) + np.interp(m, mg, F1) * (X.T @ Mb @ X / sq) \
-                    + np.sqrt(np.interp(m, mg, F2)) * W
+            for k, parts in lat.items():
+                K = _latent_kernel(X, parts, W)
                 K /= sq
                 np.fill_diagonal(K, 0.0)
                 out[f"latent{k}"] = interpolation_error(X @ K, y, GAMMAS)
@@ -274,20 +296,7 @@ def surrogates(layers, trials: int, ranks=(4, 16)) -> None:
             if key != "real":
                 d = real - v
                 print(f"   {key:9s} real - surrogate " + "  ".join(
-                    f"{m:+.4f}±{e:.4f}" for m, e in zip(d.mean(0), d.std(0, ddof=1) / np.sqrt(trials))))
-
-
-def _shifted_hermite(delta: float, sigma: float, nodes: np.ndarray, weights: np.ndarray
-                     ) -> tuple[float, float, float]:
-    """``(kappa, slope, b2)`` of ``f`` at the shifted mean: ``kappa = E f(delta + sigma xi)``,
-    ``slope = E[xi f(delta + sigma xi)] / sigma`` and
-    ``b2 = Var f(delta + sigma xi) - (sigma slope)^2`` (Gauss-Hermite, ``xi ~ N(0, 1)``). For an
-    odd ``f`` (tanh) the three are those of ``y_i y_j delta`` for both signs up to the sign of
-    ``kappa``."""
-    fv = np.tanh(delta + sigma * nodes)
-    kappa = fv @ weights
-    slope = (fv * nodes) @ weights / sigma
-    return kappa, slope, max((fv ** 2) @ weights - kappa ** 2 - (sigma * slope) ** 2, 0.0)
+                    f"{m:+.4f}±{e:.4f}" for m, e in zip(d.mean(0), standard_error(d, axis=0))))
 
 
 def label_mean(M: np.ndarray, mu: np.ndarray, r: int = 2, nodes: int = 40) -> float:
@@ -354,8 +363,9 @@ def decompose(layers, trials: int) -> None:
         a1, b = h.a1 / sigma, np.sqrt(h.b2)
         hs = hermite.coefficients(F, sigma_t)
         a1s, bs = hs.a1 / sigma_t, np.sqrt(hs.b2)
-        km, a1m, b2m = _shifted_hermite(delta, sigma, nodes, weights)
-        kb, a1b, b2b = _shifted_hermite(delta, sigma_t, nodes, weights)
+        # the Hermite data of f(delta + sigma xi) (one point of _smoothed): mean, slope, residual
+        km, a1m, b2m = (float(v[0]) for v in _smoothed(sigma, np.array([delta]), nodes, weights))
+        kb, a1b, b2b = (float(v[0]) for v in _smoothed(sigma_t, np.array([delta]), nodes, weights))
         th = _matrix.matrix_error(p / N, M, mu, F, GAMMAS)
         kap = {r: label_mean(M, mu, r) for r in (1, 2, 3)}
         U, sv, Vt = np.linalg.svd(M)
@@ -365,12 +375,7 @@ def decompose(layers, trials: int) -> None:
               f" of delta, s_1 |v_1.mu|/sqrt(p) {sv[0] * abs(Vt[0] @ mu) / sq:.3f} of "
               f"|M mu|/sqrt(p)", flush=True)
         kappa = kap[3]
-        mg = np.linspace(-30, 30, 3001)
-        lat = {}
-        for k in (1, 4):
-            Mk = (U[:, :k] * sv[:k]) @ Vt[:k]
-            lat[k] = (U[:, :k] * np.sqrt(sv[:k]), Vt[:k].T * np.sqrt(sv[:k]), M - Mk,
-                      _smoothed(np.linalg.norm(M - Mk) / sq, mg, nodes, weights))
+        lat = {k: _latent_parts(M, (U, sv, Vt), k, nodes, weights) for k in (1, 4)}
 
         def trial(rng):
             y = data.labels(N, rng)
@@ -394,10 +399,8 @@ def decompose(layers, trials: int) -> None:
                 "gauss-both": kb * yy + a1b * (T - delta * yy) + np.sqrt(b2b) * W,
                 "gauss-label": kappa * yy + a1 * (T - delta * yy) + b * W,
             }
-            for k, (Uk, Vk, Mb, (F0, F1, F2)) in lat.items():
-                m = (X.T @ Uk) @ (Vk.T @ X) / sq
-                kernels[f"latent{k}"] = np.interp(m, mg, F0) + np.interp(m, mg, F1) * (
-                    X.T @ Mb @ X / sq) + np.sqrt(np.interp(m, mg, F2)) * W
+            for k, parts in lat.items():
+                kernels[f"latent{k}"] = _latent_kernel(X, parts, W)
             off = ~np.eye(N, dtype=bool)
             out = {"kappa-hat": np.full(GAMMAS.shape, np.mean((yy * kernels["real"])[off]))}
             for key, K in kernels.items():
@@ -407,7 +410,7 @@ def decompose(layers, trials: int) -> None:
 
         res = Trials.run(trial, trials=trials, seed=200 + layer, gammas=GAMMAS, n=N, p=p)
         real = res.values["real"]
-        se = real.std(0, ddof=1) / np.sqrt(trials)
+        se = standard_error(real, axis=0)
         print(f"layer {layer:2d} delta {delta:+.3f} |M mu|/sqrt(p) {np.linalg.norm(Mmu) / sq:.3f} "
               f"sigma_T {sigma_t:.3f}  kappa/delta {km / delta:.4f} a1' {a1m:.4f} (a1 {a1:.4f}) "
               f"b2' {b2m:.4f} (b2 {b ** 2:.4f})\n   theory " + " ".join(f"{v:.4f}" for v in th)
@@ -415,12 +418,12 @@ def decompose(layers, trials: int) -> None:
               + "  theory - real " + " ".join(f"{v:+.4f}" for v in th - real.mean(0)), flush=True)
         kh = res.values["kappa-hat"][:, 0]
         print(f"   label mean of the real kernel, mean of y_i y_j f(T_ij): {kh.mean():.5f}"
-              f"±{kh.std(ddof=1) / np.sqrt(trials):.5f}", flush=True)
+              f"±{standard_error(kh, axis=0):.5f}", flush=True)
         for key, v in res.values.items():
             if key not in ("real", "kappa-hat"):
                 d = real - v
                 print(f"   {key:11s} real - variant " + "  ".join(
-                    f"{m:+.4f}±{e:.4f}" for m, e in zip(d.mean(0), d.std(0, ddof=1) / np.sqrt(trials)))
+                    f"{m:+.4f}±{e:.4f}" for m, e in zip(d.mean(0), standard_error(d, axis=0)))
                     + "   theory - variant " + " ".join(f"{x:+.4f}" for x in th - v.mean(0)),
                     flush=True)
 

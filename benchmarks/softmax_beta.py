@@ -84,7 +84,7 @@ from threadpoolctl import threadpool_limits
 import attn_lib as al
 from attn_lib.model import data, kernel
 from attn_lib.simulation.resolvent import interpolation_errors
-from attn_lib.simulation.trials import Trials
+from attn_lib.simulation.trials import Trials, standard_error
 from attn_lib.studies.softmax import kurtosis
 from attn_lib.theory import softmax
 
@@ -216,7 +216,7 @@ def run(beta: float, sizes: dict[int, int], cs: list[float]) -> None:
                       f"  (s.e. <= {r.sem(name).max():.4f})")
             for label, a, b in PAIRS:
                 dv = r[a] - r[b]
-                se = dv.std(axis=0, ddof=1).max() / math.sqrt(dv.shape[0])
+                se = standard_error(dv, axis=0).max()
                 print(f"    {label:21s} {np.array2string(dv.mean(axis=0), precision=4, sign='+')}"
                       f"  (s.e. <= {se:.4f})")
         ns = np.array(list(sizes), dtype=float)
