@@ -42,11 +42,12 @@ from typing import Sequence
 import numpy as np
 
 from .._validation import check_gammas, check_int, check_real, check_setting, check_settings
+from ..model.data import latent_coordinates
 from ..model.setting import Entrywise, MatrixSetting, RankSetting, Setting, Softmax
 from . import _matrix, softmax
 from ._bulk import BulkSolution, solve_bulk, spectral_g1
 from ._errors import ConvergenceError
-from ._finite_size import finite_size_resolvent_form_batch
+from ._finite_size import finite_size_resolvent_form_batch, reduced_setting
 from ._spiked import label_quadratic_form
 
 __all__ = ["attention_error", "attention_error_batch", "attention_bulk", "Linearisation",
@@ -176,11 +177,11 @@ def _entrywise(setting: object, n: object) -> Setting | RankSetting:
     return s
 
 
-def _check_n(n: object, setting: Setting | RankSetting) -> int:
-    if isinstance(setting, RankSetting):
-        raise ValueError(f"n={n!r}: the finite-size theory is not available for a RankSetting "
-                         f"(rank r = {setting.r}) yet; leave n out for the proportional limit "
-                         "(small delta), or pass an attn_lib.Setting for rank one")
+def _check_n(n: object, setting: Setting | RankSetting | MatrixSetting) -> int:
+    if isinstance(setting, (RankSetting, MatrixSetting)) and isinstance(setting.attention, Softmax):
+        raise ValueError(f"n={n!r}: the finite-size softmax theory takes an attn_lib.Setting only "
+                         f"(its canonical form and tail are derived for rank-one weights), not a "
+                         f"{type(setting).__name__}; simulate it with attn_lib.simulate.errors")
     n = check_int(n, "n", low=8)
     if setting.p(n) < 8:
         raise ValueError(f"n must give p = round(c n) >= 8 for the finite-size theory; got n={n}, "
@@ -188,7 +189,17 @@ def _check_n(n: object, setting: Setting | RankSetting) -> int:
     return n
 
 
-def _finite_size(settings: Sequence[Setting | RankSetting], gammas: Sequence[np.ndarray], n: object):
+#: The directions the reduced finite-size model keeps exactly (``_finite_size.reduced_setting``).
+_REDUCED = "coherent"
+
+
+def _exact(setting: Setting | RankSetting) -> bool:
+    """Whether the finite-size model of ``setting`` is exact: a latent span of dimension ``<= 3``."""
+    return isinstance(setting, Setting) or latent_coordinates(setting).shape[0] <= 3
+
+
+def _finite_size(settings: Sequence[Setting | RankSetting | MatrixSetting], gammas: Sequence[np.ndarray],
+                 n: object):
     """``(q, dq)`` of the finite-size theory for each setting (checked by :func:`_check_n`).
 
     A softmax setting is solved in its canonical form (:func:`~attn_lib.theory.softmax.canonical`,
@@ -196,6 +207,10 @@ def _finite_size(settings: Sequence[Setting | RankSetting], gammas: Sequence[np.
     ``lam = (s_n / s_n^canonical)^2 = e^{-beta^2 (alpha^2 - 1)}``, so that ``gammas`` are
     effective ridge parameters as in the limit: ``q = lam q_c(lam gamma)``,
     ``dq = lam^2 dq_c(lam gamma)``.
+
+    A ``RankSetting`` whose latent span has dimension above 3 and a ``MatrixSetting`` take the
+    reduced model ``s_B`` (``_finite_size.reduced_setting``): their proportional limit plus
+    ``s_B``'s finite-size shift, ``q = q_lim(s) + [q_fs(s_B) - q_lim(s_B)]`` (the same for ``dq``).
     """
     for s in settings:
         n = _check_n(n, s)
@@ -204,31 +219,45 @@ def _finite_size(settings: Sequence[Setting | RankSetting], gammas: Sequence[np.
                              f"{s!r}: the softmax weights have an infinite variance over the latent "
                              "types (a few keys carry the normalising sums), and the finite-size "
                              "theory does not apply; a larger n or a smaller beta")
-    canon = [softmax.canonical(s) if isinstance(s.attention, Softmax) else s for s in settings]
+    exact = [not isinstance(s, MatrixSetting) and _exact(s) for s in settings]
+    fs = [s if e else reduced_setting(s, n, _REDUCED) for s, e in zip(settings, exact)]
+    canon = [softmax.canonical(s) if isinstance(s.attention, Softmax) else s for s in fs]
     lam = [(softmax.scale(s, n) / softmax.scale(c, n)) ** 2 if isinstance(s.attention, Softmax)
-           else 1.0 for s, c in zip(settings, canon)]
+           else 1.0 for s, c in zip(fs, canon)]
     out = finite_size_resolvent_form_batch(canon, [l * np.asarray(g) for l, g in zip(lam, gammas)], n)
-    return [(l * q, l * l * dq) for l, (q, dq) in zip(lam, out)]
+    out = [(l * q, l * l * dq) for l, (q, dq) in zip(lam, out)]
+    for b in np.flatnonzero(~np.array(exact, dtype=bool)):
+        g = np.asarray(gammas[b], dtype=float)
+        q_s, dq_s = _limit_form(settings[b], g)
+        q_b, dq_b = _limit_form(fs[b], g)
+        out[b] = q_s + out[b][0] - q_b, dq_s + out[b][1] - dq_b
+    return out
+
+
+def _limit_form(setting: Setting | RankSetting | MatrixSetting, g: np.ndarray):
+    """``(q, dq)`` of the proportional limit (entry-wise attention), shaped like ``g``."""
+    if isinstance(setting, MatrixSetting):
+        q, E = _matrix.matrix_resolvent_form(setting.c, setting.M, setting.mu, setting.f, g.reshape(-1))
+        return q.reshape(g.shape), (-E / g.reshape(-1) ** 2).reshape(g.shape)
+    _, q, dq = _solve([setting], g.reshape(1, -1), 50)
+    return q.reshape(g.shape), dq.reshape(g.shape)
 
 
 def _matrix_form(setting: MatrixSetting, g: np.ndarray, n: object):
     """``(q, dq)`` of the any-matrix theory (:mod:`attn_lib.theory._matrix`) for ``setting``.
 
-    Entry-wise attention in the proportional limit only: ``n`` and a softmax setting raise
-    ``ValueError``. ``dq = -E / gamma^2`` from the error of :func:`~._matrix.matrix_resolvent_form`.
+    Entry-wise attention only (a softmax setting raises ``ValueError``). With ``n``, the
+    reduced finite-size model (:func:`_finite_size`). ``dq = -E / gamma^2`` from the error of
+    :func:`~._matrix.matrix_resolvent_form`.
     """
     s = check_setting(setting, types=(MatrixSetting,), attention=_KINDS)
-    if n is not None:
-        raise ValueError(f"n={n!r}: there is no finite-size theory for an attn_lib.MatrixSetting "
-                         "(a general matrix); leave n out for the proportional limit (small "
-                         "delta = setting.delta(n)), or simulate it with attn_lib.simulate.errors, "
-                         "or fit it by a rank-one attn_lib.Setting for the finite-size theory")
     if isinstance(s.attention, Softmax):
         raise ValueError("setting: no theory for softmax attention with a general matrix "
                          "(attn_lib.MatrixSetting): the softmax reduction is derived for rank-one "
                          "weights (attn_lib.Setting) only; simulate it with attn_lib.simulate.errors")
-    q, E = _matrix.matrix_resolvent_form(s.c, s.M, s.mu, s.f, g.reshape(-1))
-    return q.reshape(g.shape), (-E / g.reshape(-1) ** 2).reshape(g.shape)
+    if n is not None:
+        return _finite_size([s], [g], n)[0]
+    return _limit_form(s, g)
 
 
 def attention_resolvent_form(setting: Setting | RankSetting | MatrixSetting, gammas: object, *,
