@@ -210,7 +210,9 @@ def _finite_size(settings: Sequence[Setting | RankSetting | MatrixSetting], gamm
 
     A ``RankSetting`` whose latent span has dimension above 3 and a ``MatrixSetting`` take the
     reduced model ``s_B`` (``_finite_size.reduced_setting``): their proportional limit plus
-    ``s_B``'s finite-size shift, ``q = q_lim(s) + [q_fs(s_B) - q_lim(s_B)]`` (the same for ``dq``).
+    ``s_B``'s finite-size shift, ``q = q_lim(s) + [q_fs(s_B) - q_lim(s_B)]`` (the same for ``dq``),
+    ``q_lim`` the limit theory of ``s``'s type (the any-matrix one of ``s_B``'s ``p x p`` matrix
+    for a ``MatrixSetting``, the rank-``r`` one for a ``RankSetting``).
     """
     for s in settings:
         n = _check_n(n, s)
@@ -229,7 +231,11 @@ def _finite_size(settings: Sequence[Setting | RankSetting | MatrixSetting], gamm
     for b in np.flatnonzero(~np.array(exact, dtype=bool)):
         g = np.asarray(gammas[b], dtype=float)
         q_s, dq_s = _limit_form(settings[b], g)
-        q_b, dq_b = _limit_form(fs[b], g)
+        # s_B's limit by the theory of s: the any-matrix one of its p x p matrix for a
+        # MatrixSetting (so that M = s_B's matrix gives s_B's finite-size theory exactly)
+        sb = (MatrixSetting.from_setting(fs[b], settings[b].p(n)) if isinstance(settings[b], MatrixSetting)
+              else fs[b])
+        q_b, dq_b = _limit_form(sb, g)
         out[b] = q_s + out[b][0] - q_b, dq_s + out[b][1] - dq_b
     return out
 
