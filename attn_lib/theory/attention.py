@@ -190,7 +190,7 @@ def _check_n(n: object, setting: Setting | RankSetting | MatrixSetting) -> int:
 
 
 #: The directions the reduced finite-size model keeps exactly (``_finite_size.reduced_setting``).
-_REDUCED = "coherent"
+_REDUCED = "spike"
 
 
 def _exact(setting: Setting | RankSetting) -> bool:
