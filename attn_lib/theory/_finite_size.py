@@ -41,6 +41,15 @@ Deterministic equivalent
 As ``n -> infinity`` at fixed ``snr`` and weights, ``h -> 0`` and the equations reduce to the
 proportional-limit equivalent (tested).
 
+Rank r and any matrix
+    A :class:`~attn_lib.model.setting.RankSetting` whose latent span of ``mu, w_K^(k), w_Q^(k)``
+    has dimension ``r <= 3`` is the same model with ``M_r = I_r + W_{K,r} W_{Q,r}^T`` (exact:
+    the complement is still ``I``). A larger span, or any matrix
+    (:class:`~attn_lib.model.setting.MatrixSetting`), goes through the rank-``<= 3`` model of
+    :func:`reduced_setting` (``mu`` and the leading singular pair kept exactly, an isotropic bulk
+    of the complement's logit variance), whose finite-size shift
+    :func:`attn_lib.theory.attention_error` adds to the limit.
+
 Softmax
     A canonical setting with (masked) :class:`~attn_lib.model.setting.Softmax` attention is the
     kernel ``(n - 1) A / sqrt(p)`` of ``f_beta`` with its columns normalised by their means over
