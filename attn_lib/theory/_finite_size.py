@@ -180,7 +180,8 @@ def _tensor_rule(counts: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
     return zeta, wz
 
 
-def latent_law(setting: Setting | RankSetting, p: int, nodes: int | tuple[int, ...] | None = None) -> LatentLaw:
+def latent_law(setting: Setting | RankSetting, p: int,
+               nodes: int | tuple[int, ...] | None = None) -> LatentLaw:
     """Latent geometry of the canonical ``setting`` and a Gauss–Hermite rule for its types.
 
     Parameters

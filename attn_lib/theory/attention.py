@@ -197,10 +197,6 @@ def _check_n(n: object, setting: Setting | RankSetting | MatrixSetting) -> int:
     return n
 
 
-#: The directions the reduced finite-size model keeps exactly (``_finite_size.reduced_setting``).
-_REDUCED = "spike"
-
-
 def _exact(setting: Setting | RankSetting) -> bool:
     """Whether the finite-size model of ``setting`` is exact: a latent span of dimension ``<= 3``."""
     return isinstance(setting, Setting) or latent_coordinates(setting).shape[0] <= 3
@@ -230,7 +226,7 @@ def _finite_size(settings: Sequence[Setting | RankSetting | MatrixSetting], gamm
                              "types (a few keys carry the normalising sums), and the finite-size "
                              "theory does not apply; a larger n or a smaller beta")
     exact = [not isinstance(s, MatrixSetting) and _exact(s) for s in settings]
-    fs = [s if e else reduced_setting(s, n, _REDUCED) for s, e in zip(settings, exact)]
+    fs = [s if e else reduced_setting(s, n) for s, e in zip(settings, exact)]
     canon = [softmax.canonical(s) if isinstance(s.attention, Softmax) else s for s in fs]
     lam = [(softmax.scale(s, n) / softmax.scale(c, n)) ** 2 if isinstance(s.attention, Softmax)
            else 1.0 for s, c in zip(fs, canon)]
@@ -316,7 +312,8 @@ def attention_error(setting: Setting | RankSetting | MatrixSetting, gammas: obje
         ``M``): the any-matrix theory (:mod:`attn_lib.theory._matrix`, ``f`` linearised at
         the logit scale ``||M||_F / sqrt(p)``), entry-wise attention only (softmax raises
         ``ValueError``); it costs ``O(p^3)`` per oracle call, a few seconds for three ``gamma``
-        at ``p = 768`` (run it with one BLAS thread on a shared machine). Under softmax ``gammas`` are effective ridge parameters ``gamma / s_n^2``
+        at ``p = 768`` (run it with one BLAS thread on a shared machine). Under softmax
+        ``gammas`` are effective ridge parameters ``gamma / s_n^2``
         (:func:`attn_lib.theory.softmax.effective_gamma`): the raw features ``X A`` have the
         scale ``s_n ~ sqrt(p) / n``.
     gammas : float or array_like of shape (G,)
