@@ -187,16 +187,13 @@ def test_sweep_caches_matrix_settings():
 
 # ----------------------------------------------------------------------------- theory
 def test_ridge_theory_and_the_attention_theory_refusals():
-    """Ridge sees c and snr only; the attention theory of a matrix (tests/test_matrix_theory.py)
-    has no finite-size version and no batch."""
+    """Ridge sees c and snr only; the attention theory of a matrix (tests/test_matrix_theory.py;
+    its finite-size version: tests/test_rank_finite_size.py) has no batch."""
     ms = al.MatrixSetting.from_setting(RANK_ONE, 128)
     np.testing.assert_allclose(al.theory.ridge_error(ms, GAMMAS), al.theory.ridge_error(RANK_ONE, GAMMAS),
                                rtol=1e-13)  # ridge sees c and snr only (snr to rounding here)
-    for call, match in ((lambda: al.theory.attention_error(ms, GAMMAS, n=256), "no finite-size theory"),
-                        (lambda: al.theory.attention_error_batch([RANK_ONE, ms], 0.1),
-                         "attention_error_batch does not take")):
-        with pytest.raises(ValueError, match=match):
-            call()
+    with pytest.raises(ValueError, match="attention_error_batch does not take"):
+        al.theory.attention_error_batch([RANK_ONE, ms], 0.1)
 
 
 # ----------------------------------------------------------------------------- GPT-2's per-head softmax

@@ -134,8 +134,8 @@ def test_strong_rank_one_matrix_converges():
 
 def test_matrix_setting_refusals():
     ms = _matrix_setting()
-    with pytest.raises(ValueError, match="n=60: there is no finite-size theory"):
-        al.theory.attention_error(ms, GAMMAS, n=60)
+    with pytest.raises(ValueError, match="n=64 does not fit the matrix"):
+        al.theory.attention_error(ms, GAMMAS, n=64)
     with pytest.raises(ValueError, match="softmax"):
         al.theory.attention_error(_matrix_setting(attention=al.Softmax(beta=1.0)), GAMMAS)
     with pytest.raises(ValueError, match="attention_error_batch does not take"):

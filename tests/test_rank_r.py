@@ -232,13 +232,13 @@ def test_rank_32_and_mixed_batches():
         np.testing.assert_allclose(row, al.theory.attention_error(s, GAMMAS), rtol=1e-8, atol=0)
 
 
-def test_finite_size_theory_refuses_rank_r():
+def test_finite_size_theory_takes_rank_r():
+    # random directions span 5 latent dimensions: the reduced model (tests/test_rank_finite_size.py)
     rs = random_setting(2)
-    for call in (lambda: al.theory.attention_error(rs, GAMMAS, n=1024),
-                 lambda: al.theory.attention_error_batch([RANK_ONE, rs], 0.1, n=1024)):
-        with pytest.raises(ValueError, match="finite-size theory is not available for a "
-                                             "RankSetting"):
-            call()
+    e = al.theory.attention_error(rs, GAMMAS, n=1024)
+    assert np.all(np.isfinite(e)) and np.all((e > 0) & (e < 1))
+    batch = al.theory.attention_error_batch([RANK_ONE, rs], 0.1, n=1024)
+    np.testing.assert_allclose(batch[1], al.theory.attention_error(rs, 0.1, n=1024), rtol=1e-8, atol=0)
 
 
 @pytest.mark.slow

@@ -41,6 +41,15 @@ Deterministic equivalent
 As ``n -> infinity`` at fixed ``snr`` and weights, ``h -> 0`` and the equations reduce to the
 proportional-limit equivalent (tested).
 
+Rank r and any matrix
+    A :class:`~attn_lib.model.setting.RankSetting` whose latent span of ``mu, w_K^(k), w_Q^(k)``
+    has dimension ``r <= 3`` is the same model with ``M_r = I_r + W_{K,r} W_{Q,r}^T`` (exact:
+    the complement is still ``I``). A larger span, or any matrix
+    (:class:`~attn_lib.model.setting.MatrixSetting`), goes through the rank-``<= 3`` model of
+    :func:`reduced_setting` (``mu`` and the leading singular pair kept exactly, an isotropic bulk
+    of the complement's logit variance), whose finite-size shift
+    :func:`attn_lib.theory.attention_error` adds to the limit.
+
 Softmax
     A canonical setting with (masked) :class:`~attn_lib.model.setting.Softmax` attention is the
     kernel ``(n - 1) A / sqrt(p)`` of ``f_beta`` with its columns normalised by their means over
@@ -72,12 +81,13 @@ from dataclasses import dataclass
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from ..model.data import latent_coordinates
-from ..model.setting import Setting, Softmax
+from ..model.data import latent_basis, latent_coordinates
+from ..model.setting import MatrixSetting, RankSetting, Setting, Softmax
 from ._errors import ConvergenceError, _gamma, check_converged, not_converged
 from .shift import shift_functions
 
-__all__ = ["finite_size_resolvent_form", "finite_size_resolvent_form_batch", "LatentLaw", "latent_law"]
+__all__ = ["finite_size_resolvent_form", "finite_size_resolvent_form_batch", "LatentLaw", "latent_law",
+           "reduced_setting", "REDUCED_KINDS"]
 
 _GH_NODES = {0: 1, 1: 32, 2: 10, 3: 6}   # Gauss–Hermite nodes per latent dimension
 _PRUNE = 1e-12       # drop nodes whose weight is below this fraction of the largest
@@ -135,15 +145,17 @@ class LatentLaw:
 
 
 def _frame(coords: np.ndarray) -> np.ndarray:
-    """Orthogonal ``O`` (r x r) whose rows are ``w_K``'s direction, then ``w_Q``'s, then ``mu``'s.
+    """Orthogonal ``O`` (r x r) whose rows are the directions of the ``w_K``, then the ``w_Q``, then ``mu``.
 
-    Gram–Schmidt on ``(w_{K,r}, w_{Q,r}, mu_r, e_1, ..., e_r)``, skipping vectors that are
-    (numerically) in the span of the previous ones. ``h = xi^T M_r xi' / sqrt(p)`` varies fastest
-    along ``w_K`` in ``xi`` and along ``w_Q`` in ``xi'``.
+    ``coords`` has the columns ``mu_r, w_{K,r}^(1..k), w_{Q,r}^(1..k)`` (``k = 1`` for a
+    :class:`~attn_lib.model.setting.Setting`). Gram–Schmidt on ``(w_{K,r}^(1..k),
+    w_{Q,r}^(1..k), mu_r, e_1, ..., e_r)``, skipping vectors that are (numerically) in the span of
+    the previous ones. ``h = xi^T M_r xi' / sqrt(p)`` varies fastest along ``w_K`` in ``xi`` and
+    along ``w_Q`` in ``xi'``.
     """
     r = coords.shape[0]
     rows: list[np.ndarray] = []
-    for v in [coords[:, 1], coords[:, 2], coords[:, 0], *np.eye(r)]:
+    for v in [*coords[:, 1:].T, coords[:, 0], *np.eye(r)]:
         for u in rows:
             v = v - (u @ v) * u
         if len(rows) < r and np.linalg.norm(v) > 1e-8 * max(1.0, np.linalg.norm(coords)):
@@ -168,24 +180,38 @@ def _tensor_rule(counts: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
     return zeta, wz
 
 
-def latent_law(setting: Setting, p: int, nodes: int | tuple[int, ...] | None = None) -> LatentLaw:
+def latent_law(setting: Setting | RankSetting, p: int,
+               nodes: int | tuple[int, ...] | None = None) -> LatentLaw:
     """Latent geometry of the canonical ``setting`` and a Gauss–Hermite rule for its types.
 
     Parameters
     ----------
-    setting : Setting
-        Canonical (``alpha = 1``).
+    setting : Setting or RankSetting
+        Canonical (``alpha = 1``). For a :class:`~attn_lib.model.setting.RankSetting` the latent
+        span of ``mu, w_K^(k), w_Q^(k)`` must have dimension ``r <= 3`` (larger ones go through
+        the reduced model, :func:`reduced_setting`); then the complement is exactly ``I`` and
+        ``M_r = I_r + W_{K,r} W_{Q,r}^T`` (columns ``w_{K,r}^(k)``, ``w_{Q,r}^(k)``).
     p : int
         Token dimension.
     nodes : int or tuple of int, optional
         Gauss–Hermite nodes per latent dimension (default: 32, 10, 6 for ``r = 1, 2, 3``), in the
         basis of :func:`attn_lib.model.data.latent_coordinates`. A tuple of ``r`` counts gives
-        the nodes along the axes of ``w_K``, ``w_Q`` and ``mu`` instead (:func:`_frame`; the law
-        of the types is rotation invariant): a rule refined where the kernels vary fastest, for
-        oscillating or step-like ``f`` under a strong spike.
+        the nodes along the axes of ``w_K``, ``w_Q`` and ``mu`` instead (:func:`_frame`; for rank
+        ``k`` the Gram–Schmidt axes of ``w_K^(1..k), w_Q^(1..k), mu``; the law of the types is
+        rotation invariant): a rule refined where the kernels vary fastest, for oscillating or
+        step-like ``f`` under a strong spike.
+
+    Raises
+    ------
+    ValueError
+        For a latent dimension above 3, or a tuple ``nodes`` of the wrong length.
     """
-    coords = latent_coordinates(setting)        # (r, 3): columns mu_r, wK_r, wQ_r
-    r = coords.shape[0]
+    coords = latent_coordinates(setting)        # (r, 1 + 2k): columns mu_r, wK_r^(1..k), wQ_r^(1..k)
+    r, k = coords.shape[0], (coords.shape[1] - 1) // 2
+    if r > 3:
+        raise ValueError(f"setting: the latent span of mu and the {2 * k} weight vectors has dimension "
+                         f"{r} > 3; the exact finite-size model keeps at most 3 latent directions "
+                         "(attention_error uses the reduced model for it)")
     if isinstance(nodes, tuple):
         if len(nodes) != r:
             raise ValueError(f"nodes must have one count per latent dimension (r = {r}), got {nodes!r}")
@@ -193,12 +219,91 @@ def latent_law(setting: Setting, p: int, nodes: int | tuple[int, ...] | None = N
         counts = nodes
     else:
         counts = (nodes or _GH_NODES[r],) * r
-    mu_r, wk_r, wq_r = coords[:, 0], coords[:, 1], coords[:, 2]
-    M = np.eye(r) + np.outer(wk_r, wq_r)
+    mu_r = coords[:, 0]
+    M = np.eye(r) + coords[:, 1:1 + k] @ coords[:, 1 + k:].T
     zeta, wz = _tensor_rule(tuple(counts))
     y = np.repeat([1.0, -1.0], len(wz))
     xi = np.concatenate([zeta + mu_r, zeta - mu_r])
     return LatentLaw(xi=xi, y=y, weight=np.concatenate([wz, wz]) / 2.0, M=M, p=p)
+
+
+#: The directions a reduced model keeps exactly (:func:`reduced_setting`).
+REDUCED_KINDS = ("spike", "coherent")
+
+
+def reduced_setting(setting: RankSetting | MatrixSetting, n: int, kind: str = "spike") -> RankSetting:
+    r"""The rank-``<= 3`` model ``s_B`` of a setting whose latent span is too large to keep exactly.
+
+    With ``A`` the key-query matrix (``M`` of a :class:`~attn_lib.model.setting.MatrixSetting`;
+    ``alpha I + W_K^T W_Q`` of a :class:`~attn_lib.model.setting.RankSetting`, restricted to the
+    latent span of ``mu, w_K^(k), w_Q^(k)``, with ``alpha I`` on its complement) and ``B`` an
+    orthonormal basis of the kept directions (``book/derivation_finite_size.md``, "Rank r and any
+    matrix"), ``s_B`` has the matrix
+
+        alpha_b I + P_B (A - alpha_b I) P_B,   alpha_b^2 = ||P_perp A P_perp||_F^2 / (p - dim B),
+
+    (the complement's logit variance), the same ``mu`` (it lies in ``B``), ``c``, ``f`` and
+    attention kind. It is returned as a ``RankSetting`` in the coordinates of ``B``: ``w_K^(k) =
+    sqrt(s_k) U_k``, ``w_Q^(k) = sqrt(s_k) V_k`` from the SVD ``U S V^T`` of ``B^T A B - alpha_b I``.
+
+    Parameters
+    ----------
+    setting : RankSetting or MatrixSetting
+    n : int
+        Number of tokens (``p = setting.p(n)``).
+    kind : {"spike", "coherent"}
+        ``"spike"`` (the default, and the one :func:`attn_lib.theory.attention_error` uses):
+        ``B`` spans ``mu`` and the leading singular pair ``u_1, v_1`` of ``A``, whose latent
+        product ``s_1 (x_i . u_1)(v_1 . x_j) / sqrt(p)`` is of order one even without a signal;
+        ``"coherent"``: ``mu, A mu, A^T mu`` (every cross term of ``mu`` with the complement
+        vanishes). On GPT-2's normalised layers with the aligned ``mu`` both are within 0.0102 of
+        Monte Carlo, ``"spike"`` within 0.0079 (``book/derivation_finite_size.md``).
+
+    Returns
+    -------
+    RankSetting
+        ``r = dim B <= 3`` pairs (zero pairs for a zero singular value).
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``kind``, or when ``alpha_b = 0`` (the matrix has no bulk outside ``B``).
+    """
+    if kind not in REDUCED_KINDS:
+        raise ValueError(f"kind must be one of {REDUCED_KINDS}, got {kind!r}")
+    p = setting.p(n)
+    if isinstance(setting, MatrixSetting):
+        A, mu, alpha0 = setting.M, setting.mu, 0.0
+    else:
+        coords = latent_coordinates(setting)       # (q, 1 + 2r)
+        r = setting.r
+        A = setting.alpha * np.eye(coords.shape[0]) + coords[:, 1:1 + r] @ coords[:, 1 + r:].T
+        mu, alpha0 = coords[:, 0], setting.alpha
+    q = A.shape[0]
+    if kind == "coherent":
+        V = np.stack([mu, A @ mu, A.T @ mu], axis=1)
+    else:
+        U, _, Vt = np.linalg.svd(A)
+        V = np.stack([mu, U[:, 0], Vt[0]], axis=1)
+    B = latent_basis(V)[0]                           # (q, k), k <= 3
+    k = B.shape[1]
+    AB, BA = A @ B, B.T @ A
+    MB = BA @ B
+    perp = (np.sum(A * A) - np.sum(AB * AB) - np.sum(BA * BA) + np.sum(MB * MB)
+            + alpha0 ** 2 * (p - q))                 # ||P_perp A P_perp||_F^2
+    alpha_b = math.sqrt(max(perp, 0.0) / (p - k))
+    if not alpha_b > 1e-12 * math.sqrt(np.sum(A * A) / p + alpha0 ** 2):
+        raise ValueError(f"setting: the matrix has no bulk outside the {k} kept directions "
+                         f"(||P_perp M P_perp||_F^2 = {perp:.3g}); the reduced finite-size model "
+                         "needs alpha_b > 0")
+    if k == 0:                                       # mu = 0 and kind "coherent": no direction kept
+        mu_B, W_K, W_Q = np.zeros(1), np.zeros((1, 1)), np.zeros((1, 1))
+    else:
+        Us, sv, Vts = np.linalg.svd(MB - alpha_b * np.eye(k))
+        root = np.sqrt(sv)
+        mu_B, W_K, W_Q = B.T @ mu, (Us * root).T, root[:, None] * Vts
+    return RankSetting.from_vectors(setting.c, mu_B, W_K, W_Q, f=setting.f, alpha=alpha_b,
+                                    attention=setting.attention)
 
 
 def _factor(kernel: np.ndarray, weight: np.ndarray, rel_tol: float, max_terms: int | None):
