@@ -30,14 +30,26 @@ everywhere. The theory takes 0.02-0.11 s per 3-point curve (r = 32 the slowest).
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
 import attn_lib as al
+from adaptive import trials_until
+from attn_lib.simulation.trials import standard_error
+from strong_alignment import BINS, RESULTS, _in_bin, _save, latent_dim
 
 GAMMAS = np.array([1e-3, 1e-1, 1.0])
+#: ``--strong``: the two interleaved triples of target shifts at the run's ``n``
+STRONG_DELTAS = ((0.35, 1.0, 1.8), (0.6, 1.3, 2.0))
+STRONG_RANKS = (1, 2, 4, 8)
+#: ``--strong``: the SNR when the weights can carry the rest of the shift, and their largest norm
+STRONG_SNR = 1.5
+W_MAX = 4.0
 
 
 def random_setting(r: int, c: float = 0.5, snr: float = 1.5, norm: float = 1.5,
@@ -58,13 +70,174 @@ def aligned_setting(r: int, c: float = 0.5, snr: float = 1.5, norm: float = 1.5,
     return al.RankSetting.from_vectors(c, np.full(r, np.sqrt(snr / r)), W, W, f=f)
 
 
+GEOMETRIES = {"aligned": aligned_setting, "random": random_setting}
+
+
+def shifted_setting(geometry: str, r: int, delta: float, n: int, c: float = 0.5,
+                    f: str = "tanh") -> al.RankSetting:
+    """The ``geometry`` at rank ``r`` with its SNR and weight norms raised to the shift ``delta``.
+
+    With unit directions (the setting at ``snr = 1``, ``norm = 1``) and
+    ``k = sum_k cos(mu, w_K^(k)) cos(mu, w_Q^(k))``, the shift at ``p = round(c n)`` is
+    ``delta sqrt(p) = snr (1 + k norm^2)`` (``alpha = 1``). The SNR is
+    ``max(STRONG_SNR, delta sqrt(p) / (1 + k W_MAX^2))`` (the weights carry the rest, with norm at
+    most ``W_MAX``) and ``norm = sqrt((delta sqrt(p) / snr - 1) / k)``. A random geometry with
+    ``k < 0`` has its ``w_Q^(k)`` negated first (``gram -> D gram D``, ``D = diag(1, 1_r, -1_r)``:
+    the Gram matrix of ``[mu; W_K; -W_Q]``), so that the weights add to the shift.
+    """
+    unit = GEOMETRIES[geometry](r, c=c, snr=1.0, norm=1.0, f=f)
+    k = float(unit.mu_wk @ unit.mu_wq)
+    sign = np.concatenate([np.ones(1 + r), np.full(r, -1.0 if k < 0 else 1.0)])
+    target = delta * np.sqrt(round(c * n))
+    snr = max(STRONG_SNR, target / (1.0 + abs(k) * W_MAX ** 2))
+    norm = np.sqrt(max(target / snr - 1.0, 0.0) / abs(k))
+    scale = np.concatenate([[np.sqrt(snr)], np.full(2 * r, norm)]) * sign
+    return al.RankSetting(c=c, gram=unit.gram * np.outer(scale, scale), f=f)
+
+
+def strong_grid(n: int, funcs: tuple[str, ...]) -> list[tuple[str, al.RankSetting]]:
+    """``--strong``'s settings as ``(name, RankSetting)``: per ``f``, rank and geometry, three shifts.
+
+    The (rank, geometry) pairs alternate between the two triples of :data:`STRONG_DELTAS`, so each
+    rank and each geometry sees six shifts from 0.35 to 2; ``c = 1/2``.
+    """
+    return [(f"{f} r={r} {geo} delta={d:g}", shifted_setting(geo, r, d, n, f=f))
+            for f in funcs for i, r in enumerate(STRONG_RANKS) for j, geo in enumerate(GEOMETRIES)
+            for d in STRONG_DELTAS[(i + j) % 2]]
+
+
+def strong_score(s: al.RankSetting, n: int) -> dict:
+    """Theory columns of one setting: the limit, ridge and, unless it refuses, the finite-size theory.
+
+    ``theory_finite`` is ``None`` and ``refused`` the message when ``attention_error(s, GAMMAS,
+    n=n)`` raises ``ValueError``.
+    """
+    t0 = time.perf_counter()
+    try:
+        fs, refused = [float(v) for v in al.theory.attention_error(s, GAMMAS, n=n)], None
+    except ValueError as err:
+        fs, refused = None, str(err)
+    return dict(theory_finite=fs, refused=refused, time_finite_s=time.perf_counter() - t0,
+                theory_limit=[float(v) for v in al.theory.attention_error(s, GAMMAS)],
+                theory_ridge=[float(v) for v in al.theory.ridge_error(s, GAMMAS)])
+
+
+def _setting_fields(s: al.RankSetting) -> dict:
+    """The fields that rebuild ``s`` (``RankSetting(**fields)``), ``f`` by its registry name."""
+    return dict(c=s.c, gram=s.gram.tolist(), f=s.f, alpha=s.alpha)
+
+
+def run_strong(n: int, funcs: tuple[str, ...], sem_target: float, max_trials: int,
+               budget_s: float, out: Path) -> list[dict]:
+    """Simulate and score every setting of :func:`strong_grid`; rows are saved to ``out`` after each.
+
+    Monte Carlo by :func:`adaptive.trials_until` (16 trials, then more until the largest standard
+    error over gammas of attention and ridge is at most ``sem_target``), seed ``101 + index``.
+    """
+    rows = []
+    settings = strong_grid(n, funcs)
+    t_end = time.time() + budget_s
+    for i, (name, s) in enumerate(settings):
+        deadline = time.time() + (t_end - time.time()) / (len(settings) - i)
+        t0 = time.time()
+        A, R = trials_until(s, GAMMAS, n, sem_target, max_trials, deadline, seed=101 + i,
+                            min_trials=16)
+        row = dict(name=name, setting=_setting_fields(s), r=s.r, n=n, p=s.p(n),
+                   delta=float(s.delta(n)), latent_dim=latent_dim(s), gammas=GAMMAS.tolist(),
+                   trials=A.shape[0], time_mc_s=time.time() - t0,
+                   mc_attention=A.mean(axis=0).tolist(),
+                   sem_attention=standard_error(A, axis=0).tolist(),
+                   mc_ridge=R.mean(axis=0).tolist(), sem_ridge=standard_error(R, axis=0).tolist(),
+                   **strong_score(s, n))
+        rows.append(row)
+        _save(out, rows, GAMMAS)
+        _print_row(row)
+    return rows
+
+
+def rescore_strong(path: Path) -> list[dict]:
+    """Re-evaluate the theory columns of a saved ``--strong`` run (its Monte Carlo is kept)."""
+    rows = json.loads(path.read_text())["rows"]
+    for r in rows:
+        r.update(strong_score(al.RankSetting(**r["setting"]), r["n"]))
+        _save(path, rows, GAMMAS)
+        _print_row(r)
+    return rows
+
+
+def _print_row(row: dict) -> None:
+    fs = ("refused" if row["theory_finite"] is None else
+          f"{np.abs(np.subtract(row['theory_finite'], row['mc_attention'])).max():.4f}")
+    print(f"  {row['name']:28s} delta={row['delta']:.2f} dim={row['latent_dim']:2d} "
+          f"snr={row['setting']['gram'][0][0]:.3g} trials={row['trials']:3d} "
+          f"max sem={max(max(row['sem_attention']), max(row['sem_ridge'])):.4f} "
+          f"max|limit-MC|={np.abs(np.subtract(row['theory_limit'], row['mc_attention'])).max():.4f} "
+          f"max|finite-MC|={fs} (finite {row['time_finite_s']:.1f} s)", file=sys.stderr, flush=True)
+
+
+def strong_summary(rows: list[dict]) -> str:
+    """Per theory and bin of ``delta`` (and per latent dimension <= 3 or > 3): points, median and
+    max ``|theory - MC|``, max ``|z|``, points beyond 4 s.e., largest s.e.; "refused" when the
+    finite-size theory refused every setting of the group."""
+    lines = ["| theory | delta bin | latent dim | settings | points | median | max | max abs z "
+             "| beyond 4 se | max sem |", "|" + "---|" * 10]
+    for theory, col in (("limit", "theory_limit"), ("finite-size", "theory_finite")):
+        for lo, hi, closed, lab in [(0.0, np.inf, True, "all")] + BINS:
+            for dim_lab, small in (("all", None), ("<= 3", True), ("> 3", False)):
+                sel = [r for r in rows if _in_bin(r["delta"], lo, hi, closed)
+                       and (small is None or (r["latent_dim"] <= 3) == small)]
+                if not sel:
+                    continue
+                head = f"| {theory} | {lab} | {dim_lab} | {len(sel)} | "
+                scored = [r for r in sel if r[col] is not None]
+                if not scored:
+                    lines.append(head + "0 | refused | | | | |")
+                    continue
+                e = np.concatenate([np.subtract(r[col], r["mc_attention"]) for r in scored])
+                z = e / np.concatenate([r["sem_attention"] for r in scored])
+                sem = max(max(r["sem_attention"]) for r in scored)
+                lines.append(head + f"{e.size} | {np.median(np.abs(e)):.4f} | "
+                             f"{np.abs(e).max():.4f} | {np.abs(z).max():.1f} | "
+                             f"{int(np.sum(np.abs(z) > 4))} | {sem:.4f} |"
+                             + (f" ({len(sel) - len(scored)} refused)" if len(scored) < len(sel)
+                                else ""))
+    return "\n".join(lines)
+
+
+def strong_points(rows: list[dict]) -> str:
+    """Every point: setting, delta, latent dimension, gamma, MC, limit, finite-size (or refused)."""
+    lines = ["| setting | delta | dim | trials | gamma | MC ± se | limit | limit z | finite | "
+             "finite z |", "|" + "---|" * 10]
+    for r in rows:
+        for j, g in enumerate(r["gammas"]):
+            mc, se = r["mc_attention"][j], r["sem_attention"][j]
+            lim = r["theory_limit"][j]
+            fs = ("refused |" if r["theory_finite"] is None else
+                  f"{r['theory_finite'][j]:.4f} | {(r['theory_finite'][j] - mc) / se:+.1f}")
+            lines.append(f"| {r['name']} | {r['delta']:.2f} | {r['latent_dim']} | {r['trials']} | "
+                         f"{g:g} | {mc:.4f} ± {se:.4f} | {lim:.4f} | {(lim - mc) / se:+.1f} | "
+                         f"{fs} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=2048)
     ap.add_argument("--trials", type=int, default=32)
     ap.add_argument("--ranks", type=int, nargs="+", default=[1, 2, 4, 8, 32])
     ap.add_argument("--blas-threads", type=int, default=1)
+    ap.add_argument("--strong", action="store_true",
+                    help="the strong-alignment grid (delta 0.35-2), limit and finite-size theory")
+    ap.add_argument("--f", nargs="+", default=["tanh"], help="--strong: nonlinearities")
+    ap.add_argument("--sem", type=float, default=0.003, help="--strong: target standard error")
+    ap.add_argument("--max-trials", type=int, default=200)
+    ap.add_argument("--budget-minutes", type=float, default=60.0)
+    ap.add_argument("--rescore", type=Path, default=None,
+                    help="--strong: re-evaluate the theories of a saved .json run (no simulation)")
+    ap.add_argument("--all-points", action="store_true", help="--strong: print every point")
     args = ap.parse_args(argv)
+    if args.strong or args.rescore is not None:
+        return strong_main(args)
     print(f"n = {args.n}, p = {round(0.5 * args.n)}, {args.trials} trials, tanh, c = 0.5, "
           "snr = 1.5, weight norms 1.5")
     print(f"{'r':>3} {'geometry':>8} {'delta':>6} {'gamma':>7} {'theory':>8} {'MC':>8} "
@@ -88,6 +261,28 @@ def main(argv: list[str] | None = None) -> int:
             a = np.array(diffs[small])
             print(f"{label}: |MC - theory| median {np.median(a):.4f}, max {a.max():.4f} "
                   f"over {a.size} points")
+    return 0
+
+
+def strong_main(args: argparse.Namespace) -> int:
+    """``--strong`` / ``--rescore``: run (or re-score) the grid, then print the tables."""
+    with threadpool_limits(limits=args.blas_threads, user_api="blas"):
+        if args.rescore is not None:
+            rows = rescore_strong(args.rescore)
+        else:
+            rows = run_strong(args.n, tuple(args.f), args.sem, args.max_trials,
+                              60.0 * args.budget_minutes, RESULTS / f"rank_r_strong_n{args.n}.json")
+    noisy = sum(max(max(r["sem_attention"]), max(r["sem_ridge"])) > args.sem for r in rows)
+    refused = {r["refused"] for r in rows if r["refused"]}
+    print(f"## Rank-r strong alignment: {len(rows)} settings, n = {rows[0]['n']}, gammas "
+          f"{', '.join(f'{g:g}' for g in GAMMAS)}; {noisy} stopped above the target standard "
+          f"error {args.sem:g}; trials {min(r['trials'] for r in rows)}-"
+          f"{max(r['trials'] for r in rows)}\n")
+    for msg in sorted(refused):
+        print(f"finite-size theory refused: {msg}")
+    print(strong_summary(rows))
+    if args.all_points:
+        print("\n" + strong_points(rows))
     return 0
 
 
