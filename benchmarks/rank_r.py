@@ -106,18 +106,33 @@ def strong_grid(n: int, funcs: tuple[str, ...]) -> list[tuple[str, al.RankSettin
             for d in STRONG_DELTAS[(i + j) % 2]]
 
 
+def rank_one(s: al.RankSetting) -> al.Setting:
+    """The :class:`attn_lib.Setting` of an ``r = 1`` setting (norms and cosines from its Gram matrix)."""
+    if s.r != 1:
+        raise ValueError(f"s must have rank r = 1, got r = {s.r}")
+    norms = np.sqrt(np.diag(s.gram))
+    cos = s.gram / np.outer(norms, norms)
+    return al.Setting(c=s.c, snr=s.snr, f=s.f, alpha=s.alpha, wk_norm=norms[1], wq_norm=norms[2],
+                      cos_mu_wk=cos[0, 1], cos_mu_wq=cos[0, 2], cos_wk_wq=cos[1, 2])
+
+
 def strong_score(s: al.RankSetting, n: int) -> dict:
     """Theory columns of one setting: the limit, ridge and, unless it refuses, the finite-size theory.
 
     ``theory_finite`` is ``None`` and ``refused`` the message when ``attention_error(s, GAMMAS,
-    n=n)`` raises ``ValueError``.
+    n=n)`` raises ``ValueError``. ``theory_rank_one``: for ``r = 1``, the finite-size theory of
+    the same weights as a :class:`attn_lib.Setting` (:func:`rank_one`), which a rank-r theory
+    must reproduce; ``None`` otherwise.
     """
     t0 = time.perf_counter()
     try:
         fs, refused = [float(v) for v in al.theory.attention_error(s, GAMMAS, n=n)], None
     except ValueError as err:
         fs, refused = None, str(err)
+    one = (None if s.r != 1 else
+           [float(v) for v in al.theory.attention_error(rank_one(s), GAMMAS, n=n)])
     return dict(theory_finite=fs, refused=refused, time_finite_s=time.perf_counter() - t0,
+                theory_rank_one=one,
                 theory_limit=[float(v) for v in al.theory.attention_error(s, GAMMAS)],
                 theory_ridge=[float(v) for v in al.theory.ridge_error(s, GAMMAS)])
 
@@ -181,11 +196,16 @@ def strong_summary(rows: list[dict]) -> str:
     finite-size theory refused every setting of the group."""
     lines = ["| theory | delta bin | latent dim | settings | points | median | max | max abs z "
              "| beyond 4 se | max sem |", "|" + "---|" * 10]
-    for theory, col in (("limit", "theory_limit"), ("finite-size", "theory_finite")):
+    for theory, col in (("limit", "theory_limit"), ("finite-size", "theory_finite"),
+                        ("rank-one finite-size (r = 1)", "theory_rank_one")):
+        if all(r[col] is None for r in rows):
+            lines.append(f"| {theory} | all | all | {len(rows)} | 0 | refused | | | | |")
+            continue
         for lo, hi, closed, lab in [(0.0, np.inf, True, "all")] + BINS:
             for dim_lab, small in (("all", None), ("<= 3", True), ("> 3", False)):
                 sel = [r for r in rows if _in_bin(r["delta"], lo, hi, closed)
-                       and (small is None or (r["latent_dim"] <= 3) == small)]
+                       and (small is None or (r["latent_dim"] <= 3) == small)
+                       and (col != "theory_rank_one" or r["r"] == 1)]
                 if not sel:
                     continue
                 head = f"| {theory} | {lab} | {dim_lab} | {len(sel)} | "
@@ -207,16 +227,18 @@ def strong_summary(rows: list[dict]) -> str:
 def strong_points(rows: list[dict]) -> str:
     """Every point: setting, delta, latent dimension, gamma, MC, limit, finite-size (or refused)."""
     lines = ["| setting | delta | dim | trials | gamma | MC ± se | limit | limit z | finite | "
-             "finite z |", "|" + "---|" * 10]
+             "finite z | rank-one | rank-one z |", "|" + "---|" * 12]
     for r in rows:
         for j, g in enumerate(r["gammas"]):
             mc, se = r["mc_attention"][j], r["sem_attention"][j]
             lim = r["theory_limit"][j]
-            fs = ("refused |" if r["theory_finite"] is None else
-                  f"{r['theory_finite'][j]:.4f} | {(r['theory_finite'][j] - mc) / se:+.1f}")
+            fs, one = ("refused |" if r["theory_finite"] is None else
+                       f"{r['theory_finite'][j]:.4f} | {(r['theory_finite'][j] - mc) / se:+.1f}",
+                       " |" if r["theory_rank_one"] is None else
+                       f"{r['theory_rank_one'][j]:.4f} | {(r['theory_rank_one'][j] - mc) / se:+.1f}")
             lines.append(f"| {r['name']} | {r['delta']:.2f} | {r['latent_dim']} | {r['trials']} | "
                          f"{g:g} | {mc:.4f} ± {se:.4f} | {lim:.4f} | {(lim - mc) / se:+.1f} | "
-                         f"{fs} |")
+                         f"{fs} | {one} |")
     return "\n".join(lines)
 
 
