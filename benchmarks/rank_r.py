@@ -137,6 +137,16 @@ def strong_score(s: al.RankSetting, n: int) -> dict:
                 theory_ridge=[float(v) for v in al.theory.ridge_error(s, GAMMAS)])
 
 
+def spike_variance(gram: np.ndarray, p: int) -> float:
+    """Variance ``||W_K^T W_Q||_F^2 / p`` of the spikes' logit ``z_i^T W_K^T W_Q z_j / sqrt(p)`` on noise.
+
+    ``||sum_k w_K^(k) w_Q^(k)T||_F^2 = sum_{k,l} (w_K^(k) . w_K^(l)) (w_Q^(k) . w_Q^(l))``, from
+    the Gram matrix ``(1 + 2r, 1 + 2r)``; the limit theory drops it (``O(r / p)`` at fixed norms).
+    """
+    r = (gram.shape[0] - 1) // 2
+    return float(np.sum(gram[1:1 + r, 1:1 + r] * gram[1 + r:, 1 + r:]) / p)
+
+
 def _setting_fields(s: al.RankSetting) -> dict:
     """The fields that rebuild ``s`` (``RankSetting(**fields)``), ``f`` by its registry name."""
     return dict(c=s.c, gram=s.gram.tolist(), f=s.f, alpha=s.alpha)
@@ -184,6 +194,7 @@ def _print_row(row: dict) -> None:
     fs = ("refused" if row["theory_finite"] is None else
           f"{np.abs(np.subtract(row['theory_finite'], row['mc_attention'])).max():.4f}")
     print(f"  {row['name']:28s} delta={row['delta']:.2f} dim={row['latent_dim']:2d} "
+          f"spike var={spike_variance(np.array(row['setting']['gram']), row['p']):.2f} "
           f"snr={row['setting']['gram'][0][0]:.3g} trials={row['trials']:3d} "
           f"max sem={max(max(row['sem_attention']), max(row['sem_ridge'])):.4f} "
           f"max|limit-MC|={np.abs(np.subtract(row['theory_limit'], row['mc_attention'])).max():.4f} "
@@ -226,8 +237,8 @@ def strong_summary(rows: list[dict]) -> str:
 
 def strong_points(rows: list[dict]) -> str:
     """Every point: setting, delta, latent dimension, gamma, MC, limit, finite-size (or refused)."""
-    lines = ["| setting | delta | dim | trials | gamma | MC ± se | limit | limit z | finite | "
-             "finite z | rank-one | rank-one z |", "|" + "---|" * 12]
+    lines = ["| setting | delta | dim | spike var | trials | gamma | MC ± se | limit | limit z | "
+             "finite | finite z | rank-one | rank-one z |", "|" + "---|" * 13]
     for r in rows:
         for j, g in enumerate(r["gammas"]):
             mc, se = r["mc_attention"][j], r["sem_attention"][j]
@@ -236,7 +247,9 @@ def strong_points(rows: list[dict]) -> str:
                        f"{r['theory_finite'][j]:.4f} | {(r['theory_finite'][j] - mc) / se:+.1f}",
                        " |" if r["theory_rank_one"] is None else
                        f"{r['theory_rank_one'][j]:.4f} | {(r['theory_rank_one'][j] - mc) / se:+.1f}")
-            lines.append(f"| {r['name']} | {r['delta']:.2f} | {r['latent_dim']} | {r['trials']} | "
+            var = spike_variance(np.array(r["setting"]["gram"]), r["p"])
+            lines.append(f"| {r['name']} | {r['delta']:.2f} | {r['latent_dim']} | {var:.2f} | "
+                         f"{r['trials']} | "
                          f"{g:g} | {mc:.4f} ± {se:.4f} | {lim:.4f} | {(lim - mc) / se:+.1f} | "
                          f"{fs} | {one} |")
     return "\n".join(lines)
