@@ -74,12 +74,16 @@ from threadpoolctl import threadpool_limits
 import attn_lib as al
 from adaptive import trials_until
 from attn_lib.simulation.trials import standard_error
-from strong_alignment import BINS, RESULTS, _in_bin, _save, latent_dim
+from strong_alignment import RESULTS, _save, latent_dim
 
 GAMMAS = np.array([1e-3, 1e-1, 1.0])
 #: ``--strong``: the two interleaved triples of target shifts at the run's ``n``
 STRONG_DELTAS = ((0.35, 1.0, 1.8), (0.6, 1.3, 2.0))
 STRONG_RANKS = (1, 2, 4, 8)
+#: ``--strong``'s bins of ``delta`` (lo, hi, label): ``lo <= delta < hi`` after rounding ``delta``
+#: to 6 digits, so that the grid's shifts 1 and 2 (``1 - 6e-16`` .. ``1``, ``2``) fall in "[1, 2]"
+STRONG_BINS = ((0.0, 0.3, "[0, 0.3)"), (0.3, 1.0, "[0.3, 1)"), (1.0, 2.0 + 1e-6, "[1, 2]"),
+               (2.0 + 1e-6, np.inf, "> 2"))
 #: ``--strong``: the SNR when the weights can carry the rest of the shift, and their largest norm
 STRONG_SNR = 1.5
 W_MAX = 4.0
@@ -245,9 +249,9 @@ def strong_summary(rows: list[dict]) -> str:
         if all(r[col] is None for r in rows):
             lines.append(f"| {theory} | all | all | {len(rows)} | 0 | refused | | | | |")
             continue
-        for lo, hi, closed, lab in [(0.0, np.inf, True, "all")] + BINS:
+        for lo, hi, lab in ((0.0, np.inf, "all"),) + STRONG_BINS:
             for dim_lab, small in (("all", None), ("<= 3", True), ("> 3", False)):
-                sel = [r for r in rows if _in_bin(r["delta"], lo, hi, closed)
+                sel = [r for r in rows if lo <= round(r["delta"], 6) < hi
                        and (small is None or (r["latent_dim"] <= 3) == small)
                        and (col != "theory_rank_one" or r["r"] == 1)]
                 if not sel:
