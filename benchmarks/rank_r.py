@@ -57,7 +57,11 @@ Beyond dimension 3 (the reduced model) the residuals are 0.0007-0.0182 and the l
 largest spike logit variance ``||W_K^T W_Q||_F^2 / p`` (0.98-2.0): relu aligned ``r = 4, 8``
 0.0065-0.0141 (the limit 0.0094-0.0154 there), tanh random ``r = 4`` 0.0038-0.0096 and ``r = 8``
 0.0050-0.0182 (at ``delta = 0.35`` below MC by 9 s.e., where the limit was closer, +0.0102); at
-0.16-0.49 up to 0.0091 (tanh random ``r = 2``).
+0.16-0.49 up to 0.0091 (tanh random ``r = 2``). At fsrank 840a44d (the reduced model keeping mu and
+the leading singular pair by default): median 0.0017, **max 0.0263: target missed** at tanh random
+``r = 8`` (latent dimension 17), ``delta = 1`` (+0.0117 to +0.0263, 13-16 s.e.; 0.0050 at bfe6407)
+and ``delta = 1.8`` (+0.0066 to +0.0209; 0.0145 at bfe6407); tanh random ``r = 4``, ``delta = 2``,
+-0.0035 to -0.0119; everything else within 0.0130, latent dimension <= 3 unchanged (0.0041).
 """
 
 from __future__ import annotations
