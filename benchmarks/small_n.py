@@ -103,10 +103,18 @@ def run(n: int, sem_target: float, max_trials: int, budget_s: float, out: Path) 
 
 
 def rescore(path: Path) -> list[dict]:
-    """Re-evaluate the theory columns of a saved run (its Monte Carlo is kept)."""
+    """Re-evaluate the theory columns of a saved run (its Monte Carlo is kept).
+
+    The settings are rebuilt from :func:`grid` by name (the saved ``setting`` field holds the
+    attention kind as a plain dict, which :class:`~attn_lib.Setting` does not accept).
+    """
     rows = json.loads(path.read_text())["rows"]
+    settings = dict(grid())
     for r in rows:
-        r.update(score(Setting(**r["setting"]), r["n"], np.array(r["gammas"])))
+        s = settings[r["name"]]
+        if dataclasses.asdict(s) != r["setting"]:
+            raise ValueError(f"{path}: the saved setting {r['name']!r} is not the grid's")
+        r.update(score(s, r["n"], np.array(r["gammas"])))
     _save(path, rows, GAMMAS)
     return rows
 
