@@ -4,10 +4,11 @@ Two measurements behind ``book/derivation_finite_size.md``:
 
 1. **Type quadrature** (the ``sin`` setting at ``delta = 2.2`` of ``benchmarks/small_n.py``,
    three latent directions, ``n = 512``): the finite-size error ``attention_error(s, gammas,
-   n=512)`` against the rule for the types -- the default tensor rule with 6, 8 and 10
-   Gauss–Hermite nodes per dimension, and rules of ``k x k x 3`` nodes along the axes of
-   ``w_K``, ``w_Q`` and ``mu`` (``nodes=(k, k, 3)``, :func:`attn_lib.theory._finite_size.latent_law`)
-   -- beside the leading singular values of the mean-kernel operator
+   n=512)`` against the rule for the types -- the default (the rule chosen from the setting,
+   ``_finite_size._type_rule``), tensor rules with 6, 8 and 10 Gauss–Hermite nodes per
+   dimension, and rules of ``k x k x 3`` nodes along the axes of ``w_K``, ``w_Q`` and ``mu``
+   (``nodes=(k, k, 3)``, :func:`attn_lib.theory._finite_size.latent_law`, ``k = 16`` to
+   ``--max-k``) -- beside the leading singular values of the mean-kernel operator
    ``E_t' F0(h(t, t')) g(t')`` on each rule and on 6,000 seeded Monte Carlo types. With
    ``--mc FILE`` (a saved ``small_n.py`` run) the Monte Carlo error of the setting is printed.
    With ``--sign``, also ``sign`` under a dominant spike (``alpha = 1e-3``, the geometry of
@@ -79,13 +80,15 @@ def quadrature(max_k: int, mc: Path | None) -> None:
     print("| rule | types | " + " | ".join(f"E({g:g})" for g in GAMMAS)
           + " | mean-kernel singular values | time (s) |")
     print("|---|---|" + "---|" * len(GAMMAS) + "---|---|")
-    rules = [6, 8, 10, (9, 9, 3), (11, 11, 3)] + [(k, k, 3) for k in range(16, max_k + 1, 4)]
+    rules = [None, 6, 8, 10, (9, 9, 3), (11, 11, 3)] + [(k, k, 3) for k in range(16, max_k + 1)]
     for nodes in rules:
         law = _finite_size.latent_law(sc, p, nodes)
         t0 = time.perf_counter()
         dq = _finite_size.finite_size_resolvent_form(s, GAMMAS, N, nodes=nodes)[1]
         dt = time.perf_counter() - t0
-        name = f"{nodes}^3" if isinstance(nodes, int) else "x".join(map(str, nodes)) + " (w_K, w_Q, mu)"
+        name = (f"default: {_finite_size._type_rule(sc, p, latent_coordinates(sc))}" if nodes is None
+                else f"{nodes}^3" if isinstance(nodes, int)
+                else "x".join(map(str, nodes)) + " (w_K, w_Q, mu)")
         print(f"| {name} | {len(law.weight)} | " + " | ".join(f"{e:.4f}" for e in -GAMMAS ** 2 * dq)
               + f" | {np.array2string(mean_kernel_spectrum(sc, law), precision=4)} | {dt:.1f} |", flush=True)
     ref = mean_kernel_spectrum(sc, monte_carlo_types(sc, p, 6000, 0))
