@@ -22,6 +22,15 @@ Two measurements behind ``book/derivation_finite_size.md``:
    of ``small_n.py`` on common draws at ``n = 512, 1024, 2048`` -- the true kernel, the latent
    surrogate (the theory's Gaussian model of the kernel, simulated), and the theory.
 
+Last result (``--mc``, 2 December 2026, under load): E(gamma = 1) of ``sin`` is 0.2182 with the
+default rule (22 x 22 x 3, 11 s); 0.2316 / 0.2216 / 0.2170 with 6, 8, 10 nodes per dimension;
+along the weights 0.2255, 0.2203, 0.2185, 0.2182, 0.2186 at k = 16, 18, 20, 22, 24 (even) and
+0.2263, 0.2335, 0.2342, 0.2304 at k = 17, 19, 21, 23 (odd). Larger rules, measured separately,
+converge to 0.2220 (k = 35, 36, 40: 0.2220, 0.2219, 0.2221); Monte Carlo 0.2197 +- 0.0020. The
+fifth mean-kernel singular value is 0.0839 on the default rule and 0.0733 at k = 32, against
+0.0729 on 6,000 Monte Carlo types. ``--surrogate``: true kernel - surrogate -0.0083 +- 0.0028
+(gamma 1e-4) and -0.0065 +- 0.0025 (gamma 1) at n = 512; theory - surrogate +0.0013 and +0.0011.
+
 Usage::
 
     python benchmarks/type_quadrature.py [--max-k 24] [--mc benchmarks/results/small_n_n512.json]

@@ -78,9 +78,10 @@ def test_refined_rule_of_the_issue_cosine_is_converged(monkeypatch):
 @pytest.mark.slow
 def test_default_call_resolves_the_sin_setting(monkeypatch):
     # sin at delta 2.2 (three latent directions, p = 384): E(1) on k x k x 3 rules is 0.2185,
-    # 0.2182, 0.2186, 0.2194 at k = 20, 22, 24, 26 (odd k do not converge by 23: 0.2335 at 19,
-    # 0.2304 at 23); Monte Carlo 0.2197 +- 0.0020. The default call (22 x 22 x 3) must be within
-    # 1e-3 of 24 x 24 x 3; the old default (6^3: 0.2316) is 1.3e-2 away.
+    # 0.2182, 0.2186, 0.2194 at k = 20, 22, 24, 26, a plateau below the converged 0.2220 (k = 35
+    # to 40; odd k approach from above); Monte Carlo 0.2197 +- 0.0020. The default call
+    # (22 x 22 x 3) must be on the plateau, within 1e-3 of 24 x 24 x 3, and the old default
+    # (6^3: 0.2316) is 1.3e-2 away. It is 3.8e-3 from the limit (book/derivation_finite_size.md).
     s = dict(_bench(monkeypatch, "small_n").grid())[SIN]
     g = np.array([1.0])
     e = attention_error(s, g, n=512)
