@@ -90,6 +90,12 @@ __all__ = ["finite_size_resolvent_form", "finite_size_resolvent_form_batch", "La
            "reduced_setting", "REDUCED_KINDS"]
 
 _GH_NODES = {0: 1, 1: 32, 2: 10, 3: 6}   # Gauss–Hermite nodes per latent dimension
+# type rule for r = 3 (_type_rule): nodes added along a weight axis per monotone piece of F0 or F1
+# beyond the first two on the bulk line of that axis (sin at delta 2.2: 1.8 extra pieces, 20 nodes)
+_NODES_PER_PIECE = 8
+_BULK = 3.0          # the bulk line: zeta_j in [-_BULK, _BULK] at the r.m.s. rate of h along axis j
+_NODES_MAX = 24      # refined count along a weight axis at most this (2 x 24 x 24 x 3 types)
+_NODES_MU = 3        # nodes along mu in a refined rule (20 x 20 x 3 and 20 x 20 x 5 agree to 1e-5)
 _PRUNE = 1e-12       # drop nodes whose weight is below this fraction of the largest
 _SLOPE_TOL = 1e-4    # keep slope terms with s_k >= _SLOPE_TOL * s_1 (1e-3 and 6 terms change E by < 1e-6)
 _SLOPE_MAX = 8
@@ -180,6 +186,52 @@ def _tensor_rule(counts: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
     return zeta, wz
 
 
+def _pieces(F: np.ndarray) -> float:
+    """Monotone pieces of a sampled function: its total variation over its range (0 if constant)."""
+    span = np.ptp(F)
+    return float(np.abs(np.diff(F)).sum() / span) if span > 0 else 0.0
+
+
+def _type_rule(setting: Setting | RankSetting, p: int, coords: np.ndarray) -> tuple[int, ...] | None:
+    r"""Nodes along the axes of ``w_K``, ``w_Q``, ``mu`` for an oscillating kernel, or ``None``.
+
+    In the frame of :func:`_frame`, ``h(t, t') = xi_t^T M_r xi_t' / sqrt(p)`` changes along axis
+    ``j`` of ``xi_t`` at the rate ``(M_r xi_t')_j / sqrt(p)`` (and of ``xi_t'`` at
+    ``(M_r^T xi_t)_j / sqrt(p)``), whose mean square over the types is
+    ``(M_r C M_r^T)_jj / p`` (``(M_r^T C M_r)_jj / p``), ``C = E[xi xi^T] = I_r + mu_r mu_r^T``.
+    With ``rho_j`` the larger of the two r.m.s. rates, the bulk line of axis ``j`` is
+    ``h in [-_BULK rho_j, _BULK rho_j]``; ``e_j`` is the number of monotone pieces (total
+    variation over range) of ``F0`` or ``F1`` on it beyond two, the pieces of a monotone or
+    single-bump kernel that the tensor rule resolves. The rule is ``k_j = 6 + 2 round(4 e_j)``
+    (``_NODES_PER_PIECE`` nodes per extra piece, in steps of two: the even rules converge, the
+    odd ones do not by 23 nodes), at most ``_NODES_MAX``, along ``w_K`` and ``w_Q``, and
+    ``_NODES_MU`` along ``mu``, where ``h`` varies slowly. ``None`` (the default tensor rule)
+    when ``r < 3``, for more than one weight pair (``coords`` with more than 3 columns: the
+    third axis of the frame is then not ``mu``'s), or when neither weight axis needs more than
+    6 nodes.
+
+    Returns
+    -------
+    tuple of int or None
+        ``(k_K, k_Q, k_mu)`` for :func:`latent_law`'s ``nodes``.
+    """
+    r = coords.shape[0]
+    if r != 3 or coords.shape[1] != 3:
+        return None
+    c = _frame(coords) @ coords
+    M = np.eye(r) + np.outer(c[:, 1], c[:, 2])
+    C = np.eye(r) + np.outer(c[:, 0], c[:, 0])
+    rho = np.sqrt(np.maximum(np.diag(M @ C @ M.T), np.diag(M.T @ C @ M)) / p)
+    f = setting.attention.f if isinstance(setting.attention, Softmax) else setting.f
+    table = shift_functions(f, 1.0, _BULK * rho.max())
+    k = []
+    for rate in rho[:2]:
+        h = np.linspace(-1.0, 1.0, 2001) * min(_BULK * rate, table.h_max)
+        extra = max(0.0, max(_pieces(F) for F in table(h)[:2]) - 2.0)
+        k.append(min(_GH_NODES[r] + 2 * round(_NODES_PER_PIECE / 2 * extra), _NODES_MAX))
+    return None if max(k) <= _GH_NODES[r] else (*k, _NODES_MU)
+
+
 def latent_law(setting: Setting | RankSetting, p: int,
                nodes: int | tuple[int, ...] | None = None) -> LatentLaw:
     """Latent geometry of the canonical ``setting`` and a Gauss–Hermite rule for its types.
@@ -212,6 +264,8 @@ def latent_law(setting: Setting | RankSetting, p: int,
         raise ValueError(f"setting: the latent span of mu and the {2 * k} weight vectors has dimension "
                          f"{r} > 3; the exact finite-size model keeps at most 3 latent directions "
                          "(attention_error uses the reduced model for it)")
+    if nodes is None:
+        nodes = _type_rule(setting, p, coords)
     if isinstance(nodes, tuple):
         if len(nodes) != r:
             raise ValueError(f"nodes must have one count per latent dimension (r = {r}), got {nodes!r}")
