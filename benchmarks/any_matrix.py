@@ -71,19 +71,16 @@ corrected -0.0074 to +0.0087, 4 of 36; both within 0.01 in all 12 layers).
 (s.e. 0.0017-0.0028, issue 13's 0.003 met; 14-20 s of Monte Carlo per layer, under load): limit
 - MC +0.0048 to +0.0253 (median +0.0146), 9 of 12 layers within 0.02, 36 of 36 points beyond
 2 s.e.; corrected -0.0036 to +0.0099 (median +0.0034), 12 of 12 within 0.01, 16 of 36 beyond
-2 s.e.; the main branch's finite-size theory refuses the ``MatrixSetting``. Rescored on the same
-cache with the finite-size theory of branch ``fsrank`` at bfe6407 (``PYTHONPATH`` at an export of
-that commit): -0.0077 to +0.0078 (median +0.0012), **12 of 12 layers within 0.01** (target 0.02),
-6 of 36 points beyond 2 s.e., worst layer 0 (-0.0077 and -0.0075 at gamma = 1e-3 and 0.1: 4.1
-and 3.6 s.e.) and layer 2 (+0.0078 at gamma = 1: 3.5 s.e.); 5-12 s per layer for three gammas.
-At fsrank 840a44d (the reduced model keeps ``mu`` and the leading singular pair): -0.0054 to
-+0.0064 (median +0.0014), 12 of 12 within 0.01, 7 of 36 beyond 2 s.e. (all within 3 s.e.; worst
-layer 0, -0.0054 at gamma = 1e-3, and layer 2, +0.0064 at gamma = 1), 7-15 s per layer.
+2 s.e.; the finite-size theory ``attention_error(MatrixSetting(c, M, mu, f), GAMMAS, n=N)`` (its
+default reduced model, keeping ``mu, M mu, M^T mu``; same cache): -0.0077 to +0.0066 (median
++0.0013), **12 of 12 layers within 0.01** (target 0.02), 7 of 36 points beyond 2 s.e.; it moves
+the limit by -0.027 to -0.007; 7 s per layer for three gammas. The alternative ``kind="spike"``
+(``mu`` and the leading singular pair) gave -0.0054 to +0.0064 on the same cache.
 ``--direction random --trials 48 --correction --mc benchmarks/results/gpt2_random_mc48.json``
 (s.e. <= 0.0026): limit -0.0048 to +0.0081 (median -0.0004), 12 of 12 within 0.01, 2 of 36
-beyond 2 s.e.; corrected -0.0038 to +0.0104 (11 of 12 within 0.01); fsrank 840a44d's
-finite-size theory -0.0040 to +0.0090 (median +0.0005), 12 of 12 within 0.01, 2 of 36 beyond
-2 s.e.
+beyond 2 s.e.; corrected -0.0038 to +0.0104 (11 of 12 within 0.01); finite-size theory -0.0043
+to +0.0089 (median +0.0004; it moves the limit by +0.0004 to +0.0011), 12 of 12 within 0.01, 1 of
+36 beyond 2 s.e.
 ``--decompose --trials 8 --layers 3 2 11 4 0 5`` (the five largest delta and layer 5; paired
 s.e. 0.0007-0.009): the gap is not the pencil: the theory minus the Gaussian equivalent
 ``a1 T + sqrt(b2) W`` on the same draws is -0.0008 to +0.0097, and the real kernel's error is

@@ -48,20 +48,18 @@ everywhere. The theory takes 0.02-0.11 s per 3-point curve (r = 32 the slowest).
 
 ``--strong --f tanh relu`` (48 settings, 16-29 trials, s.e. <= 0.0029 everywhere; 11 min of Monte
 Carlo under load): the limit is off by up to 0.107 (median 0.0100; tanh aligned 0.032-0.107, relu
-<= 0.0154), the main branch's finite-size theory refuses every ``RankSetting``; the rank-one
-finite-size theory on the 12 ``r = 1`` settings: median 0.0013, max 0.0041, max |z| 2.9. Rescored
-with the rank-r finite-size theory of branch ``fsrank`` at bfe6407 (same Monte Carlo): median
-0.0016, max 0.0182 over 144 points (target 0.02 met; 0.0014 / 0.0041 and no point beyond 4 s.e. for
-latent dimension <= 3, 0.0020 / 0.0182 and 27 of 90 beyond 4 s.e. above 3), 0.1-0.9 s per setting.
-Beyond dimension 3 (the reduced model) the residuals are 0.0007-0.0182 and the largest sit at the
-largest spike logit variance ``||W_K^T W_Q||_F^2 / p`` (0.98-2.0): relu aligned ``r = 4, 8``
+<= 0.0154); the rank-one finite-size theory on the 12 ``r = 1`` settings: median 0.0013, max
+0.0041, max |z| 2.9. The rank-r finite-size theory (``attention_error(s, GAMMAS, n=2048)``, its
+default reduced model keeping ``mu, W mu, W^T mu``; ``--rescore`` of the same Monte Carlo): median
+0.0016, **max 0.0182** over 144 points (target 0.02 met; 0.0014 / 0.0041 and no point beyond 4 s.e.
+for latent dimension <= 3, where it is exact; 0.0020 / 0.0182 and 27 of 90 beyond 4 s.e. above 3),
+0.1-0.5 s per setting. Beyond dimension 3 the residuals are 0.0007-0.0182 and the largest sit at
+the largest spike logit variance ``||W_K^T W_Q||_F^2 / p`` (0.98-2.0): relu aligned ``r = 4, 8``
 0.0065-0.0141 (the limit 0.0094-0.0154 there), tanh random ``r = 4`` 0.0038-0.0096 and ``r = 8``
-0.0050-0.0182 (at ``delta = 0.35`` below MC by 9 s.e., where the limit was closer, +0.0102); at
-0.16-0.49 up to 0.0091 (tanh random ``r = 2``). At fsrank 840a44d (the reduced model keeping mu and
-the leading singular pair by default): median 0.0017, **max 0.0263: target missed** at tanh random
-``r = 8`` (latent dimension 17), ``delta = 1`` (+0.0117 to +0.0263, 13-16 s.e.; 0.0050 at bfe6407)
-and ``delta = 1.8`` (+0.0066 to +0.0209; 0.0145 at bfe6407); tanh random ``r = 4``, ``delta = 2``,
--0.0035 to -0.0119; everything else within 0.0130, latent dimension <= 3 unchanged (0.0041).
+0.0050-0.0182 (at ``delta = 0.35`` below MC by 9 s.e., where the limit was closer, +0.0102). The
+alternative reduced model ``kind="spike"`` (``mu`` and the leading singular pair) misses the target
+here: max 0.0263 at tanh random ``r = 8``, ``delta = 1`` (13-16 s.e.), where the leading pair is one
+of eight alike.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 import importlib.util
 import pickle
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -9,9 +10,12 @@ import pytest
 
 import attn_lib as al
 
-# the benchmark's two geometries (random directions; w_K^(k) = w_Q^(k) with mu in their span)
-_SPEC = importlib.util.spec_from_file_location(
-    "rank_r_benchmark", Path(__file__).resolve().parents[1] / "benchmarks" / "rank_r.py")
+# the benchmark's two geometries (random directions; w_K^(k) = w_Q^(k) with mu in their span);
+# the benchmark imports its siblings (adaptive, strong_alignment) as a script does
+_BENCH_DIR = Path(__file__).resolve().parents[1] / "benchmarks"
+if str(_BENCH_DIR) not in sys.path:
+    sys.path.append(str(_BENCH_DIR))
+_SPEC = importlib.util.spec_from_file_location("rank_r_benchmark", _BENCH_DIR / "rank_r.py")
 _BENCH = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(_BENCH)
 random_setting, aligned_setting = _BENCH.random_setting, _BENCH.aligned_setting

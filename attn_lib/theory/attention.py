@@ -31,7 +31,7 @@ to the any-matrix deterministic equivalent (:mod:`attn_lib.theory._matrix`: a li
 
 Reduced finite-size model (``n=...`` for a ``MatrixSetting`` or a ``RankSetting`` with a latent
 span above 3; ``book/derivation_finite_size.md``, "Rank r and any matrix"): ``s_B`` keeps ``mu``
-and the leading singular pair ``u_1, v_1`` of the matrix exactly, with an isotropic bulk of the
+and the directions ``M mu, M^T mu`` of the matrix exactly, with an isotropic bulk of the
 complement's logit variance (:func:`~._finite_size.reduced_setting`), and
 ``E = E_lim(s) + [E_n(s_B) - E_lim(s_B)]``, ``E_lim`` the limit theory of ``s``'s type. It is
 exact when the matrix is ``s_B``'s (e.g. :meth:`attn_lib.MatrixSetting.from_setting`) and
