@@ -88,9 +88,9 @@ def test_tokens_must_give_p():
         gpt2_figs.layer_errors(**{**MC, "c": 1000.0}, layers=(0,))
 
 
-def _flat_theory(M, mu, c, nonlinearity, gammas):
-    """Stands in for the any-matrix theory (tens of seconds at p = 768; tested in
-    tests/test_matrix_theory.py): 0.5 at every gamma."""
+def _flat_theory(M, mu, c, nonlinearity, gammas, n=None):
+    """Stands in for the any-matrix theory and its finite-size version (seconds at p = 768;
+    tested in tests/test_matrix_theory.py and tests/test_rank_finite_size.py): 0.5 at every gamma."""
     return np.full(len(gammas), 0.5)
 
 
@@ -106,7 +106,8 @@ def test_real_matrix_theory(monkeypatch):
         "gpt2_mt_aligned_min", "gpt2_mt_aligned_max", "gpt2_mt_delta_min", "gpt2_mt_delta_max",
         "gpt2_mt_random_within", "gpt2_mt_random_closer", "gpt2_mt_aligned_above",
         "gpt2_mt_aligned_grows", "gpt2_mt_table", "gpt2_mt_closer_n", "gpt2_mt_closer_total",
-        "gpt2_mt_random_closer_layers"}, 2)
+        "gpt2_mt_random_closer_layers", "gpt2_mt_fs_min", "gpt2_mt_fs_max", "gpt2_mt_fs_n01",
+        "gpt2_mt_fs_within"}, 2)
     fit = gpt2.layer_summary(gpt2.paper_matrix(*gpt2.load_qk(0)), k_max=64, seed=[0, 0])
     M = gpt2.normalise(gpt2.paper_matrix(*gpt2.load_qk(0)))[0]
     mus = {"random": gpt2.random_direction(gpt2.P, 2.0, 0), "aligned": gpt2.aligned_direction(fit.fit, 2.0)}
@@ -114,6 +115,9 @@ def test_real_matrix_theory(monkeypatch):
     rand, alig = mc.attention["real"]["random"], mc.attention["real"]["aligned"]
     assert nums["gpt2_mt_random_max"] == pytest.approx(abs(0.5 - rand.mean[0]), rel=1e-12)
     assert nums["gpt2_mt_aligned_max"] == pytest.approx(0.5 - alig.mean[0], rel=1e-12)
+    assert nums["gpt2_mt_fs_max"] == pytest.approx(0.5 - alig.mean[0], rel=1e-12)
+    assert nums["gpt2_mt_fs_n01"] == int(abs(0.5 - alig.mean[0]) <= 0.01)
+    assert not nums["gpt2_mt_fs_within"].required
     assert nums["gpt2_mt_random_n01"] == int(abs(0.5 - rand.mean[0]) <= 0.01)
     assert nums["gpt2_mt_delta_max"] == pytest.approx(abs(mus["aligned"] @ M @ mus["aligned"]) / np.sqrt(gpt2.P))
     assert nums["gpt2_mt_table"].data.count("\n") == 3  # header, rule, two directions

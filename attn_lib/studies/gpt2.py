@@ -636,12 +636,13 @@ def fit_rank_setting(f: Fit, mu: np.ndarray, c: float, nonlinearity: Nonlinearit
 
 
 def matrix_theory(M: np.ndarray, mu: np.ndarray, c: float, nonlinearity: NonlinearityLike,
-                  gammas: object) -> np.ndarray:
+                  gammas: object, n: int | None = None) -> np.ndarray:
     """The any-matrix deterministic equivalent of the attention error with the matrix ``M`` itself.
 
-    :func:`attn_lib.theory.attention_error` of ``MatrixSetting(c, M, mu, f)`` (entry-wise,
-    proportional limit; :mod:`attn_lib.theory._matrix`: ``f`` linearised at the logit scale
-    ``||M||_F / sqrt(p)``, ``1`` for a layer normalised by :func:`normalise`), run with one BLAS thread
+    :func:`attn_lib.theory.attention_error` of ``MatrixSetting(c, M, mu, f)`` (entry-wise;
+    :mod:`attn_lib.theory._matrix`: ``f`` linearised at the logit scale ``||M||_F / sqrt(p)``,
+    ``1`` for a layer normalised by :func:`normalise`; with ``n``, plus the finite-size shift of the
+    reduced model that keeps ``mu, M mu, M^T mu`` exactly), run with one BLAS thread
     (``O(p^3)`` per oracle call on ``p x p`` matrices: tens of seconds for three ``gamma`` at
     ``p = 768``; more threads only oversubscribe a shared machine). No fit enters: the rank-r
     limit on the fits is :func:`fit_rank_setting`.
@@ -656,13 +657,16 @@ def matrix_theory(M: np.ndarray, mu: np.ndarray, c: float, nonlinearity: Nonline
         ``p / n``.
     nonlinearity : str or callable
     gammas : array_like of shape (G,)
+    n : int, optional
+        Number of tokens (``round(c n) = p``) for the finite-size theory; the proportional limit
+        without it.
 
     Returns
     -------
     ndarray of shape (G,)
     """
     with threadpool_limits(limits=1, user_api="blas"):
-        return attention_error(MatrixSetting(c=c, M=M, mu=mu, f=nonlinearity), gammas)
+        return attention_error(MatrixSetting(c=c, M=M, mu=mu, f=nonlinearity), gammas, n=n)
 
 
 # ----------------------------------------------------------------------------- Monte Carlo

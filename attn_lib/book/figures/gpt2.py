@@ -665,7 +665,8 @@ def real_matrix_theory(*, f: str, c: float, snr: float, theory_layers: Sequence[
       ``theory_trials`` trials of the same seeded draws as the chapter's other runs: the first
       ``trials`` are theirs), cached;
     * the any-matrix theory of ``A`` itself (:func:`~attn_lib.studies.gpt2.matrix_theory`),
-      cached (keyed by the code);
+      cached (keyed by the code), and for the aligned ``mu`` also its finite-size version
+      (``n`` tokens; the reduced model of ``book/derivation_finite_size.md``);
     * the rank-r limit on the fits, :func:`attn_lib.theory.attention_error` of
       :func:`~attn_lib.studies.gpt2.fit_rank_setting` for ``r`` = 1, 8 and ``k_50``.
 
@@ -680,15 +681,19 @@ def real_matrix_theory(*, f: str, c: float, snr: float, theory_layers: Sequence[
         gammas), ``gpt2_mt_random_n01`` (layers within 0.01 at every gamma),
         ``gpt2_mt_rank_median``, ``gpt2_mt_rank_min`` (the rank-r limits' ``|limit - MC|``, all
         r), ``gpt2_mt_rank_n01``; aligned mu: ``gpt2_mt_aligned_min``, ``gpt2_mt_aligned_max``
-        (signed ``theory - MC``), ``gpt2_mt_delta_min``, ``gpt2_mt_delta_max``; the claims
+        (signed ``theory - MC``), ``gpt2_mt_delta_min``, ``gpt2_mt_delta_max``,
+        ``gpt2_mt_fs_min``, ``gpt2_mt_fs_max`` (signed finite-size ``theory - MC``),
+        ``gpt2_mt_fs_n01`` (layers within 0.01 at every gamma); the claims
         ``gpt2_mt_random_within`` (equivalence within :data:`_MARGIN` at every point),
         ``gpt2_mt_random_closer`` (closer than every rank-r limit at every point; not required),
         ``gpt2_mt_closer_n`` of ``gpt2_mt_closer_total`` such points resolved,
         ``gpt2_mt_random_closer_layers`` (per layer, the largest miss over the gammas smaller
         than every rank-r limit's),
         ``gpt2_mt_aligned_above`` (theory above MC, pooled), ``gpt2_mt_aligned_grows`` (the miss
-        larger in the half of the layers with the larger ``delta``); ``gpt2_mt_table``: Markdown
-        table per layer and direction.
+        larger in the half of the layers with the larger ``delta``), ``gpt2_mt_fs_within``
+        (the finite-size theory within :data:`_MARGIN` at every aligned point; not required: at
+        16 trials the Monte Carlo cannot resolve every point); ``gpt2_mt_table``: Markdown table
+        per layer and direction.
     """
     layers = list(theory_layers)
     gammas = np.asarray(theory_gammas, dtype=float)
@@ -696,7 +701,7 @@ def real_matrix_theory(*, f: str, c: float, snr: float, theory_layers: Sequence[
     A_raw = _raw_matrices(layers)
     n = _tokens(c)
     keys = ("random", "aligned")
-    rows, th, lim, mcs = [], {}, {}, {}
+    rows, th, lim, mcs, fs = [], {}, {}, {}, {}
     for l in layers:
         sm = summary[l]
         M = A_raw[l] / sm.scale
@@ -717,6 +722,12 @@ def real_matrix_theory(*, f: str, c: float, snr: float, theory_layers: Sequence[
             for i, g in enumerate(gammas):
                 d, se = th[l, key][i] - mcs[l, key].mean[i], mcs[l, key].sem[i]
                 row[f"th - MC, gamma {g:g}"] = f"{d:+.4f} ± {se:.4f}"
+            if key == "aligned":
+                fs[l] = cache.cached(gpt2.matrix_theory, M=M, mu=mus[key], c=c, nonlinearity=f,
+                                     gammas=gammas, n=n)
+                row["finite-size max |th - MC|"] = f"{np.abs(fs[l] - mcs[l, key].mean).max():.4f}"
+            else:
+                row["finite-size max |th - MC|"] = "–"
             best = min(_RANKS, key=lambda r: np.abs(lim[l, key, r] - mcs[l, key].mean).max())
             row["best rank-r limit"] = f"r = {best}"
             row["its max |limit - MC|"] = float(np.abs(lim[l, key, best] - mcs[l, key].mean).max())
@@ -729,6 +740,9 @@ def real_matrix_theory(*, f: str, c: float, snr: float, theory_layers: Sequence[
         for ax, key in zip(row_ax, keys):
             err = [abs(th[l, key][i] - mcs[l, key].mean[i]) for l in layers]
             ax.plot(layers, err, "o", color=_COL["aligned"], label="any-matrix theory of $A$")
+            ax.plot(layers, [abs(fs[l][i] - mcs[l, key].mean[i]) if key == "aligned" else np.nan
+                             for l in layers], "s", mfc="none", color=_COL["aligned"],
+                    label="its finite-size version (aligned $\\mu$)")
             for r in _RANKS:
                 ax.plot(layers, [abs(lim[l, key, r][i] - mcs[l, key].mean[i]) for l in layers],
                         "x", color=rank_col[r], label=f"rank-$r$ limit on the fit, $r$ = {r}")
@@ -764,6 +778,9 @@ def real_matrix_theory(*, f: str, c: float, snr: float, theory_layers: Sequence[
     }
     deltas = np.array([r["delta"] for r in rows if r["mu"] == "aligned"])
     numbers["gpt2_mt_delta_min"], numbers["gpt2_mt_delta_max"] = float(deltas.min()), float(deltas.max())
+    d_fs = np.array([fs[l] - mcs[l, "aligned"].mean for l in layers])
+    numbers["gpt2_mt_fs_min"], numbers["gpt2_mt_fs_max"] = float(d_fs.min()), float(d_fs.max())
+    numbers["gpt2_mt_fs_n01"] = int(np.sum(np.all(np.abs(d_fs) <= 0.01, axis=1)))
     points = [(il, ig) for il in range(len(layers)) for ig in range(len(gammas))]
     numbers["gpt2_mt_random_within"] = _all_points("gpt2_mt_random_within", [
         equivalent("p", d_rand[p], sem["random"][p], margin=_MARGIN, wording=("", "", ""))
@@ -771,6 +788,12 @@ def real_matrix_theory(*, f: str, c: float, snr: float, theory_layers: Sequence[
                            f"not within {_MARGIN:g} of the Monte Carlo at every layer and gamma",
                            f"not resolved within {_MARGIN:g} at every layer and gamma at this "
                            "number of trials"))
+    numbers["gpt2_mt_fs_within"] = _all_points("gpt2_mt_fs_within", [
+        equivalent("p", d_fs[p], sem["aligned"][p], margin=_MARGIN, wording=("", "", ""))
+        for p in points], (f"within {_MARGIN:g} of the Monte Carlo at every layer and gamma",
+                           f"not within {_MARGIN:g} of the Monte Carlo at every layer and gamma",
+                           f"not resolved within {_MARGIN:g} at every layer and gamma at this "
+                           "number of trials"), required=False)
     # |limit - MC| - |theory - MC| moves by at most 2 MC standard errors when MC moves by one.
     # Point by point (a rank-r limit can cross the Monte Carlo at one gamma: reported, not
     # required) and per layer, by the largest miss over the gammas (required).
@@ -815,6 +838,7 @@ def real_matrix_theory(*, f: str, c: float, snr: float, theory_layers: Sequence[
     table = pd.DataFrame(rows).set_index(["layer", "mu"])
     formats = {"delta": ".3f", "its max |limit - MC|": ".3f"}
     headers = {"mu": r"$\mu$", "delta": r"$\delta$"} | {
-        f"th - MC, gamma {g:g}": rf"theory $-$ MC, $\gamma = {g:g}$" for g in gammas}
+        f"th - MC, gamma {g:g}": rf"theory $-$ MC, $\gamma = {g:g}$" for g in gammas} | {
+        "finite-size max |th - MC|": r"finite-size: max $|\mathrm{theory} - \mathrm{MC}|$"}
     numbers["gpt2_mt_table"] = markdown_table(*_renamed(table, formats, headers), left=True)
     return Figure(fig, numbers)
