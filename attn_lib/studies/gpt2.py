@@ -643,8 +643,8 @@ def matrix_theory(M: np.ndarray, mu: np.ndarray, c: float, nonlinearity: Nonline
     :mod:`attn_lib.theory._matrix`: ``f`` linearised at the logit scale ``||M||_F / sqrt(p)``,
     ``1`` for a layer normalised by :func:`normalise`; with ``n``, plus the finite-size shift of the
     reduced model that keeps ``mu, M mu, M^T mu`` exactly), run with one BLAS thread
-    (``O(p^3)`` per oracle call on ``p x p`` matrices: tens of seconds for three ``gamma`` at
-    ``p = 768``; more threads only oversubscribe a shared machine). No fit enters: the rank-r
+    (``O(p^3)`` per oracle call on ``p x p`` matrices: 3-16 s for three ``gamma`` at ``p = 768`` under
+    load, about 5 s more with ``n``; more threads only oversubscribe a shared machine). No fit enters: the rank-r
     limit on the fits is :func:`fit_rank_setting`.
 
     Parameters

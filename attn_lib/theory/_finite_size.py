@@ -46,8 +46,8 @@ Rank r and any matrix
     has dimension ``r <= 3`` is the same model with ``M_r = I_r + W_{K,r} W_{Q,r}^T`` (exact:
     the complement is still ``I``). A larger span, or any matrix
     (:class:`~attn_lib.model.setting.MatrixSetting`), goes through the rank-``<= 3`` model of
-    :func:`reduced_setting` (``mu`` and the leading singular pair kept exactly, an isotropic bulk
-    of the complement's logit variance), whose finite-size shift
+    :func:`reduced_setting` (``mu``, ``M mu`` and ``M^T mu`` kept exactly, an isotropic bulk of
+    the complement's logit variance), whose finite-size shift
     :func:`attn_lib.theory.attention_error` adds to the limit.
 
 Softmax
@@ -186,6 +186,13 @@ def _tensor_rule(counts: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
     return zeta, wz
 
 
+def _restricted(coords: np.ndarray, alpha: float = 1.0) -> np.ndarray:
+    """``alpha I_r + W_{K,r} W_{Q,r}^T`` from latent coordinates with the columns ``mu_r,
+    w_{K,r}^(1..k), w_{Q,r}^(1..k)`` (shape ``(r, 1 + 2k)``); the restricted attention matrix."""
+    k = (coords.shape[1] - 1) // 2
+    return alpha * np.eye(coords.shape[0]) + coords[:, 1:1 + k] @ coords[:, 1 + k:].T
+
+
 def _pieces(F: np.ndarray) -> float:
     """Monotone pieces of a sampled function: its total variation over its range (0 if constant)."""
     span = np.ptp(F)
@@ -219,7 +226,7 @@ def _type_rule(setting: Setting | RankSetting, p: int, coords: np.ndarray) -> tu
     if r != 3 or coords.shape[1] != 3:
         return None
     c = _frame(coords) @ coords
-    M = np.eye(r) + np.outer(c[:, 1], c[:, 2])
+    M = _restricted(c)
     C = np.eye(r) + np.outer(c[:, 0], c[:, 0])
     rho = np.sqrt(np.maximum(np.diag(M @ C @ M.T), np.diag(M.T @ C @ M)) / p)
     f = setting.attention.f if isinstance(setting.attention, Softmax) else setting.f
@@ -274,7 +281,7 @@ def latent_law(setting: Setting | RankSetting, p: int,
     else:
         counts = (nodes or _GH_NODES[r],) * r
     mu_r = coords[:, 0]
-    M = np.eye(r) + coords[:, 1:1 + k] @ coords[:, 1 + k:].T
+    M = _restricted(coords)
     zeta, wz = _tensor_rule(tuple(counts))
     y = np.repeat([1.0, -1.0], len(wz))
     xi = np.concatenate([zeta + mu_r, zeta - mu_r])
@@ -333,9 +340,7 @@ def reduced_setting(setting: RankSetting | MatrixSetting, n: int, kind: str = "c
         A, mu, alpha0 = setting.M, setting.mu, 0.0
     else:
         coords = latent_coordinates(setting)       # (q, 1 + 2r)
-        r = setting.r
-        A = setting.alpha * np.eye(coords.shape[0]) + coords[:, 1:1 + r] @ coords[:, 1 + r:].T
-        mu, alpha0 = coords[:, 0], setting.alpha
+        A, mu, alpha0 = _restricted(coords, setting.alpha), coords[:, 0], setting.alpha
     q = A.shape[0]
     if kind == "coherent":
         V = np.stack([mu, A @ mu, A.T @ mu], axis=1)

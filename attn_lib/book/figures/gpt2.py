@@ -6,8 +6,8 @@ Every function reads GPT-2 small's query/key weights through :mod:`attn_lib.stud
 with the cached :func:`attn_lib.studies.gpt2.layer_summary` (``seed=[seed, layer]``: one
 shuffled copy per layer) and simulates attention with the cached
 :func:`attn_lib.studies.gpt2.simulate_matrices`; :func:`real_matrix_theory` also caches the
-any-matrix theory of each layer (:func:`attn_lib.studies.gpt2.matrix_theory`, tens of seconds
-per layer and direction). Figure functions return a
+any-matrix theory of each layer (:func:`attn_lib.studies.gpt2.matrix_theory`, seconds per
+layer and direction). Figure functions return a
 :class:`~attn_lib.book.page.Figure`; :func:`orientation`, :func:`fit_table` and
 :func:`takeaway` return dicts of numbers and Markdown tables. Number names are the glue names of
 the chapter's prose.
