@@ -36,7 +36,7 @@ Usage::
 
     python benchmarks/rank_r.py [--n 2048] [--trials 32] [--ranks 1 2 4 8 32]
     python benchmarks/rank_r.py --strong [--f tanh relu] [--sem 0.003] [--max-trials 200]
-                                [--budget-minutes 60] [--all-points]
+                                [--budget-minutes 60] [--all-points] [--strong-ranks 1 2 4 8]
     python benchmarks/rank_r.py --rescore benchmarks/results/rank_r_strong_n2048.json [--all-points]
 
 Last result (n = 2048, 32 trials: s.e. 0.0014-0.0027, issue 13 asks for at most 0.003; 9 min
@@ -134,14 +134,15 @@ def shifted_setting(geometry: str, r: int, delta: float, n: int, c: float = 0.5,
     return al.RankSetting(c=c, gram=unit.gram * np.outer(scale, scale), f=f)
 
 
-def strong_grid(n: int, funcs: tuple[str, ...]) -> list[tuple[str, al.RankSetting]]:
+def strong_grid(n: int, funcs: tuple[str, ...],
+                ranks: tuple[int, ...] = STRONG_RANKS) -> list[tuple[str, al.RankSetting]]:
     """``--strong``'s settings ``(name, RankSetting)``: per ``f``, rank and geometry, three shifts.
 
     The (rank, geometry) pairs alternate between the two triples of :data:`STRONG_DELTAS`, so each
     rank and each geometry sees six shifts from 0.35 to 2; ``c = 1/2``.
     """
     return [(f"{f} r={r} {geo} delta={d:g}", shifted_setting(geo, r, d, n, f=f))
-            for f in funcs for i, r in enumerate(STRONG_RANKS) for j, geo in enumerate(GEOMETRIES)
+            for f in funcs for i, r in enumerate(ranks) for j, geo in enumerate(GEOMETRIES)
             for d in STRONG_DELTAS[(i + j) % 2]]
 
 
@@ -192,14 +193,14 @@ def _setting_fields(s: al.RankSetting) -> dict:
 
 
 def run_strong(n: int, funcs: tuple[str, ...], sem_target: float, max_trials: int,
-               budget_s: float, out: Path) -> list[dict]:
+               budget_s: float, out: Path, ranks: tuple[int, ...] = STRONG_RANKS) -> list[dict]:
     """Simulate and score every setting of :func:`strong_grid`, saving the rows to ``out`` after each.
 
     Monte Carlo by :func:`adaptive.trials_until` (16 trials, then more until the largest standard
     error over gammas of attention and ridge is at most ``sem_target``), seed ``101 + index``.
     """
     rows = []
-    settings = strong_grid(n, funcs)
+    settings = strong_grid(n, funcs, ranks)
     t_end = time.time() + budget_s
     for i, (name, s) in enumerate(settings):
         deadline = time.time() + (t_end - time.time()) / (len(settings) - i)
@@ -309,6 +310,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rescore", type=Path, default=None,
                     help="--strong: re-evaluate the theories of a saved .json run (no simulation)")
     ap.add_argument("--all-points", action="store_true", help="--strong: print every point")
+    ap.add_argument("--strong-ranks", type=int, nargs="+", default=list(STRONG_RANKS),
+                    help="--strong: the ranks of the grid")
     args = ap.parse_args(argv)
     if args.strong or args.rescore is not None:
         return strong_main(args)
@@ -344,8 +347,11 @@ def strong_main(args: argparse.Namespace) -> int:
         if args.rescore is not None:
             rows = rescore_strong(args.rescore)
         else:
+            ranks = tuple(args.strong_ranks)
+            tag = "" if ranks == STRONG_RANKS else "_r" + "-".join(map(str, ranks))
             rows = run_strong(args.n, tuple(args.f), args.sem, args.max_trials,
-                              60.0 * args.budget_minutes, RESULTS / f"rank_r_strong_n{args.n}.json")
+                              60.0 * args.budget_minutes,
+                              RESULTS / f"rank_r_strong_n{args.n}{tag}.json", ranks)
     noisy = sum(max(max(r["sem_attention"]), max(r["sem_ridge"])) > args.sem for r in rows)
     refused = {r["refused"] for r in rows if r["refused"]}
     print(f"## Rank-r strong alignment: {len(rows)} settings, n = {rows[0]['n']}, gammas "

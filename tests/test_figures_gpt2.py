@@ -124,3 +124,33 @@ def test_real_matrix_theory(monkeypatch):
     assert nums["gpt2_mt_aligned_grows"].holds is None  # one layer: nothing to compare
     assert "of 1 (layer, gamma) points" in nums["gpt2_mt_random_within"].evidence
     assert nums["gpt2_mt_closer_total"] == 3 and not nums["gpt2_mt_random_closer"].required
+
+
+def test_multi_head():
+    """The multi-head section at n = 192, one layer, three draws: its numbers are the paired
+    differences of the simulator's own runs (per-head tanh and softmax on the same draws)."""
+    kw = dict(f="tanh", c=4.0, snr=2.0, head_layers=[0], head_gammas=[1e-3, 1.0], head_trials=3,
+              k_max=64, seed=0)
+    nums = check_figure(gpt2_figs.multi_head(**kw), {
+        "gpt2_mh_layers", "gpt2_mh_n_layers", "gpt2_mh_n_tokens", "gpt2_mh_trials", "gpt2_mh_snr",
+        "gpt2_mh_gammas", "gpt2_mh_sem_max", "gpt2_mh_sigma_min", "gpt2_mh_sigma_max",
+        "gpt2_mh_unit_minus_summed_min", "gpt2_mh_unit_minus_summed_max",
+        "gpt2_mh_softmax_minus_summed_min", "gpt2_mh_softmax_minus_summed_max",
+        "gpt2_mh_unit_lower", "gpt2_mh_softmax_differs", "gpt2_mh_above_ridge", "gpt2_mh_table"}, 4)
+    W_Q, W_K = gpt2.load_qk(0)
+    A, _ = gpt2.normalise(gpt2.paper_matrix(W_Q, W_K))
+    mus = {"random": gpt2.random_direction(gpt2.P, 2.0, 0)}
+    mats = {"summed": A, "heads/unit": gpt2.heads(W_Q, W_K, "unit")}
+    mc = gpt2.simulate_matrices(mats, mus, "tanh", [1e-3, 1.0], n=192, trials=3, seed=0,
+                                relative=True)
+    diff = (mc.values["attention", "heads/unit", "random"]
+            - mc.values["attention", "summed", "random"]).mean(axis=0)
+    assert nums["gpt2_mh_unit_minus_summed_min"] == pytest.approx(diff.min(), rel=1e-12)
+    assert nums["gpt2_mh_unit_minus_summed_max"] == pytest.approx(diff.max(), rel=1e-12)
+    sigma = np.linalg.norm(gpt2.heads(W_Q, W_K, "gpt2"), axis=(1, 2)) / np.sqrt(gpt2.P)
+    assert nums["gpt2_mh_sigma_max"] == pytest.approx(sigma.max())
+    # GPT-2's 1/8 on N(0, I) tokens: logits far beyond tanh's linear range
+    assert nums["gpt2_mh_sigma_min"] > 5.0
+    # header, rule, 2 directions x 5 models
+    assert nums["gpt2_mh_table"].data.count("\n") == 11
+    assert "(layer, direction) pairs" in nums["gpt2_mh_softmax_differs"].evidence

@@ -24,16 +24,17 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown
 
-from ... import Setting, theory
+from ... import Entrywise, Setting, Softmax, theory
 from ...studies import gpt2
 from ... import cache
+from ...simulation.trials import standard_error
 from .. import style
 from ..claims import Claim, Z, equivalent, exceeds
 from ..page import Figure, markdown_table
 
 __all__ = ["LAYERS", "weights_source", "orientation", "scale", "singular_values", "eigenvalues",
            "fit_table", "shares", "layer_errors", "theory_vs_simulation", "real_matrix_theory",
-           "takeaway"]
+           "multi_head", "takeaway"]
 
 #: GPT-2 small's layers, all shown by default.
 LAYERS: tuple[int, ...] = tuple(range(gpt2.N_LAYERS))
@@ -841,4 +842,164 @@ def real_matrix_theory(*, f: str, c: float, snr: float, theory_layers: Sequence[
         f"th - MC, gamma {g:g}": rf"theory $-$ MC, $\gamma = {g:g}$" for g in gammas} | {
         "finite-size max |th - MC|": r"finite-size: max $|\mathrm{theory} - \mathrm{MC}|$"}
     numbers["gpt2_mt_table"] = markdown_table(*_renamed(table, formats, headers), left=True)
+    return Figure(fig, numbers)
+
+
+#: The models of :func:`multi_head`, in the table's order (GPT-2's own form last): name ->
+#: (key of the simulated matrices, attention kind, legend label).
+_HEAD_MODELS: dict[str, tuple[str, Entrywise | Softmax, str]] = {
+    "summed": ("summed", Entrywise(), "$f$ of the summed logits (the book's model)"),
+    "heads/unit": ("heads/unit", Entrywise(), "$f$ per head, unit logit variance"),
+    "heads/gpt2": ("heads/gpt2", Entrywise(), "$f$ per head, GPT-2's scale $1/8$"),
+    "softmax/gpt2": ("heads/gpt2", Softmax(1.0), "softmax per head, GPT-2's scale $1/8$"),
+}
+
+
+def multi_head(*, f: str, c: float, snr: float, head_layers: Sequence[int],
+               head_gammas: Sequence[float], head_trials: int, k_max: int, seed: int) -> Figure:
+    """Multi-head attention as GPT-2 computes it, beside the summed-logit model, on common draws.
+
+    For every layer of ``head_layers``, ``mu`` random or aligned with the leading spike (as in
+    :func:`real_matrix_theory`), ``snr``, ``n = p / c``, the cached Monte Carlo of
+    :func:`~attn_lib.studies.gpt2.simulate_matrices` with ``relative=True`` (every model at
+    ``gamma = g tau``, ``tau = ||Phi||_F^2 / n^2`` measured on the draw, ``g`` in
+    ``head_gammas``: the book's equal-effective-regularisation convention) of
+
+    * ``summed``: ``f`` of the summed logits of the normalised layer matrix (the book's model);
+    * ``heads/unit``: ``f`` of each head's logits at unit variance
+      (:func:`~attn_lib.studies.gpt2.heads` ``"unit"``), each head writing its block of
+      ``p / 12 = 64`` feature rows;
+    * ``heads/gpt2``: the same at GPT-2's own per-head scale ``1/8`` (``"gpt2"``);
+    * ``softmax/gpt2``: GPT-2's own form, masked softmax of each head's logits at ``1/8``;
+    * ridge regression, on the same draws (one seed: the softmax run draws the same tokens).
+
+    Returns
+    -------
+    Figure
+        ``len(head_gammas) x 2`` axes (rows: ``g``; columns: random, aligned): the error of each
+        model per layer, mean ± one standard error. Numbers: ``gpt2_mh_layers`` (Markdown list),
+        ``gpt2_mh_n_layers``, ``gpt2_mh_n_tokens``, ``gpt2_mh_trials``, ``gpt2_mh_snr``,
+        ``gpt2_mh_gammas`` (Markdown list), ``gpt2_mh_sem_max``; ``gpt2_mh_sigma_min``,
+        ``gpt2_mh_sigma_max`` (the heads' logit standard deviation ``||A_h||_F / 8`` at GPT-2's
+        scale); the paired differences ``gpt2_mh_unit_minus_summed_min`` / ``_max`` (random
+        ``mu``) and ``gpt2_mh_softmax_minus_summed_min`` / ``_max`` (both directions) over layers
+        and ``g``; the claims ``gpt2_mh_unit_lower`` (per head at unit scale below the summed
+        logits, random ``mu``, every layer and ``g``), ``gpt2_mh_softmax_differs`` (GPT-2's own
+        form differs from the summed-logit model in every layer and direction, at the ``g``
+        where the difference is largest in standard errors: its sign may change with ``g``) and
+        ``gpt2_mh_above_ridge`` (every model above ridge, random ``mu``), each at :data:`Z`
+        paired standard errors; ``gpt2_mh_table``: Markdown table per layer, direction and model
+        (``E`` ± s.e. at each ``g`` and the mean ``tau``).
+    """
+    layers = list(head_layers)
+    gammas = np.asarray(head_gammas, dtype=float)
+    summary = _summaries(layers, k_max, seed)
+    A_raw = _raw_matrices(layers)
+    n = _tokens(c)
+    keys = ("random", "aligned")
+    vals, tau, sigma = {}, {}, []
+    for l in layers:
+        W_Q, W_K = gpt2.load_qk(l)
+        mats = {"summed": A_raw[l] / summary[l].scale, "heads/unit": gpt2.heads(W_Q, W_K, "unit"),
+                "heads/gpt2": gpt2.heads(W_Q, W_K, "gpt2")}
+        sigma.extend(np.linalg.norm(mats["heads/gpt2"], axis=(1, 2)) / np.sqrt(gpt2.P))
+        mus = {"random": gpt2.random_direction(gpt2.P, snr, seed),
+               "aligned": gpt2.aligned_direction(summary[l].fit, snr)}
+        runs = {}
+        for kind in (Entrywise(), Softmax(1.0)):
+            used = {key: mats[key] for key, k, _ in _HEAD_MODELS.values() if k == kind}
+            runs[kind] = cache.cached(gpt2.simulate_matrices, matrices=used, mus=mus, f=f,
+                                      gammas=gammas, n=n, trials=head_trials, seed=seed,
+                                      attention=kind, relative=True)
+        for d in keys:
+            for m, (key, kind, _) in _HEAD_MODELS.items():
+                vals[l, m, d] = runs[kind].values["attention", key, d]
+                tau[l, m, d] = float(np.mean(runs[kind].values["scale", key, d]))
+            vals[l, "ridge", d] = runs[Entrywise()].values["ridge", d]
+            tau[l, "ridge", d] = float(np.mean(runs[Entrywise()].values["ridge_scale", d]))
+    models = [*_HEAD_MODELS, "ridge"]
+    labels = {m: lab for m, (_, _, lab) in _HEAD_MODELS.items()} | {"ridge": "ridge regression"}
+    colors = dict(zip(_HEAD_MODELS, style.shades("attention", len(_HEAD_MODELS)))) | {
+        "ridge": _COL["ridge"]}
+    marks = {"summed": "o", "heads/unit": "s", "heads/gpt2": "D", "softmax/gpt2": "^", "ridge": "v"}
+    sem = {k: standard_error(v, axis=0) for k, v in vals.items()}
+
+    fig, axes = plt.subplots(len(gammas), 2, figsize=(10.4, 3.0 * len(gammas)), sharex=True,
+                             squeeze=False)
+    x = np.arange(len(layers), dtype=float)
+    for row_ax, (i, g) in zip(axes, enumerate(gammas)):
+        for ax, d in zip(row_ax, keys):
+            for j, m in enumerate(models):
+                style.plot_sim(ax, x + 0.12 * (j - 2), [vals[l, m, d][:, i].mean() for l in layers],
+                               [sem[l, m, d][i] for l in layers], label=labels[m], fmt=marks[m],
+                               color=colors[m])
+            ax.set_xticks(x, [str(l) for l in layers])
+            style.label_axes(ax, "layer" if i == len(gammas) - 1 else "",
+                             f"$E$ at $\\gamma = {g:g}\\,\\tau$" if d == "random" else "",
+                             title=f"$\\mu$ {d}", legend=False)
+    handles, labs = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labs, loc="outside lower center", ncol=3, fontsize=8)
+
+    def paired(a: str, b: str, d: str) -> tuple[np.ndarray, np.ndarray]:
+        """``E_a - E_b`` (layers, gammas) and its paired standard error."""
+        diff = np.array([vals[l, a, d] - vals[l, b, d] for l in layers])  # (L, T, G)
+        return diff.mean(axis=1), standard_error(diff, axis=1)
+
+    points = [(il, ig) for il in range(len(layers)) for ig in range(len(gammas))]
+    d_unit, s_unit = paired("heads/unit", "summed", "random")
+    d_soft = {d: paired("softmax/gpt2", "summed", d) for d in keys}
+    numbers: dict[str, Any] = {
+        "gpt2_mh_layers": Markdown(", ".join(map(str, layers))), "gpt2_mh_n_layers": len(layers),
+        "gpt2_mh_n_tokens": n, "gpt2_mh_trials": head_trials, "gpt2_mh_snr": float(snr),
+        "gpt2_mh_gammas": Markdown(", ".join(f"{g:g}" for g in gammas)),
+        "gpt2_mh_sem_max": float(max(s.max() for s in sem.values())),
+        "gpt2_mh_sigma_min": float(min(sigma)), "gpt2_mh_sigma_max": float(max(sigma)),
+        "gpt2_mh_unit_minus_summed_min": float(d_unit.min()),
+        "gpt2_mh_unit_minus_summed_max": float(d_unit.max()),
+        "gpt2_mh_softmax_minus_summed_min": float(min(v[0].min() for v in d_soft.values())),
+        "gpt2_mh_softmax_minus_summed_max": float(max(v[0].max() for v in d_soft.values())),
+    }
+    numbers["gpt2_mh_unit_lower"] = _all_points("gpt2_mh_unit_lower", [
+        exceeds("p", -d_unit[p], s_unit[p], wording=("", "", "")) for p in points], (
+        "lower than the summed-logit model's at every layer and g",
+        "higher than the summed-logit model's at some layer and g",
+        "not resolved below the summed-logit model's at every layer and g"))
+    # per layer and direction, the g where GPT-2's own form is farthest from the summed logits
+    # (in standard errors; the difference may change sign with g): resolved beyond Z of either sign
+    farthest = []
+    for d in keys:
+        diff, se = d_soft[d]
+        for il in range(len(layers)):
+            ig = int(np.argmax(np.abs(diff[il]) / np.maximum(se[il], 1e-300)))
+            c_ = exceeds("p", diff[il, ig], se[il, ig], wording=("", "", ""))
+            farthest.append(Claim("p", None if c_.holds is None else True,
+                                  f"layer {layers[il]}, mu {d}, g {gammas[ig]:g}: {c_.evidence}",
+                                  c_.wording))
+    numbers["gpt2_mh_softmax_differs"] = _all_points("gpt2_mh_softmax_differs", farthest, (
+        "differs from the summed-logit model's in every layer and direction",
+        "", "is not resolved from the summed-logit model's in every layer and direction"),
+        what="(layer, direction) pairs")
+    above = []
+    for m in _HEAD_MODELS:
+        d_r, s_r = paired(m, "ridge", "random")
+        above += [exceeds("p", d_r[p], s_r[p], wording=("", "", "")) for p in points]
+    numbers["gpt2_mh_above_ridge"] = _all_points("gpt2_mh_above_ridge", above, (
+        "above ridge regression at every layer and g: the claim holds for the per-head forms "
+        "too, in this regime",
+        "below ridge regression at some layer and g: the claim fails there",
+        "not resolved above ridge regression at every layer and g at this number of draws"),
+        what="(model, layer, g) points")
+    rows = []
+    for l in layers:
+        for d in keys:
+            for m in models:
+                row = {"layer": l, "mu": d, "model": labels[m]}
+                for i, g in enumerate(gammas):
+                    row[f"E, g {g:g}"] = f"{vals[l, m, d][:, i].mean():.4f} ± {sem[l, m, d][i]:.4f}"
+                row["tau"] = tau[l, m, d]
+                rows.append(row)
+    headers = {"mu": r"$\mu$", "tau": r"$\tau$"} | {
+        f"E, g {g:g}": rf"$E$, $\gamma = {g:g}\,\tau$" for g in gammas}
+    table = pd.DataFrame(rows).set_index(["layer", "mu", "model"])
+    numbers["gpt2_mh_table"] = markdown_table(*_renamed(table, {"tau": ".3f"}, headers), left=True)
     return Figure(fig, numbers)
