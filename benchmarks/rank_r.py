@@ -47,19 +47,31 @@ correction, which the limit leaves out; the random geometry (delta <= 0.067) is 
 everywhere. The theory takes 0.02-0.11 s per 3-point curve (r = 32 the slowest).
 
 ``--strong --f tanh relu`` (48 settings, 16-29 trials, s.e. <= 0.0029 everywhere; 11 min of Monte
-Carlo under load): the limit is off by up to 0.107 (median 0.0100; tanh aligned 0.032-0.107, relu
-<= 0.0154); the rank-one finite-size theory on the 12 ``r = 1`` settings: median 0.0013, max
-0.0041, max |z| 2.9. The rank-r finite-size theory (``attention_error(s, GAMMAS, n=2048)``, its
-default reduced model keeping ``mu, W mu, W^T mu``; ``--rescore`` of the same Monte Carlo): median
-0.0016, **max 0.0182** over 144 points (target 0.02 met; 0.0014 / 0.0041 and no point beyond 4 s.e.
-for latent dimension <= 3, where it is exact; 0.0020 / 0.0182 and 27 of 90 beyond 4 s.e. above 3),
-0.1-0.5 s per setting. Beyond dimension 3 the residuals are 0.0007-0.0182 and the largest sit at
-the largest spike logit variance ``||W_K^T W_Q||_F^2 / p`` (0.98-2.0): relu aligned ``r = 4, 8``
-0.0065-0.0141 (the limit 0.0094-0.0154 there), tanh random ``r = 4`` 0.0038-0.0096 and ``r = 8``
-0.0050-0.0182 (at ``delta = 0.35`` below MC by 9 s.e., where the limit was closer, +0.0102). The
-alternative reduced model ``kind="spike"`` (``mu`` and the leading singular pair) misses the target
-here: max 0.0263 at tanh random ``r = 8``, ``delta = 1`` (13-16 s.e.), where the leading pair is one
-of eight alike.
+Carlo under load; seeded, so a re-run draws the same Monte Carlo): the limit is off by up to
+0.107 (median 0.0090; tanh aligned 0.032-0.107, relu <= 0.0154); the rank-one finite-size theory
+on the 12 ``r = 1`` settings: median 0.0013, max 0.0041, max |z| 2.9. The rank-r finite-size
+theory (``attention_error(s, GAMMAS, n=2048)``: the reduced model keeping ``mu, W mu, W^T mu``,
+with the any-matrix limit of the concrete ``p x p`` matrices as its limit part): median 0.0017,
+max 0.0200 (0.020005, at tanh random ``r = 8``, ``delta = 1.8``, gamma 1, where the s.e. is
+0.0005: at the edge of the target 0.02) over 144 points, 24 beyond 4 s.e.; 0.0014 / 0.0041 and
+no point beyond 4 s.e. for latent dimension <= 3, where it is exact. With the rank-r limit as
+the limit part instead (main at 65dbeae and before) the same Monte Carlo gave median
+0.0016 (0.0018 above dimension 3), max 0.0182 and 26 of 90 beyond 4 s.e. above dimension 3: it
+was closer for tanh random ``r = 4, 8`` at large ``delta`` (0.0143 against 0.0200) and farther
+at tanh random ``r = 8``, ``delta = 0.35`` (-0.0182 against -0.0066) and relu aligned ``r = 8``
+(0.0141 against 0.0090). Beyond dimension 3 the residuals are the cross terms of the kept
+directions with the complement, which the reduced model neglects. The alternative reduced model
+``kind="spike"`` (``mu`` and the leading singular pair) missed the target with the rank-r limit
+part: max 0.0263 at tanh random ``r = 8``, ``delta = 1``, where the leading pair is one of eight
+alike.
+
+``--strong --strong-ranks 32 --f tanh relu`` (12 settings, 16 trials, s.e. <= 0.0027; the
+aligned geometry has 32 pairs of norm up to 4, so the spikes' logit variance
+``||W_K^T W_Q||_F^2 / p`` is up to 8 times the identity's): limit max 0.0689; finite-size median
+0.0031, max 0.0134 (tanh aligned ``delta = 1.8``, gamma 1), 17 of 36 beyond 4 s.e., 0.1-0.8 s
+per setting. With the rank-r limit as its limit part it was 0.0386 (relu aligned ``delta = 1``):
+that limit drops the spikes' share of the traces and of the logit scale, ``O(r / p)`` but here
+several times ``alpha^2``.
 """
 
 from __future__ import annotations

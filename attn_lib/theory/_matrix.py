@@ -104,7 +104,7 @@ from scipy import linalg
 
 from ..model import hermite
 from ..model.nonlinearity import NonlinearityLike
-from .._validation import check_array, check_gammas, check_real, check_square
+from .._validation import check_array, check_gammas, check_int, check_real, check_square
 from ._errors import ConvergenceError
 
 __all__ = ["matrix_error", "matrix_resolvent_form"]
@@ -222,6 +222,39 @@ class _Oracle:
             [b * (z3 @ Mr2), w + b * (z3 @ Nr2),
              m @ BBm + b * (b * (z3 @ BNr2) + BtBtm @ Mr2 + z3 @ BBm)]])
         return _chain(f, df, a)
+
+
+class _Blocks:
+    """The oracle of a matrix that is block diagonal in an orthonormal basis,
+    ``diag(M_1, alpha I_d)``: ``M_1`` (``k x k``) on an invariant subspace that holds ``m``, and
+    ``alpha`` on its ``d``-dimensional complement, ``p = k + d``.
+
+    Every block of the p-side resolvent is a rational function of ``M`` and ``M^T``, so it is
+    block diagonal in the same basis: its normalised trace is the dimension-weighted mean
+    ``(k t_1 + d t_alpha) / p`` of the blocks' (:meth:`_Oracle.traces`, each normalised by its
+    own dimension), and its form in ``m`` is the first block's. One evaluation costs ``O(k^3)``
+    instead of ``O(p^3)``: the any-matrix theory of ``alpha I + W_K^T W_Q`` with ``r`` pairs at any
+    ``p`` works in the latent span of ``mu, w_K^(k), w_Q^(k)`` (``k <= 1 + 2 r``).
+    """
+
+    def __init__(self, M: np.ndarray, m: np.ndarray | None, alpha: float, d: int):
+        self.parts = (_Oracle(M, m), _Oracle(np.array([[alpha]]), None))
+        k = M.shape[0]
+        self.weights = (k / (k + d), d / (k + d))
+
+    @property
+    def evaluations(self) -> int:
+        return self.parts[0].evaluations
+
+    def traces(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The dimension-weighted mean of the blocks' :meth:`_Oracle.traces`."""
+        (f1, J1), (f2, J2) = (o.traces(a) for o in self.parts)
+        w1, w2 = self.weights
+        return w1 * f1 + w2 * f2, w1 * J1 + w2 * J2
+
+    def forms(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The first block's :meth:`_Oracle.forms` (``m`` lies in it)."""
+        return self.parts[0].forms(a)
 
 
 def _tr(X: np.ndarray, Y: np.ndarray) -> float:
@@ -405,7 +438,8 @@ def _form(g, lin, unit, c, rho):
     return g[0, 0] - r @ np.linalg.solve(np.eye(6) + C @ K, C @ ell)
 
 
-def matrix_resolvent_form(c, M, mu, f: NonlinearityLike, gammas, *, scale=None, bulk=None):
+def matrix_resolvent_form(c, M, mu, f: NonlinearityLike, gammas, *, scale=None, bulk=None,
+                          complement=None):
     """``(y^T Q y / n, E)`` on a grid of ``gamma`` for any key-query matrix (see the module docstring).
 
     Parameters
@@ -424,6 +458,11 @@ def matrix_resolvent_form(c, M, mu, f: NonlinearityLike, gammas, *, scale=None, 
     bulk : ndarray of shape (p, p), optional
         The matrix whose normalised traces enter the fixed point (default ``M``). The limit at
         fixed low-rank weights takes ``bulk = alpha I`` for ``M = alpha I + W_K^T W_Q``.
+    complement : (float, int), optional
+        ``(alpha, d)``: the key-query matrix is ``diag(M, alpha I_d)`` in an orthonormal basis of
+        ``R^{k + d}`` (``M`` of shape ``(k, k)`` on an invariant subspace that holds ``mu``), solved
+        in ``O(k^3)`` per oracle call (:class:`_Blocks`): ``alpha I + W_K^T W_Q`` at any ``p`` in the
+        latent span of its vectors. Not with ``bulk``.
 
     Returns
     -------
@@ -431,10 +470,17 @@ def matrix_resolvent_form(c, M, mu, f: NonlinearityLike, gammas, *, scale=None, 
         ``y^T Q y / n`` and ``E = -gamma^2 d(y^T Q y / n)/dgamma``.
     """
     M = check_square(M, "M")
-    p = M.shape[0]
+    k = M.shape[0]
     c = check_real(c, "c", low=0.0, low_open=True)
     g_arr = np.atleast_1d(check_gammas(gammas))
-    sigma = float(np.linalg.norm(M) / np.sqrt(p)) if scale is None else check_real(
+    if complement is None:
+        alpha, d = 0.0, 0
+    elif bulk is not None:
+        raise ValueError("complement and bulk cannot be given together")
+    else:
+        alpha, d = check_real(complement[0], "complement[0]"), check_int(complement[1], "complement[1]", low=1)
+    p = k + d
+    sigma = float(np.sqrt((np.sum(M * M) + d * alpha ** 2) / p)) if scale is None else check_real(
         scale, "scale", low=0.0, low_open=True)
     Mb = M if bulk is None else check_square(bulk, "bulk")
     if Mb.shape != M.shape:
@@ -442,12 +488,13 @@ def matrix_resolvent_form(c, M, mu, f: NonlinearityLike, gammas, *, scale=None, 
     m = None
     if mu is not None:
         m = check_array(mu, "mu")
-        if m.shape != (p,):
-            raise ValueError(f"mu must have shape ({p},), got {m.shape}")
+        if m.shape != (k,):
+            raise ValueError(f"mu must have shape ({k},), got {m.shape}")
     h = hermite.coefficients(f, sigma)
     rho, b2 = np.sqrt(c) * h.a1, h.b2
-    k0 = rho * np.trace(Mb) / (p * sigma)
-    traces = _Oracle(Mb / sigma, m if bulk is None else None)
+    k0 = rho * (np.trace(Mb) + d * alpha) / (p * sigma)
+    traces = (_Oracle(Mb / sigma, m if bulk is None else None) if complement is None
+              else _Blocks(M / sigma, m, alpha / sigma, d))
     quad = None if m is None else traces if bulk is None else _Oracle(M / sigma, m)
     targets = np.unique(g_arr)[::-1]
     top = max(10.0, 10.0 * targets[0])

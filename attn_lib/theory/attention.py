@@ -33,9 +33,12 @@ Reduced finite-size model (``n=...`` for a ``MatrixSetting`` or a ``RankSetting`
 span above 3; ``book/derivation_finite_size.md``, "Rank r and any matrix"): ``s_B`` keeps ``mu``
 and the directions ``M mu, M^T mu`` of the matrix exactly, with an isotropic bulk of the
 complement's logit variance (:func:`~._finite_size.reduced_setting`), and
-``E = E_lim(s) + [E_n(s_B) - E_lim(s_B)]``, ``E_lim`` the limit theory of ``s``'s type. It is
-exact when the matrix is ``s_B``'s (e.g. :meth:`attn_lib.MatrixSetting.from_setting`) and
-neglects the cross terms of the kept directions with the complement in the correction.
+``E = E_lim(s) + [E_n(s_B) - E_lim(s_B)]``, ``E_lim`` the any-matrix theory of the concrete
+``p x p`` matrix (for a ``RankSetting``, ``alpha I_p + W_K^T W_Q``, solved in its latent span:
+unlike the rank-``r`` limit it keeps the spikes' ``O(r/p)`` share of the logit variance, which
+is order one for many strong pairs). It is exact when the matrix is ``s_B``'s (e.g.
+:meth:`attn_lib.MatrixSetting.from_setting`) and neglects the cross terms of the kept
+directions with the complement in the correction.
 
 Special cases handled by the same code: ``a1 = 0`` (then ``Qbar = I/alpha``, and the error does
 not depend on ``snr`` or the weights), linear ``f`` (``b2 = 0``: ``alpha = gamma``,
@@ -55,7 +58,7 @@ from ..model.setting import Entrywise, MatrixSetting, RankSetting, Setting, Soft
 from . import _matrix, softmax
 from ._bulk import BulkSolution, solve_bulk, spectral_g1
 from ._errors import ConvergenceError
-from ._finite_size import finite_size_resolvent_form_batch, reduced_setting
+from ._finite_size import _restricted, finite_size_resolvent_form_batch, reduced_setting
 from ._spiked import label_quadratic_form
 
 __all__ = ["attention_error", "attention_error_batch", "attention_bulk", "Linearisation",
@@ -215,8 +218,8 @@ def _finite_size(settings: Sequence[Setting | RankSetting | MatrixSetting], gamm
     A ``RankSetting`` whose latent span has dimension above 3 and a ``MatrixSetting`` take the
     reduced model ``s_B`` (``_finite_size.reduced_setting``): their proportional limit plus
     ``s_B``'s finite-size shift, ``q = q_lim(s) + [q_fs(s_B) - q_lim(s_B)]`` (the same for ``dq``),
-    ``q_lim`` the limit theory of ``s``'s type (the any-matrix one of ``s_B``'s ``p x p`` matrix
-    for a ``MatrixSetting``, the rank-``r`` one for a ``RankSetting``).
+    ``q_lim`` the any-matrix theory of the concrete ``p x p`` matrix of ``s`` and of ``s_B``
+    (:func:`_limit_form` with ``p``).
     """
     for s in settings:
         n = _check_n(n, s)
@@ -234,23 +237,36 @@ def _finite_size(settings: Sequence[Setting | RankSetting | MatrixSetting], gamm
     out = [(l * q, l * l * dq) for l, (q, dq) in zip(lam, out)]
     for b in np.flatnonzero(~np.array(exact, dtype=bool)):
         g = np.asarray(gammas[b], dtype=float)
-        q_s, dq_s = _limit_form(settings[b], g)
-        # s_B's limit by the theory of s: the any-matrix one of its p x p matrix for a
-        # MatrixSetting (so that M = s_B's matrix gives s_B's finite-size theory exactly)
-        sb = (MatrixSetting.from_setting(fs[b], settings[b].p(n)) if isinstance(settings[b], MatrixSetting)
-              else fs[b])
-        q_b, dq_b = _limit_form(sb, g)
+        p = settings[b].p(n)
+        # the any-matrix limit of the concrete p x p matrices of s and s_B (so that M = s_B's
+        # matrix gives s_B's finite-size theory exactly); a RankSetting's in its latent span
+        sb = MatrixSetting.from_setting(fs[b], p) if isinstance(settings[b], MatrixSetting) else fs[b]
+        q_s, dq_s = _limit_form(settings[b], g, p)
+        q_b, dq_b = _limit_form(sb, g, p)
         out[b] = q_s + out[b][0] - q_b, dq_s + out[b][1] - dq_b
     return out
 
 
-def _limit_form(setting: Setting | RankSetting | MatrixSetting, g: np.ndarray):
-    """``(q, dq)`` of the proportional limit (entry-wise attention), shaped like ``g``."""
-    if isinstance(setting, MatrixSetting):
+def _limit_form(setting: Setting | RankSetting | MatrixSetting, g: np.ndarray, p: int | None = None):
+    """``(q, dq)`` of the proportional limit (entry-wise attention), shaped like ``g``.
+
+    With ``p``, a ``RankSetting`` takes the any-matrix theory of its concrete matrix
+    ``alpha I_p + W_K^T W_Q`` instead of the rank-``r`` limit: the ``O(r / p)`` share of the
+    spikes in the traces and in the logit scale ``sigma^2 = alpha^2 + ||W_K^T W_Q||_F^2 / p`` is
+    kept (the rank-``r`` limit drops it; at ``r = 32`` it can be several times ``alpha^2``),
+    solved in the latent span (``complement`` of :func:`~._matrix.matrix_resolvent_form`).
+    """
+    if isinstance(setting, RankSetting) and p is not None:
+        coords = latent_coordinates(setting)
+        A = _restricted(coords, setting.alpha)
+        q, E = _matrix.matrix_resolvent_form(setting.c, A, coords[:, 0], setting.f, g.reshape(-1),
+                                             complement=(setting.alpha, p - A.shape[0]))
+    elif isinstance(setting, MatrixSetting):
         q, E = _matrix.matrix_resolvent_form(setting.c, setting.M, setting.mu, setting.f, g.reshape(-1))
-        return q.reshape(g.shape), (-E / g.reshape(-1) ** 2).reshape(g.shape)
-    _, q, dq = _solve([setting], g.reshape(1, -1), 50)
-    return q.reshape(g.shape), dq.reshape(g.shape)
+    else:
+        _, q, dq = _solve([setting], g.reshape(1, -1), 50)
+        return q.reshape(g.shape), dq.reshape(g.shape)
+    return q.reshape(g.shape), (-E / g.reshape(-1) ** 2).reshape(g.shape)
 
 
 def _matrix_form(setting: MatrixSetting, g: np.ndarray, n: object):
