@@ -638,6 +638,14 @@ _RANKS: tuple[int | str, ...] = (1, 8, "k50")
 _MARGIN = 0.02
 
 
+def _directions(fit: gpt2.Fit, snr: float, seed: int) -> dict[str, np.ndarray]:
+    """The two signals of the theory and multi-head sections: ``mu`` random
+    (:func:`~attn_lib.studies.gpt2.random_direction`, ``seed``) and aligned with the leading
+    spike of ``fit`` (:func:`~attn_lib.studies.gpt2.aligned_direction`), both of SNR ``snr``."""
+    return {"random": gpt2.random_direction(gpt2.P, snr, seed),
+            "aligned": gpt2.aligned_direction(fit, snr)}
+
+
 def _all_points(name: str, claims: list[Claim], wording: tuple[str, str, str],
                 required: bool = True, what: str = "(layer, gamma) points") -> Claim:
     """One claim from point claims: ``True`` if all hold, ``False`` if one is contradicted,
@@ -706,8 +714,7 @@ def real_matrix_theory(*, f: str, c: float, snr: float, theory_layers: Sequence[
     for l in layers:
         sm = summary[l]
         M = A_raw[l] / sm.scale
-        mus = {"random": gpt2.random_direction(gpt2.P, snr, seed),
-               "aligned": gpt2.aligned_direction(sm.fit, snr)}
+        mus = _directions(sm.fit, snr, seed)
         mc = cache.cached(gpt2.simulate_matrices, matrices={"real": M}, mus=mus, f=f,
                           gammas=gammas, n=n, trials=theory_trials, seed=seed)
         for key in keys:
@@ -903,8 +910,7 @@ def multi_head(*, f: str, c: float, snr: float, head_layers: Sequence[int],
         mats = {"summed": A_raw[l] / summary[l].scale, "heads/unit": gpt2.heads(W_Q, W_K, "unit"),
                 "heads/gpt2": gpt2.heads(W_Q, W_K, "gpt2")}
         sigma.extend(np.linalg.norm(mats["heads/gpt2"], axis=(1, 2)) / np.sqrt(gpt2.P))
-        mus = {"random": gpt2.random_direction(gpt2.P, snr, seed),
-               "aligned": gpt2.aligned_direction(summary[l].fit, snr)}
+        mus = _directions(summary[l].fit, snr, seed)
         runs = {}
         for kind in (Entrywise(), Softmax(1.0)):
             used = {key: mats[key] for key, k, _ in _HEAD_MODELS.values() if k == kind}
