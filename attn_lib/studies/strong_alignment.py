@@ -56,7 +56,7 @@ operator norm of order one (at ``h = 0`` it is the ``a2`` spike of inner-product
 The ``He2`` part of the residual. With ``F2(h) = F0''(h)`` the residual is
 ``(F2(h_ij) / 2) (g_ij^2 - 1)`` plus higher chaos (variance ``S3 = S2 - F2^2 / 2``), and exactly
 ``g_ij^2 - 1 = eps_i + eps_j + r/p + Ytilde_i^T Ytilde_j / p`` with the features
-``Ytilde_i = vec(z_i^perp z_i^perp T - I)`` in dimension ``D = p'(p' + 1) / 2``
+``Ytilde_i = vec(z_i^perp (z_i^perp)^T - I)`` in dimension ``D = p'(p' + 1) / 2``
 (:func:`he2_gram`). ``surrogate_kernel(..., he2=Q)`` puts a matrix ``Q`` in place of that Gram
 part and keeps the GOE for ``S3`` only; :func:`surrogate_errors` with ``he2=True`` compares three
 choices of ``Q`` on common draws (``book/derivation_finite_size.md``, "The He2 residual").
@@ -279,7 +279,7 @@ def surrogate_errors(setting: Setting, gammas: object, n: int, trials: int = 2,
     for the ``He3+`` rest, ``surrogate_kernel(..., he2=Q)``), ``Q`` being
     ``"latent+own"``: :func:`he2_gram` of the tokens' own complement ``z_i^perp`` (the ``He2``
     chaos itself, without the norm term: for ``quadratic`` ``f`` the true kernel minus the norm
-    term); ``"latent+features"``: :func:`he2_gram` of an independent Gaussian ``(p', n)``
+    term and the constant ``r / p^{3/2}`` off the diagonal); ``"latent+features"``: :func:`he2_gram` of an independent Gaussian ``(p', n)``
     matrix (the same Gram structure, independent of the tokens); ``"latent+wishart"``:
     ``2 U^T U / p`` with ``U`` Gaussian in dimension ``D = p'(p' + 1) / 2``
     (:func:`attn_lib.model.data.wishart`; the Marchenko–Pastur model). These are drawn after
