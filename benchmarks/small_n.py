@@ -32,9 +32,13 @@ setting; 29 settings, 87 points; the Monte Carlo at ``n = 512`` took 2 minutes o
 * ``n = 512`` (16 to 292 trials, every standard error at most 0.002): finite-size maximum 0.0102,
   median 0.0012, 3 points beyond 4 standard errors, all of ``quadratic c=0.5 snr=2.4 partial``
   (``delta = 0.30``, two latent directions): +0.0102, +0.0101, +0.0076 (z = 5.1, 5.1, 4.2) at
-  gamma 1e-4, 1e-2, 1. That is the Gaussian surrogate, not the quadrature: 10, 14 and 20 nodes
-  give the same error to 1e-5, and on common draws the true kernel lies -0.0083 +- 0.0028 below
-  the latent surrogate (``type_quadrature.py --surrogate``). Limit theory: 0.2225 / 0.0076 / 51.
+  gamma 1e-4, 1e-2, 1. That is not the quadrature: 10, 14 and 20 nodes give the same error to
+  1e-5. On 2,000 common draws (``type_quadrature.py --he2``) the true kernel lies -0.0055 +-
+  0.0010 below the latent surrogate and the theory +0.0038 +- 0.0007 above it: the ``He2``
+  residual's dependence on the tokens (a Wishart model of the residual moves the surrogate by
+  -0.0005 +- 0.0010 only) and the deterministic equivalent's own error, about 2 / n
+  (``book/derivation_finite_size.md``, "The He2 residual"). Re-run unchanged on 2 December
+  2026 (same seeds): the same numbers. Limit theory: 0.2225 / 0.0076 / 51.
   With the old 6^3 rule the same draws gave 0.0119 / 0.0013 / 6: ``sin c=0.75 nonparallel`` at
   ``delta = 2.2`` moved from +0.0119 (z = 6.0) to -0.0015 (22 x 22 x 3 nodes).
 * ``n = 256`` (5 settings stopped above 0.002, largest 0.0022): maximum 0.0133, median 0.0013,

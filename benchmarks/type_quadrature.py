@@ -21,6 +21,16 @@ Two measurements behind ``book/derivation_finite_size.md``:
 3. **Where the quadratic gap lies** (``--surrogate``): the quadratic setting at ``delta = 0.3``
    of ``small_n.py`` on common draws at ``n = 512, 1024, 2048`` -- the true kernel, the latent
    surrogate (the theory's Gaussian model of the kernel, simulated), and the theory.
+4. **What the He2 residual does** (``--he2``, the same setting at ``--he2-n``, default 512,
+   ``--he2-trials`` draws, default 2000): on common draws
+   (``strong_alignment.surrogate_errors(..., he2=True)``, seed 5), the true kernel and the
+   latent surrogate with its ``He2`` part modelled as the tokens' own Gram of
+   ``vec(z z^T - I)``, an independent one (``Z''``), and a Wishart matrix (the Marchenko–Pastur
+   model), each minus the latent surrogate (GOE), paired; the theory minus the latent
+   surrogate. Then (seed 21) true kernel minus latent surrogate with the ``He2`` residual
+   decoupled from the features (``Phi = X'' K``, ``X''`` the tokens' latent part plus an
+   independent complement) or from the slope term (``F1(h) g`` with ``g`` of an independent
+   complement, in both kernels). About 15 minutes for 2000 draws at ``n = 512`` under load.
 
 Last result (``--mc``, 2 December 2026, under load): E(gamma = 1) of ``sin`` is 0.2182 with the
 default rule (22 x 22 x 3, 11 s); 0.2316 / 0.2216 / 0.2170 with 6, 8, 10 nodes per dimension;
@@ -30,11 +40,19 @@ converge to 0.2220 (k = 35, 36, 40: 0.2220, 0.2219, 0.2221); Monte Carlo 0.2197 
 fifth mean-kernel singular value is 0.0839 on the default rule and 0.0733 at k = 32, against
 0.0729 on 6,000 Monte Carlo types. ``--surrogate``: true kernel - surrogate -0.0083 +- 0.0028
 (gamma 1e-4) and -0.0065 +- 0.0025 (gamma 1) at n = 512; theory - surrogate +0.0013 and +0.0011.
+``--he2`` (2 December 2026, under load; n = 512 2,000 draws in 25 min, n = 256 4,000 draws in 11
+min), minus the latent surrogate at gamma 1e-4 / 1: n = 512: true kernel -0.0055 / -0.0045
+(s.e. 0.0010 / 0.0008), He2 own Gram -0.0057 / -0.0046, Gram of Z'' -0.0021 / -0.0001,
+Wishart -0.0005 / -0.0005, theory +0.0038 / +0.0025 (s.e. 0.0007 / 0.0006); decoupled from the
+features +0.0005 / +0.0017, from the slope term -0.0004 / +0.0010. n = 256: true -0.0075 /
+-0.0058, own -0.0079 / -0.0060, Z'' -0.0007 / +0.0013, Wishart -0.0011 / -0.0010, theory
++0.0071 / +0.0045; decoupled -0.0005 / +0.0019 and +0.0005 / +0.0023 (s.e. 0.0006 to 0.0009).
 
 Usage::
 
     python benchmarks/type_quadrature.py [--max-k 24] [--mc benchmarks/results/small_n_n512.json]
                                           [--sign] [--skew] [--surrogate]
+                                          [--he2 [--he2-n 512 256] [--he2-trials 2000] [--only-he2]]
 """
 
 from __future__ import annotations
@@ -49,8 +67,11 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from small_n import GAMMAS, grid
+from attn_lib.model import data, kernel
 from attn_lib.model.data import latent_coordinates
-from attn_lib.simulation.trials import standard_error
+from attn_lib.model.nonlinearity import check_nonlinearity
+from attn_lib.simulation.resolvent import interpolation_error
+from attn_lib.simulation.trials import Trials, standard_error
 from attn_lib.studies import strong_alignment
 from attn_lib.theory import _finite_size, attention_error
 from attn_lib.theory.shift import shift_functions
@@ -160,6 +181,72 @@ def surrogate() -> None:
     print()
 
 
+def _paired(a: np.ndarray, b: np.ndarray, j: int) -> str:
+    """Mean and standard error of ``a - b`` at gamma index ``j`` (paired draws)."""
+    d = a[:, j] - b[:, j]
+    return f"{d.mean():+.4f} ± {standard_error(d, 0):.4f}"
+
+
+def decoupled_errors(s, g: np.ndarray, n: int, trials: int, seed: int) -> Trials:
+    """True kernel and latent surrogate (GOE) with the ``He2`` residual decoupled, on common draws.
+
+    Per draw: ``"X''/true"``, ``"X''/latent"``: ``Phi = X'' K`` with ``X''`` the tokens' latent
+    part ``B xi`` plus an independent complement, ``K`` the true kernel or the latent surrogate of
+    the tokens ``X``; ``"g''/true"``, ``"g''/latent"``: ``Phi = X K`` with the slope part
+    ``F1(h) g`` of both kernels built from an independent complement ``g''`` (the true kernel
+    minus ``F1(h) (g - g'') / sqrt(p)``).
+    """
+    func, p = check_nonlinearity(s.f), s.p(n)
+
+    def trial(rng: np.random.Generator) -> dict[str, np.ndarray]:
+        sample = data.draw(s, n, rng)
+        X, y = sample.X, sample.y
+        W = data.goe(n, rng)
+        T = kernel.logits(X, sample.w_K, sample.w_Q)
+        split = strong_alignment.latent_split(sample)
+        B, H = split.basis, split.shift()
+        K_true = kernel.apply(func, T, p, a0=s.hermite.a0)
+        K_lat = strong_alignment.surrogate_kernel(T, H, s.f, p, W)
+
+        def complement() -> np.ndarray:
+            Z = rng.standard_normal((p, n))
+            return Z - B @ (B.T @ Z)
+
+        X2 = B @ split.xi + complement()
+        Z3 = complement()
+        T3 = H + Z3.T @ Z3 / np.sqrt(p)
+        F1 = shift_functions(s.f, h_max=float(np.abs(H).max(initial=0.0)))(H)[1]
+        K3 = K_true - F1 * (T - T3) / np.sqrt(p)
+        np.fill_diagonal(K3, 0.0)
+        return {"X''/true": interpolation_error(X2 @ K_true, y, g),
+                "X''/latent": interpolation_error(X2 @ K_lat, y, g),
+                "g''/true": interpolation_error(X @ K3, y, g),
+                "g''/latent": interpolation_error(X @ strong_alignment.surrogate_kernel(T3, H, s.f, p, W), y, g)}
+
+    return Trials.run(trial, trials=trials, seed=seed, gammas=g, n=n, p=p)
+
+
+def he2(sizes: list[int], trials: int) -> None:
+    s = dict(grid())[QUADRATIC]
+    g = GAMMAS[[0, 2]]
+    print(f"## {QUADRATIC}: the He2 residual on common draws ({trials} draws), minus the latent surrogate\n")
+    print("| n | p | delta | gamma | latent surrogate | true kernel | He2 own Gram | He2 from Z'' "
+          "| He2 Wishart | theory | true, X'' | true, g'' |\n|" + "---|" * 12)
+    for n in sizes:
+        res = strong_alignment.surrogate_errors(s, g, n, trials=trials, seed=5, he2=True)
+        dec = decoupled_errors(s, g, n, trials, seed=21)
+        th = attention_error(s, g, n=n)
+        lat = res["latent"]
+        for j, gam in enumerate(g):
+            cells = [_paired(res[k], lat, j) for k in ("attention", "latent+own", "latent+features",
+                                                         "latent+wishart")]
+            cells.append(f"{th[j] - lat[:, j].mean():+.4f} ± {standard_error(lat[:, j], 0):.4f}")
+            cells += [_paired(dec[f"{k}/true"], dec[f"{k}/latent"], j) for k in ("X''", "g''")]
+            print(f"| {n} | {s.p(n)} | {s.delta(n):.2f} | {gam:g} | {lat[:, j].mean():.4f} | "
+                  + " | ".join(cells) + " |", flush=True)
+    print()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--max-k", type=int, default=24, help="largest in-plane count of the refined rules")
@@ -167,9 +254,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sign", action="store_true")
     ap.add_argument("--skew", action="store_true")
     ap.add_argument("--surrogate", action="store_true")
+    ap.add_argument("--he2", action="store_true", help="the He2 residual on common draws")
+    ap.add_argument("--he2-n", type=int, nargs="+", default=[512])
+    ap.add_argument("--he2-trials", type=int, default=2000)
+    ap.add_argument("--only-he2", action="store_true", help="skip the quadrature tables")
     args = ap.parse_args(argv)
     with threadpool_limits(limits=1, user_api="blas"):
-        quadrature(args.max_k, args.mc)
+        if not args.only_he2:
+            quadrature(args.max_k, args.mc)
+        if args.he2:
+            he2(args.he2_n, args.he2_trials)
         if args.sign:
             sign_spike()
         if args.skew:

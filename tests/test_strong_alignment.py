@@ -143,6 +143,72 @@ def test_surrogate_errors_with_the_norm_term():
         sa.surrogate_errors(s, g, n=128, norms=1)
 
 
+def test_wishart_is_a_gram_matrix_not_a_wigner_matrix():
+    # Bartlett's L L^T has the law of U^T U, U Gaussian (dof x n): off-diagonal variance dof,
+    # diagonal mean dof, and a Marchenko-Pastur spectrum, whose skewness sqrt(n / dof) (0.316
+    # here) a GOE matrix does not have (skewness of the centred spectrum over 20 seeds: 0.318 ±
+    # 0.016 for this sampler, 0.000 ± 0.014 for a GOE). Tolerances: 5 % on the variance (19,900
+    # entries: sampling error 1 %), 5 sampling errors on the diagonal mean (sd sqrt(2 dof / n)
+    # = 4.5), 0.05 (3 sd) on the skewness.
+    n, dof = 200, 2000
+    G = data.wishart(n, dof, np.random.default_rng(np.random.SeedSequence(3)))
+    assert G.shape == (n, n)
+    np.testing.assert_array_equal(G, G.T)
+    off = G[np.triu_indices(n, 1)]
+    assert off.var() == pytest.approx(dof, rel=0.05)
+    assert abs(np.diag(G).mean() - dof) < 5 * np.sqrt(2 * dof / n)
+    e = np.linalg.eigvalsh(G / np.sqrt(n * dof))
+    e -= e.mean()
+    assert np.mean(e ** 3) / np.mean(e ** 2) ** 1.5 == pytest.approx(np.sqrt(n / dof), abs=0.05)
+    with pytest.raises(ValueError, match="dof must be at least n"):
+        data.wishart(10, 9, np.random.default_rng(0))
+
+
+def test_he2_gram_is_the_he2_chaos_of_the_complement():
+    # quadratic f: sqrt(p) K_ij = (g + h)^2 - 1 = h^2 + 2 h g + (g^2 - 1) exactly, and
+    # g^2 - 1 = eps_i + eps_j + r/p + Ytilde_i . Ytilde_j / p; F2 = 2 and S2 = F2^2 / 2, so the
+    # surrogate with the norm term and the tokens' own He2 Gram is the true kernel up to the
+    # constant r / p^(3/2) off the diagonal (splines: 1e-7 on F0, F1, S2)
+    s = Setting(c=0.5, f="quadratic", snr=2.0, wk_norm=1.5, wq_norm=1.5, cos_mu_wk=0.6, cos_mu_wq=0.6)
+    n = 96
+    sample = data.draw(s, n, np.random.default_rng(7))
+    split = sa.latent_split(sample)
+    p, r = split.p, split.xi.shape[0]
+    T = kernel.logits(sample.X, sample.w_K, sample.w_Q)
+    Q = sa.he2_gram(sample.X - split.basis @ split.xi, p, p - r)
+    W = data.goe(n, np.random.default_rng(8))
+    K = sa.surrogate_kernel(T, split.shift(), "quadratic", p, W, eps=split.norms(sample.X), he2=Q)
+    want = kernel.apply(np.square, T, p, a0=1.0) - r / p ** 1.5
+    np.fill_diagonal(want, 0.0)
+    np.testing.assert_allclose(K, want, atol=1e-6)
+    # an independent Gaussian complement: mean 0, variance 2 p'(p' + 1) / p^2 off the diagonal.
+    # The rows share |z_i|^4, so one matrix's variance spreads by 9 % (40 seeds); over 10 draws
+    # the spread is 3 %, and 10 % is 3.5 of it.
+    rng = np.random.default_rng(9)
+    off = np.array([sa.he2_gram(rng.standard_normal((60, 100)), 64)[np.triu_indices(100, 1)]
+                    for _ in range(10)])
+    assert abs(off.mean()) < 0.05 and off.var(axis=1).mean() == pytest.approx(2 * 60 * 61 / 64 ** 2, rel=0.1)
+    with pytest.raises(ValueError, match="he2 must have shape"):
+        sa.surrogate_kernel(T, split.shift(), "quadratic", p, W, he2=Q[:-1])
+    with pytest.raises(ValueError, match="dim"):
+        sa.he2_gram(sample.X, p, p + 1)
+
+
+def test_surrogate_errors_with_the_he2_models():
+    # the three He2 curves are added on the same draws and W: the other curves do not move
+    s = Setting(c=0.5, f="cos", snr=4.0, wk_norm=2.0, wq_norm=2.0)
+    g = [1e-2, 1.0]
+    res = sa.surrogate_errors(s, g, n=128, trials=2, seed=1, he2=True)
+    ref = sa.surrogate_errors(s, g, n=128, trials=2, seed=1)
+    assert set(res.values) == set(ref.values) | set(sa.HE2_SURROGATES)
+    for k, v in ref.values.items():
+        np.testing.assert_array_equal(res.values[k], v)
+    for k in sa.HE2_SURROGATES:
+        assert np.all(res.values[k] != res.values["latent"])
+    with pytest.raises(TypeError, match="he2"):
+        sa.surrogate_errors(s, g, n=128, he2="yes")
+
+
 def test_surrogate_errors_strong_alignment():
     # sign, c = 0.3, SNR 2, aligned ||w_K|| = 2, ||w_Q|| = 3.5 at n = 512: delta = 1.29
     s = Setting(c=0.3, f="sign", snr=2.0, wk_norm=2.0, wq_norm=3.5)

@@ -53,6 +53,14 @@ Entry by entry the *norm term* is ``O(1/sqrt(p))``, but it has rank two in the t
 operator norm of order one (at ``h = 0`` it is the ``a2`` spike of inner-product kernel matrices);
 ``surrogate_kernel(..., eps=eps)`` adds it.
 
+The ``He2`` part of the residual. With ``F2(h) = F0''(h)`` the residual is
+``(F2(h_ij) / 2) (g_ij^2 - 1)`` plus higher chaos (variance ``S3 = S2 - F2^2 / 2``), and exactly
+``g_ij^2 - 1 = eps_i + eps_j + r/p + Ytilde_i^T Ytilde_j / p`` with the features
+``Ytilde_i = vec(z_i^perp (z_i^perp)^T - I)`` in dimension ``D = p'(p' + 1) / 2``
+(:func:`he2_gram`). ``surrogate_kernel(..., he2=Q)`` puts a matrix ``Q`` in place of that Gram
+part and keeps the GOE for ``S3`` only; :func:`surrogate_errors` with ``he2=True`` compares three
+choices of ``Q`` on common draws (``book/derivation_finite_size.md``, "The He2 residual").
+
 :func:`surrogate_errors` simulates the true kernel and the surrogates on the same draws.
 Only ``alpha = 1`` (``M = I + w_K w_Q^T``, the paper's model) is supported here.
 """
@@ -75,10 +83,13 @@ from ..theory.attention import attention_error_batch
 from ..theory.shift import shift_functions
 
 __all__ = ["LatentSplit", "latent_split", "signed_shift", "shift_fluctuation", "surrogate_kernel",
-           "surrogate_errors", "SURROGATES", "finite_size_theory"]
+           "he2_gram", "surrogate_errors", "SURROGATES", "HE2_SURROGATES", "finite_size_theory"]
 
 #: Choices of the shift ``H`` in :func:`surrogate_kernel`.
 SURROGATES = ("latent", "coherent")
+#: The curves ``surrogate_errors(..., he2=True)`` adds: the latent surrogate with its ``He2`` Gram
+#: part from the tokens' own complement, from an independent Gaussian ``Z''``, and a Wishart matrix.
+HE2_SURROGATES = ("latent+own", "latent+features", "latent+wishart")
 
 
 def _check_setting(setting: object) -> Setting:
@@ -165,12 +176,16 @@ def latent_split(sample: data.Sample) -> LatentSplit:
 
 
 def surrogate_kernel(T: np.ndarray, H: np.ndarray, f: NonlinearityLike, p: int,
-                     W: np.ndarray, eps: np.ndarray | None = None) -> np.ndarray:
+                     W: np.ndarray, eps: np.ndarray | None = None,
+                     he2: np.ndarray | None = None) -> np.ndarray:
     """Conditional Gaussian equivalent ``K`` (shape ``(n, n)``, zero diagonal) of ``f(T)/sqrt(p)``.
 
     ``sqrt(p) K_ij = F0(H_ij) + F1(H_ij) (T_ij - H_ij) + sqrt(S2(H_ij)) W_ij`` for ``i != j``,
     with ``F0, F1, S2`` of the centred ``f`` from :func:`attn_lib.theory.shift.shift_functions`;
-    with ``eps``, plus the norm term ``(eps_i + eps_j) F0''(H_ij) / 2`` (module docstring).
+    with ``eps``, plus the norm term ``(eps_i + eps_j) F0''(H_ij) / 2`` (module docstring). With
+    ``he2``, the residual is split into its ``He2`` part and the rest:
+    ``(F2(H_ij) / 2) he2_ij + sqrt(S2(H_ij) - F2(H_ij)^2 / 2) W_ij`` with ``F2 = F0''``
+    (the ``He3+`` variance ``S2 - F2^2 / 2`` is clipped at zero against spline rounding).
 
     Parameters
     ----------
@@ -186,11 +201,19 @@ def surrogate_kernel(T: np.ndarray, H: np.ndarray, f: NonlinearityLike, p: int,
         Noise matrix (:func:`attn_lib.model.data.goe`; only its off-diagonal enters).
     eps : ndarray of shape (n,), optional
         Relative noise norms ``||z_i^perp||^2 / p - 1`` (:meth:`LatentSplit.norms`).
+    he2 : ndarray of shape (n, n), optional
+        What stands for ``g_ij^2 - 1`` in the ``He2`` part (off-diagonal variance about 2): the
+        Gram part ``Ytilde_i^T Ytilde_j / p`` of the tokens' own complement or of an independent
+        one (:func:`he2_gram`), or ``2 U^T U / p`` of Gaussian ``U`` (:func:`attn_lib.model.data.wishart`).
     """
     T, H, W = (np.asarray(a, dtype=float) for a in (T, H, W))
     if T.ndim != 2 or T.shape[0] != T.shape[1] or H.shape != T.shape or W.shape != T.shape:
         raise ValueError(f"T, H and W must be square arrays of one shape, got {T.shape}, "
                          f"{H.shape}, {W.shape}")
+    if he2 is not None:
+        he2 = np.asarray(he2, dtype=float)
+        if he2.shape != T.shape:
+            raise ValueError(f"he2 must have shape {T.shape}, got {he2.shape}")
     p = check_int(p, "p")
     sf = shift_functions(f, h_max=float(np.abs(H).max(initial=0.0)))
     F0, F1, S2 = sf(H)
@@ -201,14 +224,46 @@ def surrogate_kernel(T: np.ndarray, H: np.ndarray, f: NonlinearityLike, p: int,
             raise ValueError(f"eps must have shape {T.shape[:1]}, got {eps.shape}")
         K += 0.5 * (eps[:, None] + eps[None, :]) * sf.curvature(H)
     K += F1 * (T - H)
-    K += np.sqrt(S2) * W
+    if he2 is None:
+        K += np.sqrt(S2) * W
+    else:
+        F2 = sf.curvature(H)
+        K += 0.5 * F2 * he2
+        K += np.sqrt(np.maximum(S2 - 0.5 * F2 * F2, 0.0)) * W
     K /= np.sqrt(p)
     np.fill_diagonal(K, 0.0)
     return K
 
 
+def he2_gram(Z: np.ndarray, p: int, dim: int | None = None) -> np.ndarray:
+    """``Ytilde_i^T Ytilde_j / p`` (shape ``(n, n)``) for the columns ``z_i`` of ``Z`` (shape ``(q, n)``).
+
+    The columns lie in a subspace of dimension ``p' = dim`` (default ``q``) with orthogonal
+    projector ``P``; ``Ytilde_i = vec(z_i z_i^T - P)`` (a symmetric matrix on that subspace as a
+    vector in dimension ``p'(p' + 1) / 2``, off-diagonal entries weighted by ``sqrt(2)``), so
+    ``Ytilde_i^T Ytilde_j = (z_i . z_j)^2 - |z_i|^2 - |z_j|^2 + p'``. For the tokens' complement
+    ``z_i^perp`` (written in the coordinates of ``R^p``, ``dim = p - r``) it is
+    ``g_ij^2 - 1 - eps_i - eps_j - r/p`` (module docstring): the ``He2`` chaos of ``g_ij``
+    without the norm term. For Gaussian columns it has, off the diagonal, mean zero and variance
+    ``2 p'(p' + 1) / p^2``.
+    """
+    Z = np.asarray(Z, dtype=float)
+    if Z.ndim != 2:
+        raise ValueError(f"Z must be a (q, n) array, got shape {Z.shape}")
+    p = check_int(p, "p")
+    dim = Z.shape[0] if dim is None else check_int(dim, "dim", high=Z.shape[0])
+    sq = np.einsum("ij,ij->j", Z, Z)
+    Q = Z.T @ Z
+    Q *= Q
+    Q -= sq[:, None]
+    Q -= sq[None, :]
+    Q += dim
+    Q /= p
+    return Q
+
+
 def surrogate_errors(setting: Setting, gammas: object, n: int, trials: int = 2,
-                     seed: int = 0, norms: bool = False) -> Trials:
+                     seed: int = 0, norms: bool = False, he2: bool = False) -> Trials:
     """Interpolation errors of attention, its two surrogates and ridge, on common draws.
 
     Each trial draws a sample (:func:`attn_lib.model.data.draw`, seeded by
@@ -219,7 +274,16 @@ def surrogate_errors(setting: Setting, gammas: object, n: int, trials: int = 2,
     ``E(gamma) = gamma^2 y^T Q^2 y / n`` with ``Phi = X K`` for the true kernel
     (:func:`attn_lib.model.kernel.attention_kernel`, zero diagonal) and for :func:`surrogate_kernel` with ``H = h`` (``"latent"``) and ``H = y y^T delta``
     (``"coherent"``), and ``Phi = X`` for ridge; with ``norms``, also the latent surrogate with the
-    norm term (``"latent+norms"``, same ``W``).
+    norm term (``"latent+norms"``, same ``W``). With ``he2``, also the latent surrogate with its
+    ``He2`` part ``(F2 / 2)(g^2 - 1)`` modelled three ways (:data:`HE2_SURROGATES`; the same ``W``
+    for the ``He3+`` rest, ``surrogate_kernel(..., he2=Q)``), ``Q`` being
+    ``"latent+own"``: :func:`he2_gram` of the tokens' own complement ``z_i^perp`` (the ``He2``
+    chaos itself, without the norm term: for ``quadratic`` ``f`` the true kernel minus the norm
+    term and the constant ``r / p^{3/2}`` off the diagonal); ``"latent+features"``: :func:`he2_gram` of an independent Gaussian ``(p', n)``
+    matrix (the same Gram structure, independent of the tokens); ``"latent+wishart"``:
+    ``2 U^T U / p`` with ``U`` Gaussian in dimension ``D = p'(p' + 1) / 2``
+    (:func:`attn_lib.model.data.wishart`; the Marchenko–Pastur model). These are drawn after
+    ``W``, so the other curves do not change.
 
     Parameters
     ----------
@@ -232,12 +296,14 @@ def surrogate_errors(setting: Setting, gammas: object, n: int, trials: int = 2,
     seed : int, default 0
     norms : bool, default False
         Add the ``"latent+norms"`` curve.
+    he2 : bool, default False
+        Add the curves of :data:`HE2_SURROGATES`.
 
     Returns
     -------
     Trials
         Curves ``"attention"`` (true kernel), ``"latent"``, ``"coherent"``
-        (``"latent+norms"``) and ``"ridge"``,
+        (``"latent+norms"``, :data:`HE2_SURROGATES`) and ``"ridge"``,
         each of shape ``(trials, G)``; ``.mean(model)``, ``.sem(model)``.
     """
     s = _check_setting(setting)
@@ -246,6 +312,7 @@ def surrogate_errors(setting: Setting, gammas: object, n: int, trials: int = 2,
     trials = check_int(trials, "trials")
     seed = check_seed(seed)
     norms = check_bool(norms, "norms")
+    he2 = check_bool(he2, "he2")
     p = s.p(n)
     data.geometry(s, p)  # fail fast when p is too small for the geometry
     func = check_nonlinearity(s.f)
@@ -264,6 +331,14 @@ def surrogate_errors(setting: Setting, gammas: object, n: int, trials: int = 2,
         if norms:
             K = surrogate_kernel(T, shifts["latent"], s.f, p, W, eps=split.norms(X))
             sur["latent+norms"] = interpolation_error(X @ K, y, g)
+        if he2:
+            pp = p - split.xi.shape[0]
+            grams = {"latent+own": he2_gram(X - split.basis @ split.xi, p, pp),
+                     "latent+features": he2_gram(rng.standard_normal((pp, n)), p),
+                     "latent+wishart": 2.0 / p * data.wishart(n, pp * (pp + 1) // 2, rng)}
+            for name, Q in grams.items():
+                K = surrogate_kernel(T, shifts["latent"], s.f, p, W, he2=Q)
+                sur[name] = interpolation_error(X @ K, y, g)
         K = kernel.apply(func, T, p, a0=a0, overwrite=True)
         return {"attention": interpolation_error(X @ K, y, g), **sur,
                 "ridge": interpolation_error(X, y, g)}
