@@ -855,7 +855,7 @@ def simulate_matrices(matrices: Mapping[str, np.ndarray], mus: Mapping[str, np.n
         for d in mu_arr:
             out["ridge", d], out["ridge_scale", d] = error(X[d], y)
         for m, stack in mats.items():
-            rows = np.array_split(np.arange(p), len(stack))  # the output block of each head
+            rows = kernel.head_blocks(p, len(stack))  # the output block of each head
             phi = {d: np.empty((p, n)) for d in mu_arr} if m in multi else {}
             for A, c0, block in zip(stack, a0[m], rows):
                 ZAZ = Z.T @ (A @ Z)  # shared by all directions
