@@ -23,12 +23,21 @@ with standard errors, first at the raw ``gamma`` = 1e-3, 0.1 and 1, then at equa
 regularisation: each model at ``gamma = g tau`` with ``tau = ||Phi||_F^2 / n^2`` the mean
 eigenvalue of its own ``Phi^T Phi / n`` measured on each draw (``simulate_matrices(...,
 relative=True)``, the convention of :func:`attn_lib.studies.sweeps.feature_scale`), ``g`` = 1e-3,
-0.1, 1; the mean ``tau`` is printed last. A theory for the per-head model needs the any-matrix
-theory (a head's matrix has rank 64 and no full part), which the library does not have yet.
+0.1, 1; the mean ``tau`` is printed last.
+
+``--theory`` scores the multi-head theory instead (:class:`attn_lib.HeadsSetting` through
+:func:`attn_lib.theory.attention_error`, :mod:`attn_lib.theory._heads`; one BLAS thread) against
+Monte Carlo of the same per-head model with the real weights, per layer, for ``heads/unit`` and
+``heads/gpt2`` and both directions (:func:`heads_mc`, seed = layer, both scales and directions on
+common draws). ``--mc FILE`` caches that Monte Carlo (mean and s.e. per scale, direction and
+layer, with its trials, seed, ``n`` and gammas) and reuses a matching entry; ``--theory-file
+FILE`` caches the theory (with its wall time) likewise. ``--scales`` chooses the scales scored.
 
 Usage::
 
     python benchmarks/multi_head.py [--layers 0 5 11] [--n 1536] [--trials 4]
+    python benchmarks/multi_head.py --theory [--layers ...] [--trials 40] [--mc FILE]
+        [--theory-file FILE] [--scales unit gpt2]
 
 Last result (layers 0, 5 and 11, n = 1536, 4 trials, s.e. 0.0012-0.0113, 13 minutes under
 load). With a random ``mu``, the per-head tanh model at unit scale is below the summed-logit one
@@ -56,8 +65,11 @@ logits cannot stand for GPT-2's own form.
 from __future__ import annotations
 
 import argparse
+import json
+import time
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 import attn_lib as al
 from attn_lib.studies import gpt2
@@ -91,13 +103,130 @@ def layer_run(layer: int, n: int, trials: int, seed: int) -> None:
             print(f"  layer {layer:2d} {d:8s} {m:12s} {cells}  tau {tau.mean:.3g}", flush=True)
 
 
+def _load_json(path: str | None) -> dict:
+    """The JSON object in ``path``, or ``{}`` when there is no path or no file yet."""
+    if not path:
+        return {}
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except FileNotFoundError:
+        return {}
+
+
+def _dump_json(path: str | None, obj: dict) -> None:
+    if path:
+        with open(path, "w") as fh:
+            json.dump(obj, fh, indent=1)
+
+
+def directions(layer: int) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """``(W_Q, W_K, {"random": mu, "aligned": mu})`` of a layer (SNR 1; the aligned ``mu`` from
+    the normalised summed matrix's leading spike, as in the chapter)."""
+    W_Q, W_K = gpt2.load_qk(layer)
+    A, _ = gpt2.normalise(gpt2.paper_matrix(W_Q, W_K))
+    return W_Q, W_K, {"random": gpt2.random_direction(gpt2.P, 1.0, 0),
+                      "aligned": gpt2.aligned_direction(gpt2.fit(A), 1.0)}
+
+
+def heads_mc(layer: int, n: int, trials: int, scales: list[str], mc_file: str | None
+             ) -> tuple[dict, bool]:
+    """Monte Carlo ``{scale: {direction: (mean, sem)}}`` of the per-head tanh model of one layer.
+
+    :func:`gpt2.simulate_matrices` with the stacks ``gpt2.heads(W_Q, W_K, scale)`` for every
+    scale and both directions on common draws, ``trials`` draws, seed = layer. With ``mc_file``
+    (a JSON ``{layer: {"trials", "seed", "n", "gammas", "scales", "mean", "sem"}}``) an entry
+    with the same key is reused, and a new one is written at once. Returns ``(result, reused)``.
+    """
+    stored = _load_json(mc_file)
+    key = dict(trials=trials, seed=layer, n=n, gammas=GAMMAS.tolist(), scales=sorted(scales))
+    entry = stored.get(str(layer))
+    if entry is not None and all(entry.get(k) == v for k, v in key.items()):
+        return {s: {d: (np.array(entry["mean"][s][d]), np.array(entry["sem"][s][d]))
+                    for d in entry["mean"][s]} for s in scales}, True
+    W_Q, W_K, mus = directions(layer)
+    mc = gpt2.simulate_matrices({s: gpt2.heads(W_Q, W_K, s) for s in scales}, mus, "tanh", GAMMAS,
+                                n=n, trials=trials, seed=layer)
+    out = {s: {d: (mc.attention[s][d].mean, mc.attention[s][d].sem) for d in mus} for s in scales}
+    stored = _load_json(mc_file)
+    stored[str(layer)] = dict(key, mean={s: {d: v[0].tolist() for d, v in r.items()} for s, r in out.items()},
+                              sem={s: {d: v[1].tolist() for d, v in r.items()} for s, r in out.items()})
+    _dump_json(mc_file, stored)
+    return out, False
+
+
+def heads_theory(layer: int, n: int, scale: str, kind: str, theory_file: str | None
+                 ) -> tuple[np.ndarray, float]:
+    """The multi-head theory ``attention_error(HeadsSetting(768 / n, heads, mu, "tanh"), GAMMAS)``
+    (one BLAS thread) and its wall time; read from / written to ``theory_file``
+    (``{layer: {scale: {kind: {"n", "gammas", "E", "seconds"}}}}``)."""
+    stored = _load_json(theory_file)
+    key = dict(n=n, gammas=GAMMAS.tolist())
+    entry = stored.get(str(layer), {}).get(scale, {}).get(kind)
+    if entry is not None and all(entry.get(k) == v for k, v in key.items()):
+        return np.array(entry["E"]), entry["seconds"]
+    W_Q, W_K, mus = directions(layer)
+    s = al.HeadsSetting(c=gpt2.P / n, heads=gpt2.heads(W_Q, W_K, scale), mu=mus[kind], f="tanh")
+    t0 = time.time()
+    with threadpool_limits(limits=1, user_api="blas"):
+        E = al.theory.attention_error(s, GAMMAS)
+    sec = time.time() - t0
+    stored = _load_json(theory_file)
+    stored.setdefault(str(layer), {}).setdefault(scale, {})[kind] = dict(key, E=E.tolist(), seconds=sec)
+    _dump_json(theory_file, stored)
+    return E, sec
+
+
+def theory_vs_mc(layers: list[int], n: int, trials: int, scales: list[str], mc_file: str | None,
+                 theory_file: str | None) -> None:
+    """Per layer, scale and direction: theory, Monte Carlo and their difference; a summary per
+    scale and direction (median and max ``|theory - MC|``, layers within 0.01 at all gammas,
+    points beyond 2 s.e.)."""
+    rows = []
+    for layer in layers:
+        t0 = time.time()
+        mc, reused = heads_mc(layer, n, trials, scales, mc_file)
+        t_mc = time.time() - t0
+        for scale in scales:
+            for kind, (mean, sem) in mc[scale].items():
+                E, sec = heads_theory(layer, n, scale, kind, theory_file)
+                d = E - mean
+                rows.append(dict(scale=scale, kind=kind, d=d, z=np.abs(d) / sem, sem=sem))
+                print(f"layer {layer:2d} heads/{scale:4s} {kind:7s} theory "
+                      + " ".join(f"{v:.4f}" for v in E) + "  MC "
+                      + " ".join(f"{m:.4f}±{e:.4f}" for m, e in zip(mean, sem))
+                      + "  th-MC " + " ".join(f"{v:+.4f}" for v in d)
+                      + f"  ({sec:.0f} s theory, "
+                      + (f"MC from {mc_file})" if reused else f"{t_mc:.0f} s MC)"), flush=True)
+    for scale in scales:
+        for kind in ("random", "aligned"):
+            sel = [r for r in rows if r["scale"] == scale and r["kind"] == kind]
+            if not sel:
+                continue
+            d = np.array([r["d"] for r in sel])
+            z = np.array([r["z"] for r in sel])
+            sem = np.array([r["sem"] for r in sel])
+            print(f"heads/{scale} {kind}: theory - MC min {d.min():+.4f} median {np.median(d):+.4f} "
+                  f"max {d.max():+.4f}, |.| median {np.median(np.abs(d)):.4f}; layers within 0.01 "
+                  f"(0.02) at all gammas: {int(np.sum(np.all(np.abs(d) <= 0.01, axis=1)))} "
+                  f"({int(np.sum(np.all(np.abs(d) <= 0.02, axis=1)))}) of {len(sel)}; points beyond "
+                  f"2 s.e.: {int(np.sum(z > 2))} of {z.size}; s.e. <= {sem.max():.4f}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--layers", type=int, nargs="+", default=list(range(gpt2.N_LAYERS)))
     ap.add_argument("--n", type=int, default=1536)
     ap.add_argument("--trials", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--theory", action="store_true", help="score the multi-head theory")
+    ap.add_argument("--scales", nargs="+", default=["unit", "gpt2"], choices=["unit", "gpt2"])
+    ap.add_argument("--mc", metavar="FILE", help="JSON cache of the per-head Monte Carlo")
+    ap.add_argument("--theory-file", metavar="FILE", help="JSON cache of the theory")
     args = ap.parse_args(argv)
+    if args.theory:
+        theory_vs_mc(args.layers, args.n, args.trials, args.scales, args.mc, args.theory_file)
+        return 0
     g = ", ".join(f"{v:g}" for v in GAMMAS)
     print(f"p = {gpt2.P}, n = {args.n}, SNR 1, {args.trials} trials; E at gamma = {g}, then at "
           f"gamma = g tau, g = {g} (mean ± s.e.); tau = ||Phi||_F^2 / n^2")

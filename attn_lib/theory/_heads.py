@@ -157,6 +157,9 @@ class _Heads:
             self.who[b] = h
         self.blocks = blocks
         self.Pm = (self.who[None, :] == np.arange(H)[:, None]).astype(float)   # (H, p) 0/1
+        # each block's rows of every head, contiguous: (H, rows * p) per block (_row_mix)
+        self.Mrows = [np.ascontiguousarray(M[:, b, :]).reshape(H, -1) for b in blocks]
+        self.Mflat = M.reshape(H, -1)
         L, R, cols = [], [], []
         for h in range(H):
             U, s, Vt = linalg.svd(M[h], check_finite=False)
@@ -172,7 +175,7 @@ class _Heads:
         """``out[i, :] = sum_h w[who(i), h] M_h[i, :]`` (``w`` of shape ``(H, H)``)."""
         out = np.empty((self.p, self.p), dtype=w.dtype)
         for k, b in enumerate(self.blocks):
-            out[b] = np.tensordot(w[k], self.M[:, b, :], 1)
+            out[b] = (w[k] @ self.Mrows[k]).reshape(b.size, self.p)
         return out
 
     def operator(self, g: np.ndarray) -> dict[str, np.ndarray]:
@@ -182,12 +185,12 @@ class _Heads:
         c, rho, M, who = self.c, self.rho, self.M, self.who
         x, a, t = self.x, self.a, self.t
         Dxt, Dat, Dax = g[x, t][who], g[a, t][who], g[a, x][who]
-        A_dd = np.tensordot(rho * g[x, a], M, 1)
+        A_dd = ((rho * g[x, a]) @ self.Mflat).reshape(self.p, self.p)
         R_bd = self._row_mix(rho[None, :] * g[np.ix_(a, a)])
         Om = (rho[:, None] * rho[None, :] * g[np.ix_(t, a)])[np.ix_(self.fw, self.fw)] * self.LtL
         W_pd = self.R @ Om @ self.R.T
         W_pb = self._row_mix(rho[None, :] * g[np.ix_(t, t)].T).T
-        W_pp = np.tensordot(rho * g[t, x], M, 1).T
+        W_pp = ((rho * g[t, x]) @ self.Mflat).reshape(self.p, self.p).T
         Bi = 1.0 / (1.0 - Dat / c)
         WB = W_pb * Bi[None, :]
         eye = np.eye(self.p)
@@ -218,12 +221,12 @@ class _Heads:
         Gbp = Bi[:, None] * (R_bd @ Gdp - Dax[:, None] * Gpp) / c
         T = np.zeros((self.N, self.N), dtype=Gdd.dtype)
         T[x, x] = np.sum(gpd) / p
-        T[a, x] = -rho * np.einsum("hij,ji->h", M, Gdd) / p
+        T[a, x] = -rho * (self.Mflat @ Gdd.T.ravel()) / p
         T[t, x] = -(Pm @ gbd) / p
         T[x, a] = (Pm @ gpb) / p
         T[np.ix_(a, a)] = -rho[:, None] * (np.einsum("hij,ji->hi", M, Gdb) @ Pm.T) / p
         T[np.ix_(t, a)] = np.diag(-(Pm @ gbb) / p)
-        T[x, t] = rho * np.einsum("hij,ij->h", M, Gpp) / p
+        T[x, t] = rho * (self.Mflat @ Gpp.ravel()) / p
         S = np.zeros((self.H, self.H), dtype=Gdd.dtype)
         np.add.at(S, (self.fw[:, None], self.fw[None, :]), (self.R.T @ Gdp @ self.R) * self.LtL)
         T[np.ix_(a, t)] = -rho[:, None] * rho[None, :] * S / p
