@@ -294,3 +294,18 @@ def test_against_the_real_monte_carlo():
         mc = al.simulate.errors(s, GAMMAS, n=320, trials=100, seed=2).attention
     _within_and_sharp(th, mc)
     assert np.all(np.abs(summed - mc.mean) > 4 * mc.sem), (summed, mc.mean, mc.sem)
+
+
+def test_tangent_is_the_complex_step():
+    """The forward-mode tangent map (:meth:`_Heads.tangent_map`) against one complex step of the
+    fixed-point map, ``Im Phi(g + i s v, gamma + i s) / s``, at a point off the fixed point and
+    a random direction: measured relative difference 2e-13; 1e-11 passes."""
+    p = 10
+    B = _heads_of(p, (10, 2, 4), seed=1, scales=(1.0, 3.0, 0.5), identity=0.3)
+    model = _heads._Heads(**_heads_model(0.5, B, _unit(p, 3, snr=1.5), "tanh"))
+    rng = np.random.default_rng(0)
+    g = np.linalg.inv(model.initial(0.1)) + 0.05 * rng.standard_normal((7, 7))
+    v = rng.standard_normal((7, 7))
+    exact = model.phi(g + 1e-20j * v, 0.1 + 1e-20j).imag / 1e-20
+    np.testing.assert_allclose(model.tangent_map(g, 0.1)(v), exact, rtol=0,
+                               atol=1e-11 * np.abs(exact).max())
