@@ -69,8 +69,6 @@ import json
 import time
 
 import numpy as np
-from threadpoolctl import threadpool_limits
-
 import attn_lib as al
 from attn_lib.studies import gpt2
 
@@ -157,8 +155,8 @@ def heads_mc(layer: int, n: int, trials: int, scales: list[str], mc_file: str | 
 
 def heads_theory(layer: int, n: int, scale: str, kind: str, theory_file: str | None
                  ) -> tuple[np.ndarray, float]:
-    """The multi-head theory ``attention_error(HeadsSetting(768 / n, heads, mu, "tanh"), GAMMAS)``
-    (one BLAS thread) and its wall time; read from / written to ``theory_file``
+    """The multi-head theory :func:`gpt2.heads_theory` (``attention_error`` of the
+    ``HeadsSetting``, one BLAS thread) and its wall time; read from / written to ``theory_file``
     (``{layer: {scale: {kind: {"n", "gammas", "E", "seconds"}}}}``)."""
     stored = _load_json(theory_file)
     key = dict(n=n, gammas=GAMMAS.tolist())
@@ -166,10 +164,8 @@ def heads_theory(layer: int, n: int, scale: str, kind: str, theory_file: str | N
     if entry is not None and all(entry.get(k) == v for k, v in key.items()):
         return np.array(entry["E"]), entry["seconds"]
     W_Q, W_K, mus = directions(layer)
-    s = al.HeadsSetting(c=gpt2.P / n, heads=gpt2.heads(W_Q, W_K, scale), mu=mus[kind], f="tanh")
     t0 = time.time()
-    with threadpool_limits(limits=1, user_api="blas"):
-        E = al.theory.attention_error(s, GAMMAS)
+    E = gpt2.heads_theory(W_Q, W_K, mus[kind], gpt2.P / n, "tanh", GAMMAS, scale)
     sec = time.time() - t0
     stored = _load_json(theory_file)
     stored.setdefault(str(layer), {}).setdefault(scale, {})[kind] = dict(key, E=E.tolist(), seconds=sec)

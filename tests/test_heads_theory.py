@@ -309,3 +309,16 @@ def test_tangent_is_the_complex_step():
     exact = model.phi(g + 1e-20j * v, 0.1 + 1e-20j).imag / 1e-20
     np.testing.assert_allclose(model.tangent_map(g, 0.1)(v), exact, rtol=0,
                                atol=1e-11 * np.abs(exact).max())
+
+
+def test_gpt2_heads_theory():
+    """:func:`gpt2.heads_theory` is the theory of the HeadsSetting of ``gpt2.heads`` (two heads
+    of 64 in ``p = 128``, random weights), at both scales."""
+    rng = np.random.default_rng(9)
+    W_Q, W_K = rng.standard_normal((2, 128, 128)) / np.sqrt(128)
+    mu = _unit(128, 10)
+    for scale in ("unit", "gpt2"):
+        s = al.HeadsSetting(c=0.5, heads=gpt2.heads(W_Q, W_K, scale), mu=mu)
+        with threadpool_limits(1):
+            want = al.theory.attention_error(s, GAMMAS)
+        np.testing.assert_array_equal(gpt2.heads_theory(W_Q, W_K, mu, 0.5, "tanh", GAMMAS, scale), want)
