@@ -29,6 +29,13 @@ every head's logits, so the linear parts carry the heads' correlation exactly. T
 
     Phi^T Phi / n = sum_h Kt_h^T Y'^T P_h Y' Kt_h.
 
+What is approximated is what :mod:`~attn_lib.theory._matrix` approximates, per head: ``f`` is
+linearised at the head's logit scale (the homogeneous surrogate: no latent types, no per-token
+scales, the residual's correlation between ``(i, j)`` and ``(j, i)`` dropped), and the limit is the
+proportional one (no finite-size shift: for a ``mu`` aligned with the heads' spikes the limit
+lies above Monte Carlo, ``benchmarks/multi_head.py``). Given that Gaussian equivalent, the rest
+(the pencil, its reduction, the signal) is exact in the limit.
+
 Linear pencil
 -------------
 ``Q yhat`` is the ``x``-block of a linear system in ``N = 1 + 2H`` n-vectors ``x``,
@@ -104,8 +111,10 @@ predicted by :func:`~._matrix._predict`; the relative residual is ``1e-12`` at t
 application its forward-mode derivative, exact to rounding), solved by the same Anderson
 iteration (on an affine map, a Krylov method); ``y^T Q y / n`` and its derivative along
 ``dg/dgamma`` (one complex step of the Woodbury form) give ``E = -gamma^2 d(y^T Q y / n)/dgamma``.
+A fixed point that does not converge raises :class:`~._errors.ConvergenceError` (never NaN).
 Cost: ``O(p^3)`` per evaluation (two ``p x p`` inverses and about ten GEMMs, some of width
-``sum_h r_h``); see ``benchmarks/multi_head.py`` for the time at ``p = 768``.
+``sum_h r_h``); see ``benchmarks/multi_head.py --speed`` for the time at ``p = 768`` (about a
+minute for three ``gamma``).
 """
 
 from __future__ import annotations
@@ -172,7 +181,6 @@ class _Heads:
             cols.append(np.full(r, h))
         self.L, self.R, self.fw = np.hstack(L), np.hstack(R), np.concatenate(cols)
         self.LtL = self.L.T @ self.L
-        self.evaluations = 0
 
     def _row_mix(self, w: np.ndarray) -> np.ndarray:
         """``out[i, :] = sum_h w[who(i), h] M_h[i, :]`` (``w`` of shape ``(H, H)``)."""
@@ -199,7 +207,6 @@ class _Heads:
         the ``(d, psi)`` operator ``[[A11, diag(D12)], [A21, A22]]`` and its inverse by the Schur
         complement ``S = A11 - D12 A22^{-1} A21``: ``Gdd = S^{-1}``, ``Gdp``, ``Gpp`` and
         ``X = A22^{-1} A21`` (``G_psi,d = -X Gdd``), with the pieces that return ``b``."""
-        self.evaluations += 1
         c, eye = self.c, np.eye(self.p)
         op = self._coefficients(g)
         Dxt, Dax, R_bd = op["Dxt"], op["Dax"], op["R_bd"]
@@ -342,7 +349,8 @@ class _Heads:
         """``v -> DPhi(g) v + dPhi/dgamma = Phi (dSigma(v) - E_xx) Phi`` at ``(g, gamma)``, its
         fixed point ``dg/dgamma`` at a fixed point ``g``. The p-side at ``g`` is computed once;
         each application is its forward-mode derivative (:meth:`operator_tangent`,
-        :meth:`_pieces_tangent`: 20 GEMMs, about 1.3 evaluations of :meth:`phi`)."""
+        :meth:`_pieces_tangent`: 20 GEMMs, about 1.3 evaluations of :meth:`phi`,
+        ``benchmarks/multi_head.py --speed``)."""
         op = self.operator(g)
         pc = self._pieces(op)
         P = np.linalg.inv(self.initial(gamma) - self.sigma(g, self._assemble(pc)))
@@ -350,7 +358,6 @@ class _Heads:
         E[self.x, self.x] = 1.0
 
         def tangent(v: np.ndarray) -> np.ndarray:
-            self.evaluations += 1
             dT = self._assemble(self._pieces_tangent(op, pc, self.operator_tangent(op, v)))
             return P @ (self.sigma(v, dT) - E) @ P
         return tangent
