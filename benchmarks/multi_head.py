@@ -23,12 +23,26 @@ with standard errors, first at the raw ``gamma`` = 1e-3, 0.1 and 1, then at equa
 regularisation: each model at ``gamma = g tau`` with ``tau = ||Phi||_F^2 / n^2`` the mean
 eigenvalue of its own ``Phi^T Phi / n`` measured on each draw (``simulate_matrices(...,
 relative=True)``, the convention of :func:`attn_lib.studies.sweeps.feature_scale`), ``g`` = 1e-3,
-0.1, 1; the mean ``tau`` is printed last. A theory for the per-head model needs the any-matrix
-theory (a head's matrix has rank 64 and no full part), which the library does not have yet.
+0.1, 1; the mean ``tau`` is printed last.
+
+``--theory`` scores the multi-head theory instead (:class:`attn_lib.HeadsSetting` through
+:func:`attn_lib.theory.attention_error`, :mod:`attn_lib.theory._heads`; one BLAS thread) against
+Monte Carlo of the same per-head model with the real weights, per layer, for ``heads/unit`` and
+``heads/gpt2`` and both directions (:func:`heads_mc`, seed = layer, both scales and directions on
+common draws). ``--mc FILE`` caches that Monte Carlo (mean and s.e. per scale, direction and
+layer, with its trials, seed, ``n`` and gammas) and reuses a matching entry; ``--theory-file
+FILE`` caches the theory (with its wall time) likewise. ``--scales`` chooses the scales scored.
+``--speed LAYER`` times one three-gamma theory of that layer's unit-scale heads (random ``mu``):
+wall and CPU time, the evaluations of the p-side (:meth:`attn_lib.theory._heads._Heads.operator`)
+and of its tangent (:meth:`~attn_lib.theory._heads._Heads.operator_tangent`), and the time of one
+fixed-point evaluation and of one application of the tangent map alone.
 
 Usage::
 
     python benchmarks/multi_head.py [--layers 0 5 11] [--n 1536] [--trials 4]
+    python benchmarks/multi_head.py --theory [--layers ...] [--trials 40] [--mc FILE]
+        [--theory-file FILE] [--scales unit gpt2]
+    python benchmarks/multi_head.py --speed LAYER
 
 Last result (layers 0, 5 and 11, n = 1536, 4 trials, s.e. 0.0012-0.0113, 13 minutes under
 load). With a random ``mu``, the per-head tanh model at unit scale is below the summed-logit one
@@ -51,14 +65,34 @@ and every model is within 0.001 of its raw value. So applying ``f`` per head cha
 by up to 0.07 on random inputs, and GPT-2's per-head softmax differs from the summed-logit model
 by 0.12-0.16 (random ``mu``) and 0.08-0.13 (aligned) at gamma = 1e-3: a theory that sums the
 logits cannot stand for GPT-2's own form.
+
+``--theory --trials 40 --mc benchmarks/results/heads_mc40.json --theory-file
+benchmarks/results/heads_theory.json`` (all 12 layers, n = 1536, s.e. <= 0.0029 at unit scale and
+<= 0.0032 at GPT-2's, the larger in layers 10 and 11; Monte Carlo about 100 s per layer and
+scale, alone): theory - MC at gamma = 1e-3, 0.1, 1
+
+* ``heads/unit``, random ``mu``: -0.0082 to +0.0053 (median -0.0021, ``|.|`` median 0.0032), **12 of
+  12 layers within 0.01**, 10 of 36 points beyond 2 s.e.;
+* ``heads/unit``, aligned ``mu``: -0.0012 to +0.0130 (median +0.0052), 10 of 12 within 0.01, 12 of 12
+  within 0.02, 24 of 36 beyond 2 s.e. (the limit above the Monte Carlo at 34 of 36 points: the
+  coherent shift, per head ``|mu^T B_h mu| / sqrt(p)`` up to 0.21; no finite-size version);
+* ``heads/gpt2``, random ``mu``: -0.0065 to +0.0050 (median -0.0015, ``|.|`` median 0.0027), **12 of 12
+  within 0.01**, 4 of 36 beyond 2 s.e. (tanh nearly a sign function at logit scales 8-86);
+* ``heads/gpt2``, aligned ``mu``: -0.0002 to +0.0157 (median +0.0068), 10 of 12 within 0.01, 12 of 12
+  within 0.02, 28 of 36 beyond 2 s.e.
+
+Theory 59-76 s per layer, scale and direction (three gammas, one BLAS thread, under load);
+``--speed 0`` alone: 64.1 s wall, 64.1 s CPU, 107 evaluations (9 path points, 9-20 each) and 45
+tangent applications (three gammas), one evaluation 0.37 s, one tangent application 0.48 s.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import time
 
 import numpy as np
-
 import attn_lib as al
 from attn_lib.studies import gpt2
 
@@ -91,13 +125,183 @@ def layer_run(layer: int, n: int, trials: int, seed: int) -> None:
             print(f"  layer {layer:2d} {d:8s} {m:12s} {cells}  tau {tau.mean:.3g}", flush=True)
 
 
+def _load_json(path: str | None) -> dict:
+    """The JSON object in ``path``, or ``{}`` when there is no path or no file yet."""
+    if not path:
+        return {}
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except FileNotFoundError:
+        return {}
+
+
+def _dump_json(path: str | None, obj: dict) -> None:
+    if path:
+        with open(path, "w") as fh:
+            json.dump(obj, fh, indent=1)
+
+
+def directions(layer: int) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """``(W_Q, W_K, {"random": mu, "aligned": mu})`` of a layer (SNR 1; the aligned ``mu`` from
+    the normalised summed matrix's leading spike, as in the chapter)."""
+    W_Q, W_K = gpt2.load_qk(layer)
+    A, _ = gpt2.normalise(gpt2.paper_matrix(W_Q, W_K))
+    return W_Q, W_K, {"random": gpt2.random_direction(gpt2.P, 1.0, 0),
+                      "aligned": gpt2.aligned_direction(gpt2.fit(A), 1.0)}
+
+
+def heads_mc(layer: int, n: int, trials: int, scales: list[str], mc_file: str | None
+             ) -> tuple[dict, bool]:
+    """Monte Carlo ``{scale: {direction: (mean, sem)}}`` of the per-head tanh model of one layer.
+
+    :func:`gpt2.simulate_matrices` with the stacks ``gpt2.heads(W_Q, W_K, scale)`` and both
+    directions on common draws, ``trials`` draws, seed = layer (the draws do not depend on the
+    matrices, so every scale sees the same tokens, simulated together or not). With ``mc_file``
+    (a JSON ``{layer: {"trials", "seed", "n", "gammas", "mean": {scale: {direction: ...}},
+    "sem": ...}}``) the scales stored under the same trials, seed, ``n`` and gammas are reused,
+    the others simulated and added at once. Returns ``(result, reused)`` (``reused``: nothing
+    simulated).
+    """
+    key = dict(trials=trials, seed=layer, n=n, gammas=GAMMAS.tolist())
+    entry = _load_json(mc_file).get(str(layer))
+    if entry is None or not all(entry.get(k) == v for k, v in key.items()):
+        entry = dict(key, mean={}, sem={})
+    todo = [s for s in scales if s not in entry["mean"]]
+    if todo:
+        W_Q, W_K, mus = directions(layer)
+        mc = gpt2.simulate_matrices({s: gpt2.heads(W_Q, W_K, s) for s in todo}, mus, "tanh",
+                                    GAMMAS, n=n, trials=trials, seed=layer)
+        for s in todo:
+            entry["mean"][s] = {d: mc.attention[s][d].mean.tolist() for d in mus}
+            entry["sem"][s] = {d: mc.attention[s][d].sem.tolist() for d in mus}
+        stored = _load_json(mc_file)
+        stored[str(layer)] = entry
+        _dump_json(mc_file, stored)
+    return {s: {d: (np.array(entry["mean"][s][d]), np.array(entry["sem"][s][d]))
+                for d in entry["mean"][s]} for s in scales}, not todo
+
+
+def heads_theory(layer: int, n: int, scale: str, kind: str, theory_file: str | None
+                 ) -> tuple[np.ndarray, float]:
+    """The multi-head theory :func:`gpt2.heads_theory` (``attention_error`` of the
+    ``HeadsSetting``, one BLAS thread) and its wall time; read from / written to ``theory_file``
+    (``{layer: {scale: {kind: {"n", "gammas", "E", "seconds"}}}}``)."""
+    stored = _load_json(theory_file)
+    key = dict(n=n, gammas=GAMMAS.tolist())
+    entry = stored.get(str(layer), {}).get(scale, {}).get(kind)
+    if entry is not None and all(entry.get(k) == v for k, v in key.items()):
+        return np.array(entry["E"]), entry["seconds"]
+    W_Q, W_K, mus = directions(layer)
+    t0 = time.time()
+    E = gpt2.heads_theory(W_Q, W_K, mus[kind], gpt2.P / n, "tanh", GAMMAS, scale)
+    sec = time.time() - t0
+    stored = _load_json(theory_file)
+    stored.setdefault(str(layer), {}).setdefault(scale, {})[kind] = dict(key, E=E.tolist(), seconds=sec)
+    _dump_json(theory_file, stored)
+    return E, sec
+
+
+def theory_vs_mc(layers: list[int], n: int, trials: int, scales: list[str], mc_file: str | None,
+                 theory_file: str | None) -> None:
+    """Per layer, scale and direction: theory, Monte Carlo and their difference; a summary per
+    scale and direction (median and max ``|theory - MC|``, layers within 0.01 at all gammas,
+    points beyond 2 s.e.)."""
+    rows = []
+    for layer in layers:
+        t0 = time.time()
+        mc, reused = heads_mc(layer, n, trials, scales, mc_file)
+        t_mc = time.time() - t0
+        for scale in scales:
+            for kind, (mean, sem) in mc[scale].items():
+                E, sec = heads_theory(layer, n, scale, kind, theory_file)
+                d = E - mean
+                rows.append(dict(scale=scale, kind=kind, d=d, z=np.abs(d) / sem, sem=sem))
+                print(f"layer {layer:2d} heads/{scale:4s} {kind:7s} theory "
+                      + " ".join(f"{v:.4f}" for v in E) + "  MC "
+                      + " ".join(f"{m:.4f}±{e:.4f}" for m, e in zip(mean, sem))
+                      + "  th-MC " + " ".join(f"{v:+.4f}" for v in d)
+                      + f"  ({sec:.0f} s theory, "
+                      + (f"MC from {mc_file})" if reused else f"{t_mc:.0f} s MC)"), flush=True)
+    for scale in scales:
+        for kind in ("random", "aligned"):
+            sel = [r for r in rows if r["scale"] == scale and r["kind"] == kind]
+            if not sel:
+                continue
+            d = np.array([r["d"] for r in sel])
+            z = np.array([r["z"] for r in sel])
+            sem = np.array([r["sem"] for r in sel])
+            print(f"heads/{scale} {kind}: theory - MC min {d.min():+.4f} median {np.median(d):+.4f} "
+                  f"max {d.max():+.4f}, |.| median {np.median(np.abs(d)):.4f}; layers within 0.01 "
+                  f"(0.02) at all gammas: {int(np.sum(np.all(np.abs(d) <= 0.01, axis=1)))} "
+                  f"({int(np.sum(np.all(np.abs(d) <= 0.02, axis=1)))}) of {len(sel)}; points beyond "
+                  f"2 s.e.: {int(np.sum(z > 2))} of {z.size}; s.e. <= {sem.max():.4f}")
+
+
+def speed(layer: int, n: int) -> None:
+    """Time one three-gamma theory (unit-scale heads, random ``mu``) and its evaluations."""
+    from threadpoolctl import threadpool_limits
+
+    from attn_lib.theory import _heads
+
+    W_Q, W_K, mus = directions(layer)
+    B = gpt2.heads(W_Q, W_K, "unit")
+    calls = {"operator": 0, "operator_tangent": 0}
+    originals = {k: getattr(_heads._Heads, k) for k in calls}
+
+    def counted(name):
+        def wrapper(self, *a):
+            calls[name] += 1
+            return originals[name](self, *a)
+        return wrapper
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        for k in calls:
+            setattr(_heads._Heads, k, counted(k))
+        try:
+            t0, c0 = time.perf_counter(), time.process_time()
+            E = _heads.heads_error(gpt2.P / n, B, mus["random"], "tanh", GAMMAS)
+            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        finally:
+            for k, f in originals.items():
+                setattr(_heads._Heads, k, f)
+        sigma = np.linalg.norm(B, axis=(1, 2)) / np.sqrt(gpt2.P)
+        model = _heads._Heads(gpt2.P / n, B / sigma[:, None, None], np.full(len(B), 0.43),
+                              np.zeros(len(B)), np.diag(np.full(len(B), 0.027)), mus["random"])
+        g = np.linalg.inv(model.initial(0.1)) + 0.01
+        tangent = model.tangent_map(g, 0.1)
+        reps = 3
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            model.phi(g, 0.1)
+        t_phi = (time.perf_counter() - t0) / reps
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            tangent(g)
+        t_tan = (time.perf_counter() - t0) / reps
+    print(f"layer {layer}: E = {' '.join(f'{v:.4f}' for v in E)}; {wall:.1f} s wall, {cpu:.1f} s CPU, "
+          f"{calls['operator']} evaluations and {calls['operator_tangent']} tangent evaluations; "
+          f"one evaluation {t_phi:.2f} s, one application of the tangent map {t_tan:.2f} s")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--layers", type=int, nargs="+", default=list(range(gpt2.N_LAYERS)))
     ap.add_argument("--n", type=int, default=1536)
     ap.add_argument("--trials", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--theory", action="store_true", help="score the multi-head theory")
+    ap.add_argument("--scales", nargs="+", default=["unit", "gpt2"], choices=["unit", "gpt2"])
+    ap.add_argument("--mc", metavar="FILE", help="JSON cache of the per-head Monte Carlo")
+    ap.add_argument("--theory-file", metavar="FILE", help="JSON cache of the theory")
+    ap.add_argument("--speed", type=int, metavar="LAYER", help="time one theory curve")
     args = ap.parse_args(argv)
+    if args.speed is not None:
+        speed(args.speed, args.n)
+        return 0
+    if args.theory:
+        theory_vs_mc(args.layers, args.n, args.trials, args.scales, args.mc, args.theory_file)
+        return 0
     g = ", ".join(f"{v:g}" for v in GAMMAS)
     print(f"p = {gpt2.P}, n = {args.n}, SNR 1, {args.trials} trials; E at gamma = {g}, then at "
           f"gamma = g tau, g = {g} (mean ± s.e.); tau = ||Phi||_F^2 / n^2")

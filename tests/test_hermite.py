@@ -119,3 +119,45 @@ def test_bad_nonlinearity(bad, exc, match):
 def test_bad_scale():
     with pytest.raises(ValueError, match="scale"):
         coefficients("tanh", scale=0.0)
+
+
+@pytest.mark.parametrize("name,scale", [("tanh", 1.0), ("relu", 1.0), ("sign", 1.0), ("tanh", 8.0)])
+def test_series_matches_the_coefficients(name, scale):
+    """``c_1 = a1``, ``c_2 = a2`` (to 1e-12) and ``sum_k c_k^2 <= nu``, approaching it (the
+    remainder after order 40 is below 1e-7 for the smooth tanh and 0.1 nu for sign's jump)."""
+    from attn_lib.model.hermite import series
+
+    c = series(name, scale)
+    h = coefficients(name, scale)
+    assert c.shape == (41,) and c[0] == 0.0
+    np.testing.assert_allclose(c[1:3], [h.a1, h.a2], rtol=0, atol=1e-12)
+    rest = h.nu - np.sum(c ** 2)
+    assert -1e-12 < rest < (1e-7 if (name, scale) == ("tanh", 1.0) else 0.1 * h.nu)
+
+
+def test_residual_covariance():
+    """Against a direct two-dimensional Gauss-Hermite rule (300 x 300 nodes: tanh at scale 2 has
+    poles at distance pi/4 from the real axis, and 100 / 200 / 300 nodes are 7e-8 / 1.1e-10 /
+    7.5e-13 from the series) of ``Cov(f(s xi), f(s' xi')) - a1 a1' r``, the
+    exact ``|r| = 1`` branch (identical logits: ``b2``) and the refusal of a slowly converging
+    series."""
+    from attn_lib.model.hermite import residual_covariance
+
+    scales = np.array([1.0, 2.0, 1.0])
+    corr = np.array([[1.0, 0.5, 1.0], [0.5, 1.0, -0.3], [1.0, -0.3, 1.0]])
+    C = residual_covariance("tanh", scales, corr)
+    x, w = np.polynomial.hermite_e.hermegauss(300)
+    w = w / w.sum()
+    for h, k in ((0, 1), (1, 2), (0, 2)):
+        r = corr[h, k]
+        u = x[:, None]
+        v = r * x[:, None] + np.sqrt(max(1 - r * r, 0.0)) * x[None, :]
+        cov = np.sum(w[:, None] * w[None, :] * np.tanh(scales[h] * u) * np.tanh(scales[k] * v))
+        lin = coefficients("tanh", scales[h]).a1 * coefficients("tanh", scales[k]).a1 * r
+        assert abs(C[h, k] - (cov - lin)) < 1e-12, (h, k, C[h, k], cov - lin)
+    np.testing.assert_allclose(np.diag(C), [coefficients("tanh", s).b2 for s in scales], rtol=1e-14)
+    assert abs(C[0, 2] - coefficients("tanh", 1.0).b2) < 1e-12
+    with pytest.raises(ValueError, match=r"corr\[1, 0\] = 0.95.*does not converge"):
+        residual_covariance("sign", np.ones(2), np.array([[1.0, 0.95], [0.95, 1.0]]))
+    with pytest.raises(ValueError, match="corr must be"):
+        residual_covariance("tanh", np.ones(2), np.eye(3))

@@ -7,7 +7,8 @@ the :class:`~attn_lib.model.setting.Setting` (for a :class:`~attn_lib.model.sett
 ``mu`` and the rows of ``W_K, W_Q`` have exactly its Gram matrix). Because ``Z`` is rotation
 invariant, they are placed in the span of the first ``k`` coordinate axes without loss of
 generality (``k`` their rank: at most 3, or ``1 + 2r``). A
-:class:`~attn_lib.model.setting.MatrixSetting` gives ``mu`` (and the key-query matrix) itself.
+:class:`~attn_lib.model.setting.MatrixSetting` (or :class:`~attn_lib.model.setting.HeadsSetting`)
+gives ``mu`` (and the key-query matrices) itself.
 
 The latent basis of ``span(mu, w_K, w_Q)`` (:func:`latent_coordinates` from the Gram matrix of a
 setting, :func:`latent_basis` from the vectors of a sample) has one factorisation and one rank
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validation import check_int, check_tokens
-from .setting import MatrixSetting, RankSetting, Setting
+from .setting import HeadsSetting, MatrixSetting, RankSetting, Setting
 
 _RANK_TOL = 1e-12
 
@@ -40,9 +41,11 @@ class Sample:
     mu : ndarray of shape (p,)
         Signal.
     w_K, w_Q : ndarray of shape (p,), or (r, p) for a RankSetting; None for a MatrixSetting
-        The low-rank weight vectors (rows ``w_K^(k)``, ``w_Q^(k)`` for rank ``r``).
+        The low-rank weight vectors (rows ``w_K^(k)``, ``w_Q^(k)`` for rank ``r``; ``None`` for
+        a ``MatrixSetting`` or ``HeadsSetting``).
     Z : ndarray of shape (p, n) or None
-        The noise, kept for a :class:`~attn_lib.model.setting.MatrixSetting`, whose logits are
+        The noise, kept for a :class:`~attn_lib.model.setting.MatrixSetting` (or
+        ``HeadsSetting``), whose logits are
         formed from it (:func:`attn_lib.model.kernel.matrix_logits`); ``None`` otherwise.
     """
 
@@ -208,24 +211,26 @@ def labels(n: int, rng: np.random.Generator) -> np.ndarray:
     return rng.permutation(y)
 
 
-def draw(setting: Setting | RankSetting | MatrixSetting, n: int, rng: np.random.Generator) -> Sample:
+def draw(setting: Setting | RankSetting | MatrixSetting | HeadsSetting, n: int,
+         rng: np.random.Generator) -> Sample:
     """Draw ``X = mu y^T + Z`` (shape ``(p, n)``) and the weights for ``setting``.
 
     Parameters
     ----------
-    setting : Setting, RankSetting or MatrixSetting
+    setting : Setting, RankSetting, MatrixSetting or HeadsSetting
         Model scalars (a ``RankSetting`` gives ``w_K, w_Q`` of shape ``(r, p)``; the same
         random numbers are drawn, so one with ``r = 1`` gives the ``Setting``'s sample). A
-        ``MatrixSetting`` gives its own ``mu`` and keeps ``Z`` in the sample (no weight vectors).
+        ``MatrixSetting`` or ``HeadsSetting`` gives its own ``mu`` and keeps ``Z`` in the sample
+        (no weight vectors).
     n : int
         Number of tokens, ``>= 2`` (one per class); ``p = max(1, round(c n))`` (for a
-        ``MatrixSetting``, ``n`` must give its ``p``: :meth:`MatrixSetting.p`).
+        ``MatrixSetting`` or ``HeadsSetting``, ``n`` must give its ``p``: :meth:`MatrixSetting.p`).
     rng : numpy.random.Generator
         Source of randomness: labels are drawn first, then ``Z``.
     """
     n = check_tokens(n)
     p = setting.p(n)
-    if isinstance(setting, MatrixSetting):
+    if isinstance(setting, (MatrixSetting, HeadsSetting)):
         y = labels(n, rng)
         Z = rng.standard_normal((p, n))
         return Sample(X=Z + np.outer(setting.mu, y), y=y, mu=setting.mu, w_K=None, w_Q=None, Z=Z)

@@ -20,7 +20,10 @@ of given logits.
 **Any key-query matrix** ``M`` (:class:`~attn_lib.model.setting.MatrixSetting`, GPT-2's layers
 and heads) has the logits of :func:`matrix_logits`, from the noise and the signal separately,
 so that one ``Z^T M Z`` serves several signals; either kernel step then applies to them
-(:func:`apply`, :func:`softmax_columns`).
+(:func:`apply`, :func:`softmax_columns`). **Multi-head attention**
+(:class:`~attn_lib.model.setting.HeadsSetting`) applies the kernel step to each head's logits
+and writes head ``h``'s features ``X_h K_h`` into its block :func:`head_blocks` ``[h]`` of the
+``p`` feature rows.
 """
 
 from __future__ import annotations
@@ -134,6 +137,15 @@ def matrix_logits(Z: np.ndarray, y: np.ndarray, mu: np.ndarray, M: np.ndarray,
     T += np.outer(y, Z.T @ Mtmu + (mu @ Mmu) * y)
     T *= 1.0 / np.sqrt(Z.shape[0])
     return T
+
+
+def head_blocks(p: int, H: int) -> list[np.ndarray]:
+    """The output coordinates of each of ``H`` heads among ``p`` feature rows.
+
+    ``numpy.array_split(arange(p), H)``: contiguous blocks, the first ``p mod H`` one longer
+    (GPT-2's 12 heads of 64 in ``p = 768``). Head ``h`` writes ``Phi[blocks[h]] = X[blocks[h]] K_h``.
+    """
+    return np.array_split(np.arange(p), H)
 
 
 def blas_threads() -> int:

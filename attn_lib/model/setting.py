@@ -23,6 +23,9 @@ Layout, made for more kinds of attention and of weights:
   :class:`MatrixSetting` (``MatrixSetting(c=..., M=..., mu=..., f=...)``), are one more
   subclass that declares its fields, implements ``_validate`` and ``logit_scale``
   (``||M||_F / sqrt(p)``); it holds the arrays themselves, and ``p`` is fixed by ``M``.
+  :class:`HeadsSetting` is multi-head attention as GPT-2 computes it: a stack of head matrices,
+  ``f`` applied to each head's logits at the head's own scale, and each head writing its own
+  block of the feature rows (one logit scale per head: :attr:`HeadsSetting.logit_scales`).
 * **Which function supports what** is stated where it is checked:
   :func:`attn_lib._validation.check_setting` accepts :class:`Setting` with :class:`Entrywise`
   attention by default, and a function that supports a later type or kind passes
@@ -39,10 +42,11 @@ import numpy as np
 
 from .._validation import check_array, check_bool, check_int, check_real, check_square
 from .hermite import Hermite, coefficients
+from .kernel import head_blocks
 from .nonlinearity import Nonlinearity, NonlinearityLike, check_nonlinearity, exponential, scaled
 
 __all__ = ["Attention", "Entrywise", "ENTRYWISE", "Softmax", "BaseSetting", "Setting", "RankSetting",
-           "MatrixSetting"]
+           "MatrixSetting", "HeadsSetting"]
 
 _GRAM_TOL = 1e-10
 
@@ -112,6 +116,19 @@ class Softmax(Attention):
 
 
 # ----------------------------------------------------------------------------- setting types
+def _fixed_p(c: float, p: int, n: int | None, what: str) -> int:
+    """``p`` of a setting whose arrays fix it; with ``n``, checks ``round(c n) = p``.
+
+    ``what`` describes the arrays for the message (``{p}`` is replaced by ``p``)."""
+    if n is not None:
+        n = check_int(n, "n")
+        if int(round(c * n)) != p:
+            raise ValueError(f"n={n} does not fit the matrix: {what.format(p=p)}, so n must "
+                             f"give round(c n) = {p} with c = {c:g} (round(c n) = "
+                             f"{int(round(c * n))}); e.g. n = {int(round(p / c))}")
+    return p
+
+
 @dataclass(frozen=True)
 class BaseSetting:
     """What every setting type shares, and its one validation path.
@@ -535,14 +552,7 @@ class MatrixSetting(BaseSetting):
     # ------------------------------------------------------------------ derived scalars
     def p(self, n: int | None = None) -> int:
         """``p = M.shape[0]``; with ``n``, checks that ``round(c n) = p`` (else ``ValueError``)."""
-        p = self.M.shape[0]
-        if n is not None:
-            n = check_int(n, "n")
-            if int(round(self.c * n)) != p:
-                raise ValueError(f"n={n} does not fit the matrix: M is {p} x {p}, so n must "
-                                 f"give round(c n) = {p} with c = {self.c:g} (round(c n) = "
-                                 f"{int(round(self.c * n))}); e.g. n = {int(round(p / self.c))}")
-        return p
+        return _fixed_p(self.c, self.M.shape[0], n, "M is {p} x {p}")
 
     @property
     def snr(self) -> float:
@@ -561,3 +571,114 @@ class MatrixSetting(BaseSetting):
     def delta(self, n: int | None = None) -> float:
         """Coherent shift ``|mu^T M mu| / sqrt(p)`` (``n``, if given, is checked by :meth:`p`)."""
         return abs(self.signed_delta(n))
+
+
+@dataclass(frozen=True, eq=False)
+class HeadsSetting(BaseSetting):
+    r"""Multi-head entry-wise attention as GPT-2 computes it: ``f`` per head, heads side by side.
+
+    Tokens ``X = mu y^T + Z`` in ``R^{p x n}``; head ``h`` has the matrix ``B_h`` (book's
+    orientation, rows index keys), the logits ``T_h = X^T B_h X / sqrt(p)`` and the kernel
+    ``K_h = f_h(T_h) / sqrt(p)`` with a zero diagonal, ``f_h = f - E f(sigma_h xi)`` centred at
+    the head's own logit scale ``sigma_h = ||B_h||_F / sqrt(p)`` (:attr:`logit_scales`). Head
+    ``h`` writes its own block of output coordinates, as GPT-2's heads write their values side
+    by side:
+
+        Phi = [X_1 K_1; ...; X_H K_H],
+
+    ``X_h`` the rows :attr:`blocks` ``[h]`` of ``X`` (``numpy.array_split`` of ``0..p-1`` into
+    ``H`` blocks: the values are the identity, split into blocks). The features keep their count
+    ``p``, so the model is at the same ``c`` as one matrix; summing the heads' logits instead is
+    the :class:`MatrixSetting` of ``sum_h B_h``. Under :class:`Softmax` attention each head's
+    kernel is ``softmax(beta T_h)`` column by column instead (``f`` ignored): GPT-2's own form.
+
+    Parameters
+    ----------
+    c : float
+        Aspect ratio ``p/n > 0``; it fixes the one ``n`` the setting is drawn at (as for
+        :class:`MatrixSetting`: ``round(c n) = p``).
+    heads : array_like of shape (H, p, p)
+        The head matrices ``B_h``: finite, each non-zero, ``p >= 2`` and ``1 <= H <= p`` (every
+        head needs an output coordinate). Stored as a read-only float copy. For GPT-2's layers:
+        :func:`attn_lib.studies.gpt2.heads`.
+    mu : array_like of shape (p,)
+        Signal, finite (``snr = ||mu||^2``). Stored as a read-only float copy.
+    f : str, callable or Nonlinearity, default "tanh"
+        Entry-wise nonlinearity (ignored under softmax).
+    attention : Attention, keyword-only, default ``Entrywise()``
+
+    Notes
+    -----
+    With one head this is the :class:`MatrixSetting` of ``B_1`` (the same draws and errors).
+    A head's logit scale is ``||B_h||_F / sqrt(p)`` exactly on noise tokens; the setting has no
+    single :attr:`logit_scale` (reading it raises ``AttributeError``). Instances compare and
+    hash by their fields (``heads`` and ``mu`` by value).
+    """
+
+    heads: np.ndarray
+    mu: np.ndarray
+    f: NonlinearityLike = "tanh"
+    attention: Attention = field(default=ENTRYWISE, kw_only=True)
+
+    def _validate(self) -> None:
+        B = np.array(check_array(self.heads, "heads", ndim=3), dtype=float, copy=True)
+        H, p = B.shape[0], B.shape[1]
+        if B.shape != (H, p, p) or p < 2:
+            raise ValueError(f"heads must have shape (H, p, p) with p >= 2, got {B.shape}")
+        if H > p:
+            raise ValueError(f"heads: H = {H} heads need at most p = {p} (one output coordinate "
+                             "per head at least)")
+        zero = [h for h in range(H) if not np.any(B[h])]
+        if zero:
+            raise ValueError(f"heads[{zero[0]}] must not be zero: its logits would vanish")
+        mu = np.array(check_array(self.mu, "mu"), dtype=float, copy=True)
+        if mu.shape != (p,):
+            raise ValueError(f"mu must have shape ({p},), the p of heads, got {mu.shape}")
+        B.flags.writeable = False
+        mu.flags.writeable = False
+        self._set("heads", B)
+        self._set("mu", mu)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return ((self.c, self.f, self.attention) == (other.c, other.f, other.attention)
+                and np.array_equal(self.heads, other.heads) and np.array_equal(self.mu, other.mu))
+
+    def __hash__(self) -> int:
+        return hash((self.c, self.f, self.attention, self.heads.tobytes(), self.mu.tobytes()))
+
+    # ------------------------------------------------------------------ derived scalars
+    @property
+    def H(self) -> int:
+        """Number of heads."""
+        return self.heads.shape[0]
+
+    def p(self, n: int | None = None) -> int:
+        """``p = heads.shape[1]``; with ``n``, checks that ``round(c n) = p`` (else ``ValueError``)."""
+        return _fixed_p(self.c, self.heads.shape[1], n, f"heads are {self.H} x {{p}} x {{p}}")
+
+    @property
+    def blocks(self) -> list[np.ndarray]:
+        """The output coordinates of each head (:func:`attn_lib.model.kernel.head_blocks`)."""
+        return head_blocks(self.p(), self.H)
+
+    @property
+    def snr(self) -> float:
+        """``||mu||^2``."""
+        return float(self.mu @ self.mu)
+
+    @property
+    def logit_scales(self) -> np.ndarray:
+        """``||B_h||_F / sqrt(p)`` per head, shape ``(H,)``: the standard deviations of the logits."""
+        return np.array([np.linalg.norm(B) / np.sqrt(self.p()) for B in self.heads])
+
+    @property
+    def logit_scale(self) -> float:
+        """Not defined: one scale per head (:attr:`logit_scales`)."""
+        raise AttributeError("a HeadsSetting has one logit scale per head: see logit_scales")
+
+    @functools.cached_property
+    def hermites(self) -> tuple[Hermite, ...]:
+        """Hermite data of ``t -> f(sigma_h t)`` per head (``sigma_h`` = :attr:`logit_scales`)."""
+        return tuple(coefficients(self.f, float(s)) for s in self.logit_scales)

@@ -9,7 +9,9 @@ or on a Dask cluster (:mod:`attn_lib.simulation.executor`); :func:`errors_plan` 
 without running them, so that a sweep can send the trials of many settings at once.
 
 A :class:`~attn_lib.model.setting.MatrixSetting` (any key-query matrix ``M`` and signal ``mu``)
-is drawn the same way, with the logits ``X^T M X / sqrt(p)``; its ``n`` must give its ``p``.
+is drawn the same way, with the logits ``X^T M X / sqrt(p)``; its ``n`` must give its ``p``. A
+:class:`~attn_lib.model.setting.HeadsSetting` (multi-head attention as GPT-2 computes it) applies
+the kernel step to each head's logits and writes each head's features into its block of rows.
 
 The error of one draw lives in :mod:`attn_lib.simulation.resolvent` and the trials and their
 summaries in :mod:`attn_lib.simulation.trials`; their names are importable from here too.
@@ -24,7 +26,7 @@ import numpy as np
 from ..model import data, kernel
 from .._validation import check_gammas, check_int, check_seed, check_setting
 from ..model.nonlinearity import check_nonlinearity
-from ..model.setting import Entrywise, MatrixSetting, RankSetting, Setting, Softmax
+from ..model.setting import Entrywise, HeadsSetting, MatrixSetting, RankSetting, Setting, Softmax
 from .resolvent import interpolation_error, interpolation_errors
 from .trials import Plan, Stats, Trials
 
@@ -32,7 +34,7 @@ __all__ = ["draw_errors", "SimulationResult", "errors", "errors_plan", "self_wei
 
 #: The attention kinds and the setting types the simulator draws.
 KINDS = (Entrywise, Softmax)
-TYPES = (Setting, RankSetting, MatrixSetting)
+TYPES = (Setting, RankSetting, MatrixSetting, HeadsSetting)
 
 
 def _kernel(setting: Setting | RankSetting | MatrixSetting, s: data.Sample, keep_diagonal: bool
@@ -65,8 +67,30 @@ def _kernel(setting: Setting | RankSetting | MatrixSetting, s: data.Sample, keep
     return kern
 
 
-def draw_errors(setting: Setting | RankSetting | MatrixSetting, gammas: np.ndarray, n: int,
-                rng: np.random.Generator, keep_diagonal: bool = False, attention: bool = True
+def _head_features(setting: HeadsSetting, s: data.Sample, keep_diagonal: bool) -> np.ndarray:
+    """``Phi = [X_1 K_1; ...; X_H K_H]`` of the draw ``s`` (shape ``(p, n)``).
+
+    Head ``h``: the logits :func:`~attn_lib.model.kernel.matrix_logits` of ``B_h``, then the
+    entry-wise step centred at the head's own ``E f(sigma_h xi)`` (:func:`~attn_lib.model.kernel.apply`)
+    or the column softmax (:func:`~attn_lib.model.kernel.softmax_columns`), and ``X_h K_h`` into
+    the rows :attr:`~attn_lib.model.setting.HeadsSetting.blocks` ``[h]``; one ``n x n`` kernel
+    at a time.
+    """
+    kind, p = setting.attention, s.X.shape[0]
+    Phi = np.empty_like(s.X)
+    for h, (B, block) in enumerate(zip(setting.heads, setting.blocks)):
+        T = kernel.matrix_logits(s.Z, s.y, s.mu, B)
+        if isinstance(kind, Softmax):
+            K = kernel.softmax_columns(T, kind.beta, kind.mask)
+        else:
+            K = kernel.apply(check_nonlinearity(setting.f), T, p, keep_diagonal,
+                             setting.hermites[h].a0, overwrite=True)
+        Phi[block] = s.X[block] @ K
+    return Phi
+
+
+def draw_errors(setting: Setting | RankSetting | MatrixSetting | HeadsSetting, gammas: np.ndarray,
+                n: int, rng: np.random.Generator, keep_diagonal: bool = False, attention: bool = True
                 ) -> tuple[np.ndarray | None, np.ndarray]:
     """Attention and ridge errors of one draw, each shaped like ``gammas``.
 
@@ -77,7 +101,9 @@ def draw_errors(setting: Setting | RankSetting | MatrixSetting, gammas: np.ndarr
     :func:`attn_lib.model.kernel.softmax_kernel` (``f`` and ``keep_diagonal`` do not apply) and
     the features are the raw ``Phi = X A``. A :class:`~attn_lib.model.setting.MatrixSetting`'s
     logits are :func:`attn_lib.model.kernel.matrix_logits` (``M Z``, ``Z^T (M Z)`` and
-    rank-one terms: two GEMMs more than ``X^T X`` alone), followed by the same kernel step.
+    rank-one terms: two GEMMs more than ``X^T X`` alone), followed by the same kernel step. A
+    :class:`~attn_lib.model.setting.HeadsSetting` does that per head (:func:`_head_features`) and
+    takes the features ``Phi`` for any ``p``.
 
     Notes
     -----
@@ -98,6 +124,10 @@ def draw_errors(setting: Setting | RankSetting | MatrixSetting, gammas: np.ndarr
     p = s.X.shape[0]
     if not attention:
         return None, interpolation_error(s.X, s.y, gammas)
+    if isinstance(setting, HeadsSetting):
+        att, ridge = interpolation_errors([_head_features(setting, s, keep_diagonal), s.X], s.y,
+                                          gammas)
+        return att, ridge
     kern = _kernel(setting, s, keep_diagonal)
     if p >= n:
         G = s.X.T @ s.X
@@ -130,7 +160,8 @@ class SimulationResult(Trials):
         return self.stats("ridge")
 
 
-def errors(setting: Setting | RankSetting | MatrixSetting, gammas: object, n: int = 2048,
+def errors(setting: Setting | RankSetting | MatrixSetting | HeadsSetting, gammas: object,
+           n: int = 2048,
            trials: int = 4, seed: int = 0,
            keep_diagonal: bool = False, progress: bool = False,
            attention: bool = True, scheduler: str | None = None) -> SimulationResult:
@@ -138,15 +169,16 @@ def errors(setting: Setting | RankSetting | MatrixSetting, gammas: object, n: in
 
     Parameters
     ----------
-    setting : Setting, RankSetting or MatrixSetting
-        Model scalars (rank-one or rank-``r`` weights) or a given key-query matrix and signal,
-        with :class:`~attn_lib.model.setting.Entrywise` or
+    setting : Setting, RankSetting, MatrixSetting or HeadsSetting
+        Model scalars (rank-one or rank-``r`` weights), a given key-query matrix and signal, or
+        given head matrices (multi-head attention), with :class:`~attn_lib.model.setting.Entrywise` or
         :class:`~attn_lib.model.setting.Softmax` attention (softmax ignores ``setting.f``).
     gammas : float or array_like of shape (G,)
         Positive ridge parameters.
     n : int, default 2048
-        Number of tokens; ``p = max(1, round(c n))``. A ``MatrixSetting`` fixes ``p``, and an
-        ``n`` with ``round(c n) != p`` raises ``ValueError`` (:meth:`MatrixSetting.p`).
+        Number of tokens; ``p = max(1, round(c n))``. A ``MatrixSetting`` or ``HeadsSetting``
+        fixes ``p``, and an ``n`` with ``round(c n) != p`` raises ``ValueError``
+        (:meth:`MatrixSetting.p`).
     trials : int, default 4
         Independent draws. Trial ``t`` uses ``SeedSequence(seed).spawn(trials)[t]``, so fewer
         trials are a prefix of more.
@@ -175,7 +207,8 @@ def errors(setting: Setting | RankSetting | MatrixSetting, gammas: object, n: in
     return plan.run(progress=progress, scheduler=scheduler)
 
 
-def errors_plan(setting: Setting | RankSetting | MatrixSetting, gammas: object, n: int = 2048,
+def errors_plan(setting: Setting | RankSetting | MatrixSetting | HeadsSetting, gammas: object,
+                n: int = 2048,
                 trials: int = 4, seed: int = 0,
                 keep_diagonal: bool = False, attention: bool = True) -> Plan[SimulationResult]:
     """The trials of :func:`errors` (same parameters), as a :class:`~.trials.Plan`."""
@@ -189,8 +222,8 @@ def errors_plan(setting: Setting | RankSetting | MatrixSetting, gammas: object, 
     n = check_int(n, "n")
     trials = check_int(trials, "trials")
     seed = check_seed(seed)
-    p = setting.p(n)  # a MatrixSetting checks that n gives its p
-    if not isinstance(setting, MatrixSetting):
+    p = setting.p(n)  # a MatrixSetting or HeadsSetting checks that n gives its p
+    if not isinstance(setting, (MatrixSetting, HeadsSetting)):
         data.geometry(setting, p)  # fail fast when n is too small for the geometry
 
     def trial(rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -214,7 +247,8 @@ def self_weight(setting: Setting | RankSetting | MatrixSetting, n: int = 2048, t
     Trials
         The curve ``"self_weight"`` of shape ``(trials,)`` (``gammas`` empty).
     """
-    check_setting(setting, types=TYPES, attention=(Softmax,))
+    # one kernel per draw: not a HeadsSetting (one softmax per head)
+    check_setting(setting, types=(Setting, RankSetting, MatrixSetting), attention=(Softmax,))
     n, trials, seed = check_int(n, "n", low=2), check_int(trials, "trials"), check_seed(seed)
     p = setting.p(n)
     if not isinstance(setting, MatrixSetting):

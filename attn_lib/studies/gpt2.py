@@ -67,8 +67,8 @@ from ..simulation.trials import Stats, Trials
 from . import _gpt2_weights as _weights
 from .._validation import check_bool, check_gammas, check_int, check_real, check_seed, check_square
 from ..model.nonlinearity import NonlinearityLike, check_nonlinearity, scaled
-from ..model.setting import (ENTRYWISE, Attention, Entrywise, MatrixSetting, RankSetting, Setting,
-                             Softmax)
+from ..model.setting import (ENTRYWISE, Attention, Entrywise, HeadsSetting, MatrixSetting,
+                             RankSetting, Setting, Softmax)
 from ..theory.attention import attention_error
 
 __all__ = [
@@ -78,7 +78,7 @@ __all__ = [
     "paper_matrix", "head_matrix", "heads",
     "asymmetry", "spectrum", "shuffled", "normalise", "fit", "verdict", "VERDICT_RULE",
     "aligned_direction", "random_direction", "fit_setting", "fit_rank_setting",
-    "matrix_theory", "simulate_matrices",
+    "matrix_theory", "heads_theory", "simulate_matrices",
 ]
 
 #: Environment variable holding the path of the weights (an ``.npz``, a ``model.safetensors``
@@ -669,6 +669,38 @@ def matrix_theory(M: np.ndarray, mu: np.ndarray, c: float, nonlinearity: Nonline
         return attention_error(MatrixSetting(c=c, M=M, mu=mu, f=nonlinearity), gammas, n=n)
 
 
+def heads_theory(W_Q: np.ndarray, W_K: np.ndarray, mu: np.ndarray, c: float,
+                 nonlinearity: NonlinearityLike, gammas: object, scale: str = "unit") -> np.ndarray:
+    """The multi-head deterministic equivalent of the per-head model with a layer's own heads.
+
+    :func:`attn_lib.theory.attention_error` of ``HeadsSetting(c, heads(W_Q, W_K, scale), mu, f)``
+    (:mod:`attn_lib.theory._heads`: ``f`` applied to each head's logits, linearised at the head's
+    own scale, the heads' residuals correlated as their logits are, each head writing its block
+    of 64 feature rows), proportional limit, run with one BLAS thread (``O(p^3)`` per evaluation;
+    about a minute for three ``gamma`` at ``p = 768``, ``benchmarks/multi_head.py --theory``).
+
+    Parameters
+    ----------
+    W_Q, W_K : ndarray of shape (768, 768)
+        A layer's ``[in, out]`` weights (:func:`load_qk`).
+    mu : ndarray of shape (768,)
+        Signal (``snr = ||mu||^2``).
+    c : float
+        ``p / n``.
+    nonlinearity : str or callable
+    gammas : array_like of shape (G,)
+    scale : {"unit", "gpt2"}, default "unit"
+        The heads' scale (:func:`heads`).
+
+    Returns
+    -------
+    ndarray of shape (G,)
+    """
+    s = HeadsSetting(c=c, heads=heads(W_Q, W_K, scale), mu=mu, f=nonlinearity)
+    with threadpool_limits(limits=1, user_api="blas"):
+        return attention_error(s, gammas)
+
+
 # ----------------------------------------------------------------------------- Monte Carlo
 class MonteCarlo(Trials):
     """Monte Carlo interpolation errors with fixed weight matrices.
@@ -769,14 +801,18 @@ def simulate_matrices(matrices: Mapping[str, np.ndarray], mus: Mapping[str, np.n
     the book's ``Phi = X K`` takes them whole). The features keep their count ``p``, so the
     comparison with one matrix is at the same ``c``. Summing the heads' logits instead is the
     single matrix ``sum_h B_h``: the book's model. (Concatenating every head's full ``X K_h``
-    would give ``H p`` features, a model with ``H`` times the aspect ratio.)
+    would give ``H p`` features, a model with ``H`` times the aspect ratio.) One stack and one
+    direction give the errors of :func:`attn_lib.simulation.simulate.errors` for the
+    :class:`~attn_lib.model.setting.HeadsSetting` bit for bit; :func:`heads_theory` is its
+    deterministic equivalent.
 
     Parameters
     ----------
     matrices : mapping name -> ndarray of shape (p, p) or (H, p, p)
         Weight matrices ``A`` in the paper's orientation (rows: keys), normalised; a stack of
-        ``H`` head matrices (``H`` dividing ``p`` or not: the blocks are ``numpy.array_split``)
-        is multi-head attention (above).
+        ``H`` head matrices (``H`` dividing ``p`` or not: the blocks are
+        :func:`attn_lib.model.kernel.head_blocks`, ``numpy.array_split``) is multi-head
+        attention (above).
     mus : mapping name -> ndarray of shape (p,)
         Signal directions (their squared norm is the SNR).
     f : str or callable
@@ -855,7 +891,7 @@ def simulate_matrices(matrices: Mapping[str, np.ndarray], mus: Mapping[str, np.n
         for d in mu_arr:
             out["ridge", d], out["ridge_scale", d] = error(X[d], y)
         for m, stack in mats.items():
-            rows = np.array_split(np.arange(p), len(stack))  # the output block of each head
+            rows = kernel.head_blocks(p, len(stack))  # the output block of each head
             phi = {d: np.empty((p, n)) for d in mu_arr} if m in multi else {}
             for A, c0, block in zip(stack, a0[m], rows):
                 ZAZ = Z.T @ (A @ Z)  # shared by all directions

@@ -134,15 +134,15 @@ def simulations(settings: Sequence[Setting], gammas: object, n: int | Sequence[i
 
     Parameters
     ----------
-    settings : sequence of Setting, RankSetting or MatrixSetting, length B
-        Rank-one or rank-``r`` weights or a given matrix, entry-wise or softmax attention
+    settings : sequence of Setting, RankSetting, MatrixSetting or HeadsSetting, length B
+        Rank-one or rank-``r`` weights, a given matrix or given heads, entry-wise or softmax attention
         (:data:`attn_lib.simulation.simulate.TYPES`, :data:`~attn_lib.simulation.simulate.KINDS`);
         a softmax setting's attention error is that of the raw features ``X A``.
     gammas : float or array_like of shape (G,)
         Positive ridge parameters (one eigendecomposition per draw gives all of them).
     n : int or sequence of int of length B
         Number of tokens, shared or one per setting (``p = round(c n)``; a ``MatrixSetting``'s
-        ``n`` must give its ``p``, else ``ValueError``).
+        or ``HeadsSetting``'s ``n`` must give its ``p``, else ``ValueError``).
     trials : int
         Independent draws per setting.
     seed : int, default 0

@@ -8,8 +8,8 @@ proportional limit; with ``n=...`` it is the finite-size theory), :mod:`~attn_li
 
 The implementation is private: the bulk fixed point for real and complex ``gamma``
 (``_bulk``), the spiked linear pencil (``_spiked``), the finite-size equivalent
-(``_finite_size``), the continuation driver of the bulk (``_continuation``) and
-:class:`ConvergenceError` (``_errors``).
+(``_finite_size``), the any-matrix pencil (``_matrix``), the multi-head pencil (``_heads``), the
+continuation driver of the bulk (``_continuation``) and :class:`ConvergenceError` (``_errors``).
 """
 
 from . import attention, kernel_spectrum, marchenko_pastur, ridge, shift, softmax

@@ -377,12 +377,12 @@ def _solve_point(g, oracle, c, rho, k0, b2, gamma, tol):
 
 def _predict(points, new):
     """The solution at ``gamma = new`` extrapolated from solved points
-    ``(log gamma, g, dg/dlog gamma)`` (the path so far): the Hermite polynomial in ``log gamma``
-    (values and derivatives) through the last point and up to ``_PREDICT_POINTS - 1`` earlier
-    ones, each between half and twice the extrapolation distance from the one after it (a cluster
-    of close points counts once, a far point ends the list: the tangent predictor remains for
-    long steps), of ``log |g|`` for the entries of one sign (moved by at most a factor ``e^3``),
-    of ``g`` for the others."""
+    ``(log gamma, g, dg/dlog gamma or None)`` (the path so far; ``g`` of any shape): the Hermite
+    polynomial in ``log gamma`` (values, and the derivatives where given) through the last point
+    and up to ``_PREDICT_POINTS - 1`` earlier ones, each between half and twice the extrapolation
+    distance from the one after it (a cluster of close points counts once, a far point ends the
+    list: the tangent predictor remains for long steps), of ``log |g|`` for the entries of one
+    sign (moved by at most a factor ``e^3``), of ``g`` for the others."""
     dist = abs(np.log(new) - points[-1][0])
     used = [points[-1]]
     for pt in reversed(points[:-1]):
@@ -397,19 +397,36 @@ def _predict(points, new):
     for _, g, _ in points:
         keep &= np.sign(g) == np.sign(g1)
     h = x1 - points[0][0] if len(points) > 1 else 1.0
-    k = 2 * len(points)
-    V, rhs = np.zeros((k, k)), np.zeros((k, 9))
+    k = sum(1 if d is None else 2 for _, _, d in points)
+    V, rhs = np.zeros((k, k)), np.zeros((k, g1.size))
+    row = 0
     with np.errstate(all="ignore"):
-        for i, (x, g, d) in enumerate(points):
+        for x, g, d in points:
             u = (x - x1) / h
-            V[2 * i] = u ** np.arange(k)
-            V[2 * i + 1, 1:] = np.arange(1, k) * u ** np.arange(k - 1) / h
-            rhs[2 * i] = np.where(keep, np.log(np.abs(g)), g).ravel()
-            rhs[2 * i + 1] = np.where(keep, d / g, d).ravel()
+            V[row] = u ** np.arange(k)
+            rhs[row] = np.where(keep, np.log(np.abs(g)), g).ravel()
+            last = row  # the value row of the last point, at the end
+            row += 1
+            if d is not None:
+                V[row, 1:] = np.arange(1, k) * u ** np.arange(k - 1) / h
+                rhs[row] = np.where(keep, d / g, d).ravel()
+                row += 1
     coef = np.linalg.solve(V, rhs)
-    y = (((np.log(new) - x1) / h) ** np.arange(k) @ coef).reshape(3, 3)
-    y1 = rhs[-2].reshape(3, 3)
+    y = (((np.log(new) - x1) / h) ** np.arange(k) @ coef).reshape(g1.shape)
+    y1 = rhs[last].reshape(g1.shape)
     return np.where(keep, np.sign(g1) * np.exp(np.clip(y, y1 - 3.0, y1 + 3.0)), y)
+
+
+def _path(targets: np.ndarray) -> list[float]:
+    """The continuation path for the requested ``gamma`` (``targets``, decreasing): from
+    ``max(10, 10 max gamma)`` down through every target, in steps of ratio at most
+    ``_MAX_RATIO_STEP``."""
+    path = [max(10.0, 10.0 * targets[0])]
+    for t in targets:
+        while path[-1] / t > _MAX_RATIO_STEP:
+            path.append(path[-1] / _MAX_RATIO_STEP)
+        path.append(t)
+    return path
 
 
 def _form(g, lin, unit, c, rho):
@@ -497,13 +514,8 @@ def matrix_resolvent_form(c, M, mu, f: NonlinearityLike, gammas, *, scale=None, 
               else _Blocks(M / sigma, m, alpha / sigma, d))
     quad = None if m is None else traces if bulk is None else _Oracle(M / sigma, m)
     targets = np.unique(g_arr)[::-1]
-    top = max(10.0, 10.0 * targets[0])
-    path = [top]
-    for t in targets:
-        while path[-1] / t > _MAX_RATIO_STEP:
-            path.append(path[-1] / _MAX_RATIO_STEP)
-        path.append(t)
-    g = np.linalg.inv(np.array([[top, 0.0, -k0], [k0, 1.0, 0.0], [0.0, 0.0, 1.0]]))
+    path = _path(targets)
+    g = np.linalg.inv(np.array([[path[0], 0.0, -k0], [k0, 1.0, 0.0], [0.0, 0.0, 1.0]]))
     out, points = {}, []
     for gam in path:
         if points:

@@ -29,6 +29,11 @@ to the any-matrix deterministic equivalent (:mod:`attn_lib.theory._matrix`: a li
 ``||M||_F / sqrt(p)``), entry-wise attention only (a softmax ``MatrixSetting`` raises
 ``ValueError``: the softmax reduction is derived for rank-one weights).
 
+Multi-head attention as GPT-2 computes it (:class:`attn_lib.HeadsSetting`: ``f`` per head at
+the head's own scale, the heads' features side by side) goes to the per-head pencil
+(:mod:`attn_lib.theory._heads`), proportional limit and entry-wise attention only (``n=...``
+and softmax raise ``ValueError``).
+
 Reduced finite-size model (``n=...`` for a ``MatrixSetting`` or a ``RankSetting`` with a latent
 span above 3; ``book/derivation_finite_size.md``, "Rank r and any matrix"): ``s_B`` keeps ``mu``
 and the directions ``M mu, M^T mu`` of the matrix exactly, with an isotropic bulk of the
@@ -54,8 +59,8 @@ import numpy as np
 
 from .._validation import check_gammas, check_int, check_real, check_setting, check_settings
 from ..model.data import latent_coordinates
-from ..model.setting import Entrywise, MatrixSetting, RankSetting, Setting, Softmax
-from . import _matrix, softmax
+from ..model.setting import Entrywise, HeadsSetting, MatrixSetting, RankSetting, Setting, Softmax
+from . import _heads, _matrix, softmax
 from ._bulk import BulkSolution, solve_bulk, spectral_g1
 from ._errors import ConvergenceError
 from ._finite_size import _restricted, finite_size_resolvent_form_batch, reduced_setting
@@ -178,9 +183,9 @@ _KINDS = (Entrywise, Softmax)
 def _entrywise(setting: object, n: object) -> Setting | RankSetting:
     """``setting`` checked; in the proportional limit (``n`` None) a softmax one is replaced by
     its entry-wise equivalent, for the finite-size theory it is kept (masked only)."""
-    if isinstance(setting, MatrixSetting):
+    if isinstance(setting, (MatrixSetting, HeadsSetting)):
         raise ValueError("setting: this function takes an attn_lib.Setting or RankSetting; the "
-                         "theory of an attn_lib.MatrixSetting is attention_error / "
+                         f"theory of an attn_lib.{type(setting).__name__} is attention_error / "
                          "attention_resolvent_form (entry-wise)")
     s = check_setting(setting, types=_TYPES, attention=_KINDS)
     if isinstance(s.attention, Softmax) and n is None:
@@ -286,7 +291,24 @@ def _matrix_form(setting: MatrixSetting, g: np.ndarray, n: object):
     return _limit_form(s, g)
 
 
-def attention_resolvent_form(setting: Setting | RankSetting | MatrixSetting, gammas: object, *,
+def _heads_form(setting: HeadsSetting, g: np.ndarray, n: object):
+    """``(q, dq)`` of the multi-head theory (:mod:`attn_lib.theory._heads`) for ``setting``,
+    shaped like ``g``; entry-wise attention and the proportional limit only (``ValueError``
+    otherwise)."""
+    s = check_setting(setting, types=(HeadsSetting,), attention=_KINDS)
+    if isinstance(s.attention, Softmax):
+        raise ValueError("setting: no theory for softmax attention with several heads "
+                         "(attn_lib.HeadsSetting): the softmax reduction is derived for rank-one "
+                         "weights (attn_lib.Setting) only; simulate it with attn_lib.simulate.errors")
+    if n is not None:
+        raise ValueError(f"n={n!r}: the multi-head theory (attn_lib.HeadsSetting) is the "
+                         "proportional limit only; call attention_error without n")
+    q, E = _heads.heads_resolvent_form(s.c, s.heads, s.mu, s.f, g.reshape(-1))
+    return q.reshape(g.shape), (-E / g.reshape(-1) ** 2).reshape(g.shape)
+
+
+def attention_resolvent_form(setting: Setting | RankSetting | MatrixSetting | HeadsSetting,
+                             gammas: object, *,
                              n: int | None = None, max_iter: int = 50,
                              continuation: str = "parallel"):
     """``yh^T Qbar yh`` (the limit of ``y^T Q y / n``) and its ``gamma``-derivative, each shaped like ``gammas``.
@@ -295,10 +317,14 @@ def attention_resolvent_form(setting: Setting | RankSetting | MatrixSetting, gam
     ``max_iter`` and ``continuation`` then do not apply; the reduced model for a latent span
     above 3 and a ``MatrixSetting``, see the module docstring). A
     :class:`~attn_lib.MatrixSetting` goes to the any-matrix theory
-    (:func:`attn_lib.theory._matrix.matrix_resolvent_form`; entry-wise).
+    (:func:`attn_lib.theory._matrix.matrix_resolvent_form`; entry-wise), a
+    :class:`~attn_lib.HeadsSetting` to the multi-head one
+    (:func:`attn_lib.theory._heads.heads_resolvent_form`; entry-wise, without ``n``).
     """
     if isinstance(setting, MatrixSetting):
         return _matrix_form(setting, check_gammas(gammas), n)
+    if isinstance(setting, HeadsSetting):
+        return _heads_form(setting, check_gammas(gammas), n)
     s = _entrywise(setting, n)
     g = check_gammas(gammas)
     if n is not None:
@@ -307,7 +333,7 @@ def attention_resolvent_form(setting: Setting | RankSetting | MatrixSetting, gam
     return q.reshape(g.shape), dq.reshape(g.shape)
 
 
-def attention_error(setting: Setting | RankSetting | MatrixSetting, gammas: object, *,
+def attention_error(setting: Setting | RankSetting | MatrixSetting | HeadsSetting, gammas: object, *,
                     n: int | None = None, max_iter: int = 50,
                     continuation: str = "parallel") -> np.ndarray:
     """Deterministic equivalent of the attention interpolation error.
@@ -328,7 +354,10 @@ def attention_error(setting: Setting | RankSetting | MatrixSetting, gammas: obje
         ``M``): the any-matrix theory (:mod:`attn_lib.theory._matrix`, ``f`` linearised at
         the logit scale ``||M||_F / sqrt(p)``), entry-wise attention only (softmax raises
         ``ValueError``); it costs ``O(p^3)`` per oracle call, a few seconds for three ``gamma``
-        at ``p = 768`` (run it with one BLAS thread on a shared machine). Under softmax
+        at ``p = 768`` (run it with one BLAS thread on a shared machine). A
+        :class:`~attn_lib.model.setting.HeadsSetting` (multi-head attention as GPT-2 computes
+        it): the per-head pencil (:mod:`attn_lib.theory._heads`), entry-wise attention and the
+        proportional limit only (softmax or ``n`` raise ``ValueError``). Under softmax
         ``gammas`` are effective ridge parameters ``gamma / s_n^2``
         (:func:`attn_lib.theory.softmax.effective_gamma`): the raw features ``X A`` have the
         scale ``s_n ~ sqrt(p) / n``.
@@ -402,10 +431,12 @@ def attention_error_batch(settings: Sequence[Setting | RankSetting], gamma: obje
     ConvergenceError
         When the fixed point of any setting cannot be solved (never returns NaN).
     """
-    checked = check_settings(settings, types=_TYPES + (MatrixSetting,), attention=_KINDS)
-    if any(isinstance(s, MatrixSetting) for s in checked):
-        raise ValueError("settings: attention_error_batch does not take an attn_lib.MatrixSetting "
-                         "(the any-matrix theory is not vectorised); call attention_error on each")
+    checked = check_settings(settings, types=_TYPES + (MatrixSetting, HeadsSetting), attention=_KINDS)
+    for s in checked:
+        if isinstance(s, (MatrixSetting, HeadsSetting)):
+            raise ValueError(f"settings: attention_error_batch does not take an attn_lib."
+                             f"{type(s).__name__} (its theory is not vectorised); call "
+                             "attention_error on each")
     settings = [_entrywise(s, n) for s in checked]
     g = np.asarray(gamma, dtype=float)
     B = len(settings)

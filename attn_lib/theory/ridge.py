@@ -34,17 +34,17 @@ from __future__ import annotations
 import numpy as np
 
 from .._validation import check_gammas, check_setting
-from ..model.setting import Entrywise, MatrixSetting, RankSetting, Setting, Softmax
+from ..model.setting import Entrywise, HeadsSetting, MatrixSetting, RankSetting, Setting, Softmax
 from . import marchenko_pastur as mp
 
 
-def ridge_resolvent_form(setting: Setting | RankSetting | MatrixSetting, z: np.ndarray
+def ridge_resolvent_form(setting: Setting | RankSetting | MatrixSetting | HeadsSetting, z: np.ndarray
                          ) -> tuple[np.ndarray, np.ndarray]:
     """``q(z)`` and ``q'(z)``, the limit of ``yh^T (X^T X / p - z)^{-1} yh`` and its derivative.
 
     Parameters
     ----------
-    setting : Setting, RankSetting or MatrixSetting
+    setting : Setting, RankSetting, MatrixSetting or HeadsSetting
         Only ``c`` and ``snr`` enter.
     z : ndarray
         Points off the spectrum (for example ``-gamma / c``).
@@ -61,7 +61,8 @@ def ridge_resolvent_form(setting: Setting | RankSetting | MatrixSetting, z: np.n
     return q, dq
 
 
-def ridge_error(setting: Setting | RankSetting | MatrixSetting, gammas: object) -> np.ndarray:
+def ridge_error(setting: Setting | RankSetting | MatrixSetting | HeadsSetting, gammas: object
+                ) -> np.ndarray:
     """Deterministic equivalent of the ridge interpolation error.
 
     ``E(gamma) = gamma^2 y^T (X^T X / n + gamma I)^{-2} y / n -> (gamma/c)^2 q'(-gamma/c)``
@@ -69,9 +70,9 @@ def ridge_error(setting: Setting | RankSetting | MatrixSetting, gammas: object) 
 
     Parameters
     ----------
-    setting : Setting, RankSetting or MatrixSetting
-        Only ``c`` and ``snr`` enter; the nonlinearity, the weights (rank one, rank ``r`` or a
-        general matrix ``M``) and the attention kind (entry-wise or softmax) do not: ridge
+    setting : Setting, RankSetting, MatrixSetting or HeadsSetting
+        Only ``c`` and ``snr`` enter; the nonlinearity, the weights (rank one, rank ``r``, a
+        general matrix ``M`` or the heads) and the attention kind (entry-wise or softmax) do not: ridge
         regresses on the tokens ``Phi = X`` themselves, so a softmax setting has the ridge error
         of its entry-wise twin at the same raw ``gamma``.
     gammas : float or array_like of shape (G,)
@@ -81,7 +82,7 @@ def ridge_error(setting: Setting | RankSetting | MatrixSetting, gammas: object) 
     -------
     ndarray shaped like ``gammas``, values in ``[0, 1]``.
     """
-    check_setting(setting, types=(Setting, RankSetting, MatrixSetting),
+    check_setting(setting, types=(Setting, RankSetting, MatrixSetting, HeadsSetting),
                   attention=(Entrywise, Softmax))
     g = check_gammas(gammas)
     z = -g / setting.c

@@ -1,0 +1,498 @@
+r"""A deterministic equivalent of the error of multi-head attention as GPT-2 computes it.
+
+Model
+-----
+Tokens ``X = mu y^T + Z`` (``p x n``, ``c = p/n``) and ``H`` heads with matrices ``B_h``
+(:class:`~attn_lib.model.setting.HeadsSetting`): ``K_h = f_h(X^T B_h X / sqrt(p)) / sqrt(p)``
+with a zero diagonal, ``f_h`` centred at the head's logit scale ``sigma_h = ||B_h||_F / sqrt(p)``,
+and the heads side by side, ``Phi = [X_1 K_1; ...; X_H K_H]`` (``X_h = P_h X``, ``P_h`` the
+coordinate projection on head ``h``'s block of rows, :func:`~attn_lib.model.kernel.head_blocks`;
+``sum_h P_h = I``, ``P_h P_h' = 0``). ``E(gamma) = gamma^2 y^T Q^2 y / n`` with
+``Q = (Phi^T Phi / n + gamma)^{-1}``.
+
+Gaussian equivalent
+-------------------
+Each head is linearised at its own scale, as one matrix is in :mod:`~attn_lib.theory._matrix`:
+with ``M'_h = B_h / sigma_h``, ``a1_h = E[xi f(sigma_h xi)]``, ``rho_h = sqrt(c) a1_h`` and
+``m0_h = tr(M'_h) / p``,
+
+    sqrt(c) K_h ~ Kt_h = rho_h (Y'^T M'_h Y' - m0_h I) + H_h,
+
+``Y' = X / sqrt(p) = Y + m yhat^T / sqrt(c)``. The residuals ``H_h`` are GOEs independent of
+``X`` and **jointly Gaussian across heads**: the logits of two heads on the same pair of noise
+tokens are jointly Gaussian with correlation ``r_hh' = tr(B_h B_h'^T) / (p sigma_h sigma_h')``,
+so their non-linear residuals have the covariance
+``E[H_h,ij H_h',ij] = C_hh' / n``, ``C`` = :func:`attn_lib.model.hermite.residual_covariance`
+(``C_hh = b2_h``; for tanh and GPT-2's heads at unit scale, ``|r_hh'| <= 0.5`` and the
+off-diagonal ``C`` is at most 0.003 against ``b2 = 0.027``). The residuals are uncorrelated with
+every head's logits, so the linear parts carry the heads' correlation exactly. Then
+
+    Phi^T Phi / n = sum_h Kt_h^T Y'^T P_h Y' Kt_h.
+
+What is approximated is what :mod:`~attn_lib.theory._matrix` approximates, per head: ``f`` is
+linearised at the head's logit scale (the homogeneous surrogate: no latent types, no per-token
+scales, the residual's correlation between ``(i, j)`` and ``(j, i)`` dropped), and the limit is the
+proportional one (no finite-size shift: for a ``mu`` aligned with the heads' spikes the limit
+lies above Monte Carlo, ``benchmarks/multi_head.py``). Given that Gaussian equivalent, the rest
+(the pencil, its reduction, the signal) is exact in the limit.
+
+Linear pencil
+-------------
+``Q yhat`` is the ``x``-block of a linear system in ``N = 1 + 2H`` n-vectors ``x``,
+``a_h = Kt_h x``, ``t_h = Y'^T P_h Y' a_h`` and ``1 + 4H`` p-vectors ``d = Y' x``,
+``d'_h = M'_h d``, ``b_h = P_h Y' a_h``, ``q_h = Y' t_h``, ``q'_h = M'^T_h q_h``:
+
+    gamma x + sum_h (rho_h Y'^T q'_h - k0_h t_h + H_h t_h) = yhat,
+    a_h + k0_h x - H_h x - rho_h Y'^T d'_h = 0,      t_h - Y'^T b_h = 0,
+
+(``k0_h = rho_h m0_h``). Its random blocks are ``kappa A Y`` (``kappa = -1``; ``A = I`` at
+``(d, x)`` and ``(q_h, t_h)``, ``A = P_h`` at ``(b_h, a_h)``), ``beta Y^T`` (``beta = rho_h``
+at ``(x, q'_h)``, ``-rho_h`` at ``(a_h, d'_h)``, ``-1`` at ``(t_h, b_h)``) and ``H_h`` (``+1``
+at ``(x, t_h)``, ``-1`` at ``(a_h, x)``). Gaussian integration by parts gives
+``G = (L0 + P - Sigma)^{-1}`` with
+
+* ``Sigma_pp[rho, pi] = kappa beta g[c, r] / c A`` (``Y`` block at ``(rho, c)``, ``Y^T`` block at
+  ``(r, pi)``);
+* ``Sigma_nn[r, c] = -T[r, c] + sum C_hh' (...)`` with the traces
+  ``T[r, c] = tr(G[psi_r, sigma_c] A_c) / p``: ``psi_x = sum_h rho_h q'_h``,
+  ``psi_{a_h} = -rho_h d'_h``, ``psi_{t_h} = -b_h`` (the ``Y^T`` blocks of row ``r``, weighted by
+  ``beta``) and ``sigma_x = d``, ``sigma_{a_h} = b_h`` (``A = P_h``), ``sigma_{t_h} = q_h``; the
+  ``H`` terms are ``Sigma[x, t_h'] += sum_h C_hh' g[t_h, x]``,
+  ``Sigma[x, x] -= sum_hh' C_hh' g[t_h, a_h']``, ``Sigma[a_h, t_h'] -= C_hh' g[x, x]`` and
+  ``Sigma[a_h, x] += sum_h' C_hh' g[x, a_h']``.
+
+The n-side of ``Gbar = (L0 - Sigma)^{-1}`` is ``g (x) I_n``, ``g`` an ``N x N`` matrix
+(``N^2`` unknowns: 625 for GPT-2's 12 heads). **The p-side collapses to 2p x 2p.** Every row of
+``Sigma_pp`` is ``-(1/c) A_rho sum_nu g[c_rho, nu] psi_nu``, so the ``q_h`` are combinations of the
+same vectors, the ``b_h`` live on disjoint blocks (one p-vector ``b = sum_h b_h``), and the
+p-side is a system in ``(d, b, psi = psi_x)``:
+
+    d   + (1/c) [g_xx psi - A_dd d - D_xt b]          = s_d,
+    b   + (1/c) [D_ax psi - R_bd d - D_at b]          = s_b,
+    psi + (1/c) [W_pp psi - W_pd d - W_pb b]          = s_psi,
+
+with ``A_dd = sum_h rho_h g[x, a_h] M'_h``, ``R_bd = sum_h P_h sum_h' rho_h' g[a_h, a_h'] M'_h'``,
+``W_pd = sum_hh' rho_h rho_h' g[t_h, a_h'] M'^T_h M'_h'``, ``W_pb = sum_hh' rho_h g[t_h, t_h']
+M'^T_h P_h'``, ``W_pp = sum_h rho_h g[t_h, x] M'^T_h`` and the block-diagonal ``D_xt``, ``D_ax``,
+``D_at`` (``g[x, t_h]``, ``g[a_h, x]``, ``g[a_h, t_h]`` on head ``h``'s coordinates); a source
+at ``q_h`` enters as ``s_psi = rho_h M'^T_h s``. ``b`` is eliminated (its block is diagonal),
+and the ``2p x 2p`` system in ``(d, psi)``, whose ``(d, psi)`` block is diagonal, is inverted by
+its Schur complement (two ``p x p`` inverses, :meth:`_Heads.operator`). With the heads'
+factors ``M'_h = L_h R_h^T`` (rank ``r_h``), ``W_pd = R (Omega o L^T L) R^T`` and the ``H^2``
+traces ``tr(M'_h G M'^T_h')`` are block sums of ``(R^T G R) o (L^T L)``: GEMMs of width
+``sum_h r_h`` (768 for GPT-2). All ``N^2`` traces cost about ten ``p x p`` GEMMs.
+
+For ``H = 1`` this is the pencil of :mod:`~attn_lib.theory._matrix`; for ``H`` identical heads
+with fully correlated residuals (``C = b2``, what identical logits give), ``sum_h P_h = I`` makes
+it that of the one matrix (both checked in ``tests/test_heads_theory.py``).
+
+Signal: one Woodbury step
+-------------------------
+The signal parts of the ``Y'`` blocks form ``P = U C V^T`` with ``2N`` columns: per n-column
+``c``, ``u = A_c m`` at ``sigma_c`` and ``v = yhat`` at ``c`` (coefficient ``-1/sqrt(c)``); per
+n-row ``r``, ``u = yhat`` at ``r`` and ``v = m`` at ``psi_r`` (``1/sqrt(c)``). Then
+
+    y^T Q y / n ~ g_xx - l'^T (I_2N + C K)^{-1} C l,    K = [[0, g], [F, 0]],
+
+with ``F[r, c] = m^T G[psi_r, sigma_c] A_c m`` (the traces with ``m^T . m`` for ``tr / p``),
+``l' = (0, g[x, .])`` and ``l = (g[., x], 0)``.
+
+Numerics
+--------
+The ``N^2`` entries of ``g`` solve ``g = Phi(g)`` (``Phi(g) = (L0 - Sigma(g))^{-1}``) by Anderson
+acceleration (:func:`_anderson`, memory ``_MEMORY``): the Jacobian has ``N^4`` entries (390 625
+for GPT-2), each column one evaluation, which Newton cannot afford, but ``DPhi`` has few
+eigenvalues away from zero (measured spectral radius 0.29, 0.51, 0.75 at ``gamma`` = 1, 0.1,
+1e-3 for four random heads of rank 12 in ``p = 48``), and Anderson takes 9-20 evaluations per
+point. The path is :func:`~._matrix._path`'s (from ``gamma = 10``, ratio at most 4), each point
+predicted by :func:`~._matrix._predict`; the relative residual is ``1e-12`` at the requested
+``gamma`` and ``1e-7`` between them. ``dg/dgamma`` is the fixed point of the affine tangent map
+``v -> DPhi v + dPhi/dgamma`` (:meth:`_Heads.tangent_map`: the p-side at ``g`` factored once, each
+application its forward-mode derivative, exact to rounding), solved by the same Anderson
+iteration (on an affine map, a Krylov method); ``y^T Q y / n`` and its derivative along
+``dg/dgamma`` (one complex step of the Woodbury form) give ``E = -gamma^2 d(y^T Q y / n)/dgamma``.
+A fixed point that does not converge raises :class:`~._errors.ConvergenceError` (never NaN).
+Cost: ``O(p^3)`` per evaluation (two ``p x p`` inverses and about ten GEMMs, some of width
+``sum_h r_h``); see ``benchmarks/multi_head.py --speed`` for the time at ``p = 768`` (about a
+minute for three ``gamma``).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+from scipy import linalg
+
+from ..model import hermite
+from ..model.kernel import head_blocks
+from ..model.nonlinearity import NonlinearityLike
+from .._validation import check_array, check_gammas, check_real
+from ._errors import ConvergenceError
+from ._matrix import _path, _predict
+
+__all__ = ["heads_error", "heads_resolvent_form"]
+
+_TOL = 1e-12            # relative residual at the requested gamma
+_PATH_TOL = 1e-7        # at the path points between them
+_MEMORY = 15            # Anderson memory
+_MAX_ITER = 400
+_RANK_TOL = 1e-13       # singular values below this fraction of the largest are dropped
+
+
+class _Heads:
+    """The p-side of the per-head pencil: traces ``T`` and forms ``F`` as functions of ``g``.
+
+    Parameters
+    ----------
+    c : float
+    M : ndarray of shape (H, p, p)
+        The normalised head matrices ``M'_h = B_h / sigma_h``.
+    rho, k0 : ndarray of shape (H,)
+    C : ndarray of shape (H, H)
+        Residual covariance.
+    m : ndarray of shape (p,)
+        Signal.
+
+    Every method takes a real or complex ``g`` (``N x N``, ``N = 1 + 2H``; complex steps).
+    """
+
+    def __init__(self, c: float, M: np.ndarray, rho: np.ndarray, k0: np.ndarray, C: np.ndarray,
+                 m: np.ndarray):
+        H, p, _ = M.shape
+        self.c, self.H, self.p, self.N = c, H, p, 1 + 2 * H
+        self.M, self.rho, self.k0, self.C, self.m = M, rho, k0, C, m
+        self.x, self.a, self.t = 0, np.arange(1, H + 1), np.arange(H + 1, 2 * H + 1)
+        blocks = head_blocks(p, H)
+        self.who = np.empty(p, dtype=int)           # the head of each coordinate
+        for h, b in enumerate(blocks):
+            self.who[b] = h
+        self.blocks = blocks
+        self.Pm = (self.who[None, :] == np.arange(H)[:, None]).astype(float)   # (H, p) 0/1
+        # each block's rows of every head, contiguous: (H, rows * p) per block (_row_mix)
+        self.Mrows = [np.ascontiguousarray(M[:, b, :]).reshape(H, -1) for b in blocks]
+        self.Mflat = M.reshape(H, -1)
+        L, R, cols = [], [], []
+        for h in range(H):
+            U, s, Vt = linalg.svd(M[h], check_finite=False)
+            r = int(np.sum(s > _RANK_TOL * s[0]))
+            L.append(U[:, :r] * s[:r])
+            R.append(Vt[:r].T)
+            cols.append(np.full(r, h))
+        self.L, self.R, self.fw = np.hstack(L), np.hstack(R), np.concatenate(cols)
+        self.LtL = self.L.T @ self.L
+
+    def _row_mix(self, w: np.ndarray) -> np.ndarray:
+        """``out[i, :] = sum_h w[who(i), h] M_h[i, :]`` (``w`` of shape ``(H, H)``)."""
+        out = np.empty((self.p, self.p), dtype=w.dtype)
+        for k, b in enumerate(self.blocks):
+            out[b] = (w[k] @ self.Mrows[k]).reshape(b.size, self.p)
+        return out
+
+    def _coefficients(self, g: np.ndarray) -> dict[str, np.ndarray]:
+        """The p-side coefficients, linear in ``g``: the block-diagonal ``D_xt``, ``D_at``,
+        ``D_ax`` (vectors), ``g_xx`` and ``A_dd``, ``R_bd``, ``W_pd``, ``W_pb``, ``W_pp``."""
+        rho, who, p = self.rho, self.who, self.p
+        x, a, t = self.x, self.a, self.t
+        Om = (rho[:, None] * rho[None, :] * g[np.ix_(t, a)])[np.ix_(self.fw, self.fw)] * self.LtL
+        return dict(Dxt=g[x, t][who], Dat=g[a, t][who], Dax=g[a, x][who], gxx=g[x, x],
+                    A_dd=((rho * g[x, a]) @ self.Mflat).reshape(p, p),
+                    R_bd=self._row_mix(rho[None, :] * g[np.ix_(a, a)]),
+                    W_pd=self.R @ Om @ self.R.T,
+                    W_pb=self._row_mix(rho[None, :] * g[np.ix_(t, t)].T).T,
+                    W_pp=((rho * g[t, x]) @ self.Mflat).reshape(p, p).T)
+
+    def operator(self, g: np.ndarray) -> dict[str, np.ndarray]:
+        """The p-side at ``g`` (module docstring): ``b`` eliminated (``Bi = 1 / (1 - D_at / c)``),
+        the ``(d, psi)`` operator ``[[A11, diag(D12)], [A21, A22]]`` and its inverse by the Schur
+        complement ``S = A11 - D12 A22^{-1} A21``: ``Gdd = S^{-1}``, ``Gdp``, ``Gpp`` and
+        ``X = A22^{-1} A21`` (``G_psi,d = -X Gdd``), with the pieces that return ``b``."""
+        c, eye = self.c, np.eye(self.p)
+        op = self._coefficients(g)
+        Dxt, Dax, R_bd = op["Dxt"], op["Dax"], op["R_bd"]
+        Bi = 1.0 / (1.0 - op["Dat"] / c)
+        WB = op["W_pb"] * Bi[None, :]
+        A21 = -op["W_pd"] / c - WB @ R_bd / c ** 2
+        A22i = linalg.inv(eye + op["W_pp"] / c + WB * (Dax / c ** 2)[None, :], check_finite=False)
+        X = A22i @ A21
+        D12 = op["gxx"] / c + Dxt * Dax * Bi / c ** 2
+        Si = linalg.inv(eye - op["A_dd"] / c - (Dxt * Bi / c ** 2)[:, None] * R_bd
+                        - D12[:, None] * X, check_finite=False)
+        Y = D12[:, None] * A22i
+        Gdp = -Si @ Y
+        op.update(Bi=Bi, WB=WB, A21=A21, A22i=A22i, X=X, D12=D12, Y=Y, Gdd=Si, Gdp=Gdp,
+                  Gpp=A22i - X @ Gdp)
+        return op
+
+    def operator_tangent(self, op: dict[str, np.ndarray], v: np.ndarray) -> dict[str, np.ndarray]:
+        """The derivative of :meth:`operator` at its ``op`` along ``v`` (forward mode: the
+        product rule on each step, ``d(A^{-1}) = -A^{-1} dA A^{-1}``; 14 GEMMs)."""
+        c = self.c
+        d = self._coefficients(v)
+        Dxt, Dax, R_bd, Bi, WB = op["Dxt"], op["Dax"], op["R_bd"], op["Bi"], op["WB"]
+        A22i, X, D12, Si = op["A22i"], op["X"], op["D12"], op["Gdd"]
+        dBi = Bi * Bi * d["Dat"] / c
+        dWB = d["W_pb"] * Bi[None, :] + op["W_pb"] * dBi[None, :]
+        dA21 = -d["W_pd"] / c - (dWB @ R_bd + WB @ d["R_bd"]) / c ** 2
+        dA22 = d["W_pp"] / c + dWB * (Dax / c ** 2)[None, :] + WB * (d["Dax"] / c ** 2)[None, :]
+        dA22i = -A22i @ dA22 @ A22i
+        dX = dA22i @ op["A21"] + A22i @ dA21
+        dD12 = d["gxx"] / c + (d["Dxt"] * Dax * Bi + Dxt * d["Dax"] * Bi + Dxt * Dax * dBi) / c ** 2
+        dS = (-d["A_dd"] / c - ((d["Dxt"] * Bi + Dxt * dBi) / c ** 2)[:, None] * R_bd
+              - (Dxt * Bi / c ** 2)[:, None] * d["R_bd"] - dD12[:, None] * X - D12[:, None] * dX)
+        dSi = -Si @ dS @ Si
+        dGdp = -(dSi @ op["Y"] + Si @ (dD12[:, None] * A22i + D12[:, None] * dA22i))
+        d.update(Bi=dBi, WB=dWB, X=dX, Gdd=dSi, Gdp=dGdp, Gpp=dA22i - dX @ op["Gdp"] - X @ dGdp)
+        return d
+
+    def _pieces(self, op: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The blocks and diagonals of the p-side inverse that the traces read (``gpd`` the
+        diagonal of ``G_psi,d``, ``Gdb`` the block ``G_d,b``, ...), from :meth:`operator`."""
+        c = self.c
+        Gdd, Gdp, Gpp, X = op["Gdd"], op["Gdp"], op["Gpp"], op["X"]
+        Bi, Dxt, Dax, R_bd, WB = op["Bi"], op["Dxt"], op["Dax"], op["R_bd"], op["WB"]
+        gpd = -_rowdot(X, Gdd)
+        # a source I at b: (d, psi) = G[:, d] D_xt Bi / c + G[:, psi] W_pb Bi / c
+        Gdb = Gdd * (Dxt * Bi / c)[None, :] + Gdp @ WB / c
+        gpb = gpd * Dxt * Bi / c + _rowdot(Gpp, WB) / c
+        # b = Bi (s_b + (R_bd d - D_ax psi) / c)
+        RG = R_bd @ Gdp
+        return dict(gpd=gpd, Gdd=Gdd, Gdb=Gdb, gpb=gpb, Gpp=Gpp, Gdp=Gdp, RG=RG,
+                    gbd=Bi * (_rowdot(R_bd, Gdd) - Dax * gpd) / c,
+                    gbb=Bi + Bi * (_rowdot(R_bd, Gdb) - Dax * gpb) / c,
+                    Gbp=Bi[:, None] * (RG - Dax[:, None] * Gpp) / c)
+
+    def _pieces_tangent(self, op: dict[str, np.ndarray], pc: dict[str, np.ndarray],
+                        dop: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The derivative of :meth:`_pieces` (at ``op``, with its value ``pc``) along ``dop``
+        (:meth:`operator_tangent`; 4 GEMMs)."""
+        c = self.c
+        Gdd, Gdp, Gpp, X = op["Gdd"], op["Gdp"], op["Gpp"], op["X"]
+        Bi, Dxt, Dax, R_bd, WB = op["Bi"], op["Dxt"], op["Dax"], op["R_bd"], op["WB"]
+        dGdd, dGdp, dGpp, dX = dop["Gdd"], dop["Gdp"], dop["Gpp"], dop["X"]
+        dBi, dDxt, dDax, dR, dWB = dop["Bi"], dop["Dxt"], dop["Dax"], dop["R_bd"], dop["WB"]
+        xb, dxb = Dxt * Bi / c, (dDxt * Bi + Dxt * dBi) / c
+        dgpd = -_rowdot(dX, Gdd) - _rowdot(X, dGdd)
+        dGdb = dGdd * xb[None, :] + Gdd * dxb[None, :] + (dGdp @ WB + Gdp @ dWB) / c
+        dgpb = dgpd * xb + pc["gpd"] * dxb + (_rowdot(dGpp, WB) + _rowdot(Gpp, dWB)) / c
+        ubd = _rowdot(R_bd, Gdd) - Dax * pc["gpd"]
+        ubb = _rowdot(R_bd, pc["Gdb"]) - Dax * pc["gpb"]
+        dRG = dR @ Gdp + R_bd @ dGdp
+        return dict(gpd=dgpd, Gdd=dGdd, Gdb=dGdb, gpb=dgpb, Gpp=dGpp, Gdp=dGdp,
+                    gbd=(dBi * ubd + Bi * (_rowdot(dR, Gdd) + _rowdot(R_bd, dGdd) - dDax * pc["gpd"]
+                                           - Dax * dgpd)) / c,
+                    gbb=dBi + (dBi * ubb + Bi * (_rowdot(dR, pc["Gdb"]) + _rowdot(R_bd, dGdb)
+                                                 - dDax * pc["gpb"] - Dax * dgpb)) / c,
+                    Gbp=(dBi[:, None] * (pc["RG"] - Dax[:, None] * Gpp)
+                         + Bi[:, None] * (dRG - dDax[:, None] * Gpp - Dax[:, None] * dGpp)) / c)
+
+    def _assemble(self, pc: dict[str, np.ndarray]) -> np.ndarray:
+        """``T[r, c] = tr(G[psi_r, sigma_c] A_c) / p`` (``N x N``): linear in the pieces."""
+        p, rho, M, Pm = self.p, self.rho, self.M, self.Pm
+        x, a, t = self.x, self.a, self.t
+        T = np.zeros((self.N, self.N), dtype=pc["Gdd"].dtype)
+        T[x, x] = np.sum(pc["gpd"]) / p
+        T[a, x] = -rho * (self.Mflat @ pc["Gdd"].T.ravel()) / p
+        T[t, x] = -(Pm @ pc["gbd"]) / p
+        T[x, a] = (Pm @ pc["gpb"]) / p
+        T[np.ix_(a, a)] = -rho[:, None] * (np.einsum("hij,ji->hi", M, pc["Gdb"]) @ Pm.T) / p
+        T[np.ix_(t, a)] = np.diag(-(Pm @ pc["gbb"]) / p)
+        T[x, t] = rho * (self.Mflat @ pc["Gpp"].ravel()) / p
+        S = np.zeros((self.H, self.H), dtype=T.dtype)
+        np.add.at(S, (self.fw[:, None], self.fw[None, :]), (self.R.T @ pc["Gdp"] @ self.R) * self.LtL)
+        T[np.ix_(a, t)] = -rho[:, None] * rho[None, :] * S / p
+        T[np.ix_(t, t)] = -rho[None, :] * (Pm @ np.einsum("ij,kij->ik", pc["Gbp"], M)) / p
+        return T
+
+    def sigma(self, g: np.ndarray, T: np.ndarray) -> np.ndarray:
+        """``Sigma_nn = -T`` plus the ``H`` terms (linear in ``g``)."""
+        x, a, t, C = self.x, self.a, self.t, self.C
+        S = -T
+        S[x, t] += C.T @ g[t, x]
+        S[x, x] -= np.sum(C * g[np.ix_(t, a)])
+        S[np.ix_(a, t)] -= C * g[x, x]
+        S[a, x] += C @ g[x, a]
+        return S
+
+    def forms(self, op: dict[str, np.ndarray]) -> np.ndarray:
+        """``F[r, c] = m^T G[psi_r, sigma_c] A_c m`` (``N x N``) from :meth:`operator`: the
+        ``2p x 2p`` inverse applied to the ``N`` sources ``m`` at ``d``, ``P_h m`` at ``b`` and
+        ``rho_h M'^T_h m`` at ``psi``."""
+        c, p, rho, M, m, Pm = self.c, self.p, self.rho, self.M, self.m, self.Pm
+        x, a, t = self.x, self.a, self.t
+        Gdd, Gdp, Gpp, X = op["Gdd"], op["Gdp"], op["Gpp"], op["X"]
+        Bi, Dxt, Dax, R_bd, WB = op["Bi"], op["Dxt"], op["Dax"], op["R_bd"], op["WB"]
+        sb = np.zeros((p, self.N))
+        sb[:, a] = (Pm * m[None, :]).T
+        ud = np.zeros((p, self.N), dtype=Gdd.dtype)         # source at the d row
+        up = np.zeros((p, self.N), dtype=Gdd.dtype)         # source at the psi row
+        ud[:, x] = m
+        ud[:, a] = (Dxt * Bi / c)[:, None] * sb[:, a]
+        up[:, a] = WB @ sb[:, a] / c
+        up[:, t] = (rho[:, None] * (M.transpose(0, 2, 1) @ m)).T
+        w = Gdd @ ud
+        d = w + Gdp @ up
+        psi = -X @ w + Gpp @ up
+        b = Bi[:, None] * (sb + (R_bd @ d - Dax[:, None] * psi) / c)
+        F = np.zeros((self.N, self.N), dtype=Gdd.dtype)
+        F[x] = m @ psi
+        F[a] = -rho[:, None] * ((M.transpose(0, 2, 1) @ m) @ d)
+        F[t] = -(Pm * m[None, :]) @ b
+        return F
+
+    def phi(self, g: np.ndarray, gamma: complex) -> np.ndarray:
+        """The fixed-point map ``g -> (L0 - Sigma_nn(g))^{-1}`` at ``gamma``."""
+        S = self.sigma(g, self._assemble(self._pieces(self.operator(g))))
+        return np.linalg.inv(self.initial(gamma).astype(S.dtype) - S)
+
+    def tangent_map(self, g: np.ndarray, gamma: float) -> Callable[[np.ndarray], np.ndarray]:
+        """``v -> DPhi(g) v + dPhi/dgamma = Phi (dSigma(v) - E_xx) Phi`` at ``(g, gamma)``, its
+        fixed point ``dg/dgamma`` at a fixed point ``g``. The p-side at ``g`` is computed once;
+        each application is its forward-mode derivative (:meth:`operator_tangent`,
+        :meth:`_pieces_tangent`: 20 GEMMs, about 1.3 evaluations of :meth:`phi`,
+        ``benchmarks/multi_head.py --speed``)."""
+        op = self.operator(g)
+        pc = self._pieces(op)
+        P = np.linalg.inv(self.initial(gamma) - self.sigma(g, self._assemble(pc)))
+        E = np.zeros((self.N, self.N))
+        E[self.x, self.x] = 1.0
+
+        def tangent(v: np.ndarray) -> np.ndarray:
+            dT = self._assemble(self._pieces_tangent(op, pc, self.operator_tangent(op, v)))
+            return P @ (self.sigma(v, dT) - E) @ P
+        return tangent
+
+    def initial(self, gamma: complex) -> np.ndarray:
+        """``L0_nn`` at ``gamma``; its inverse is ``g`` at ``Sigma = 0`` (the start of the path)."""
+        L0 = np.eye(self.N, dtype=np.result_type(gamma, float))
+        L0[self.x, self.x] = gamma
+        L0[self.x, self.t] = -self.k0
+        L0[self.a, self.x] = self.k0
+        return L0
+
+    def form(self, g: np.ndarray) -> complex:
+        """``y^T Q y / n`` from the n-side solution ``g`` (one Woodbury step, ``2N x 2N``)."""
+        N, c = self.N, self.c
+        F = self.forms(self.operator(g))  # complex g: one complex step of y^T Q y / n
+        K = np.zeros((2 * N, 2 * N), dtype=F.dtype)
+        K[:N, N:] = g
+        K[N:, :N] = F
+        coef = np.concatenate([np.full(N, -1.0), np.full(N, 1.0)]) / np.sqrt(c)
+        left = np.concatenate([np.zeros(N), g[self.x, :]])
+        right = np.concatenate([g[:, self.x], np.zeros(N)])
+        return g[self.x, self.x] - left @ np.linalg.solve(np.eye(2 * N) + coef[:, None] * K,
+                                                          coef * right)
+
+
+def _rowdot(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """``diag(A B)`` without the product."""
+    return np.einsum("ij,ji->i", A, B)
+
+
+def _anderson(fun: Callable[[np.ndarray], np.ndarray], g: np.ndarray, tol: float, what: str
+              ) -> np.ndarray:
+    """The fixed point of ``fun`` from ``g`` by Anderson acceleration (type II, memory
+    ``_MEMORY``, undamped): ``g_new = g + r - (dG + dR) w``, ``w`` the least-squares
+    coefficients of the residual ``r = fun(g) - g`` on the last residual differences ``dR``.
+
+    Converged when ``max |r| <= tol max |g|`` (then ``fun(g)`` is returned); raises
+    :class:`ConvergenceError` (naming ``what`` and the last residual) after ``_MAX_ITER``
+    evaluations."""
+    dG, dR, prev = [], [], None
+    for _ in range(_MAX_ITER):
+        r = fun(g) - g
+        res = np.abs(r).max() / np.abs(g).max()
+        if res <= tol:
+            return g + r
+        v, rv = g.ravel(), r.ravel()
+        if prev is not None:
+            dG.append(v - prev[0])
+            dR.append(rv - prev[1])
+            del dG[:-_MEMORY], dR[:-_MEMORY]
+        prev = (v, rv)
+        if dG:
+            A = np.array(dR).T
+            w = np.linalg.lstsq(A, rv, rcond=None)[0]
+            v = v + rv - (np.array(dG).T + A) @ w
+        else:
+            v = v + rv
+        g = v.reshape(g.shape)
+    raise ConvergenceError(f"multi-head fixed point ({what}) did not converge in {_MAX_ITER} "
+                           f"evaluations: last relative residual {res:.3g}")
+
+
+def heads_resolvent_form(c: float, heads: np.ndarray, mu: np.ndarray, f: NonlinearityLike,
+                         gammas: object) -> tuple[np.ndarray, np.ndarray]:
+    """``(y^T Q y / n, E)`` on a grid of ``gamma`` for multi-head attention (module docstring).
+
+    Parameters
+    ----------
+    c : float
+        ``p / n``.
+    heads : ndarray of shape (H, p, p)
+        The head matrices ``B_h`` (rows: keys), any scale, each non-zero, ``H <= p``; head ``h``
+        writes the rows :func:`~attn_lib.model.kernel.head_blocks` ``(p, H)[h]``.
+    mu : ndarray of shape (p,)
+        Signal (``snr = ||mu||^2``).
+    f : str or callable
+        Nonlinearity, linearised per head at ``sigma_h = ||B_h||_F / sqrt(p)``.
+    gammas : array_like of shape (G,)
+
+    Returns
+    -------
+    form, error : ndarray of shape (G,)
+        ``y^T Q y / n`` and ``E = -gamma^2 d(y^T Q y / n)/dgamma``.
+
+    Raises
+    ------
+    ConvergenceError
+        When a fixed point does not converge (never NaN).
+    ValueError
+        For malformed input, and when the residual covariance series does not converge
+        (:func:`attn_lib.model.hermite.residual_covariance`).
+    """
+    c = check_real(c, "c", low=0.0, low_open=True)
+    B = check_array(heads, "heads", ndim=3)
+    H, p = B.shape[0], B.shape[-1]
+    if B.shape != (H, p, p) or not 1 <= H <= p:
+        raise ValueError(f"heads must have shape (H, p, p) with 1 <= H <= p, got {B.shape}")
+    m = check_array(mu, "mu")
+    if m.shape != (p,):
+        raise ValueError(f"mu must have shape ({p},), got {m.shape}")
+    g_arr = np.atleast_1d(check_gammas(gammas))
+    sigma = np.array([np.linalg.norm(b) / np.sqrt(p) for b in B])
+    if np.any(sigma == 0):
+        raise ValueError(f"heads[{int(np.argmin(sigma))}] must not be zero")
+    M = B / sigma[:, None, None]
+    corr = np.einsum("hij,kij->hk", M, M) / p
+    C = hermite.residual_covariance(f, sigma, corr)
+    rho = np.sqrt(c) * np.array([hermite.coefficients(f, float(s)).a1 for s in sigma])
+    k0 = rho * np.trace(M, axis1=1, axis2=2) / p
+    model = _Heads(c, M, rho, k0, C, m)
+    targets = np.unique(g_arr)[::-1]
+    path = _path(targets)
+    g = np.linalg.inv(model.initial(path[0]))
+    points, out = [], {}
+    for gam in path:
+        if points:
+            g = _predict(points, gam)
+        final = gam in targets
+        g = _anderson(lambda e: model.phi(e, gam), g, _TOL if final else _PATH_TOL,
+                      f"gamma={gam:.6g}")
+        dg = None
+        if final:
+            # dg/dgamma: the fixed point of the tangent map, from its first term -g E_xx g
+            dg = _anderson(model.tangent_map(g, gam), -np.outer(g[:, 0], g[0, :]), _TOL,
+                           f"d/dgamma at gamma={gam:.6g}")
+            s = 1e-20 * np.abs(g).max() / np.abs(dg).max()
+            dq = model.form(g + 1j * s * dg).imag / s
+            out[gam] = (float(np.real(model.form(g))), -gam ** 2 * dq)
+        points.append((np.log(gam), g, None if dg is None else gam * dg))
+    form, error = np.array([out[x] for x in g_arr]).T
+    return form, error
+
+
+def heads_error(c: float, heads: np.ndarray, mu: np.ndarray, f: NonlinearityLike,
+                gammas: object) -> np.ndarray:
+    """The attention error ``E(gamma)`` of multi-head attention (:func:`heads_resolvent_form`)."""
+    return heads_resolvent_form(c, heads, mu, f, gammas)[1]
