@@ -154,3 +154,34 @@ def test_multi_head():
     # header, rule, 2 directions x 5 models
     assert nums["gpt2_mh_table"].data.count("\n") == 11
     assert "(layer, direction) pairs" in nums["gpt2_mh_softmax_differs"].evidence
+
+
+def _flat_heads_theory(W_Q, W_K, mu, c, nonlinearity, gammas, scale="unit"):
+    """Stands in for the multi-head theory (a minute at p = 768; tested in
+    tests/test_heads_theory.py): 0.4 at every gamma."""
+    return np.full(len(gammas), 0.4)
+
+
+def test_multi_head_theory(monkeypatch):
+    """The per-head theory section from its Monte Carlo and the (stand-in) theories, at n = 192."""
+    monkeypatch.setattr(gpt2, "heads_theory", _flat_heads_theory)
+    monkeypatch.setattr(gpt2, "matrix_theory", _flat_theory)
+    kw = dict(f="tanh", c=4.0, snr=2.0, head_layers=[0], theory_gammas=[1e-3, 1.0], theory_trials=2,
+              k_max=64, seed=0)
+    cases = ("unit_random", "unit_aligned", "gpt2_random")
+    nums = check_figure(gpt2_figs.multi_head_theory(**kw), {
+        "gpt2_mht_trials", "gpt2_mht_sem_max", "gpt2_mht_summed_min", "gpt2_mht_random_within",
+        "gpt2_mht_closer", "gpt2_mht_aligned_above", "gpt2_mht_table"} | {
+        f"gpt2_mht_{c}_{s}" for c in cases for s in ("min", "max", "median", "n01")}, 6)
+    W_Q, W_K = gpt2.load_qk(0)
+    mu = gpt2.random_direction(gpt2.P, 2.0, 0)
+    mc = gpt2.simulate_matrices({"unit": gpt2.heads(W_Q, W_K, "unit")}, {"random": mu}, "tanh",
+                                [1e-3, 1.0], n=192, trials=2, seed=0)
+    d = 0.4 - mc.attention["unit"]["random"].mean
+    assert nums["gpt2_mht_unit_random_min"] == pytest.approx(d.min(), rel=1e-12)
+    assert nums["gpt2_mht_unit_random_max"] == pytest.approx(d.max(), rel=1e-12)
+    # the summed-logit stand-in (0.5) against the same per-head Monte Carlo
+    assert nums["gpt2_mht_summed_min"] == pytest.approx(np.abs(0.5 - mc.attention["unit"]["random"].mean).min())
+    assert "of 4 (scale, layer, gamma) points" in nums["gpt2_mht_random_within"].evidence
+    assert not nums["gpt2_mht_random_within"].required
+    assert nums["gpt2_mht_table"].data.count("\n") == 4  # header, rule, three cases
