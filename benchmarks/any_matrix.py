@@ -107,7 +107,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib.util
-import json
 import pathlib
 import subprocess
 import tempfile
@@ -122,6 +121,8 @@ from attn_lib.simulation.resolvent import interpolation_error
 from attn_lib.simulation.trials import Trials, standard_error
 from attn_lib.studies import gpt2
 from attn_lib.theory import _matrix
+
+from stored import dump_json, load_json
 
 GAMMAS = np.array([1e-3, 1e-1, 1.0])
 F = "tanh"
@@ -160,23 +161,6 @@ def matched_shift(M: np.ndarray, mu: np.ndarray, c: float, n: int) -> np.ndarray
     return al.theory.attention_error(s, GAMMAS, n=n) - al.theory.attention_error(s, GAMMAS)
 
 
-def _load_json(path: str | None) -> dict:
-    """The JSON object in ``path``, or ``{}`` when there is no path or no file yet."""
-    if not path:
-        return {}
-    try:
-        with open(path) as fh:
-            return json.load(fh)
-    except FileNotFoundError:
-        return {}
-
-
-def _dump_json(path: str | None, obj: dict) -> None:
-    if path:
-        with open(path, "w") as fh:
-            json.dump(obj, fh, indent=1)
-
-
 def real_mc(M: np.ndarray, mu: np.ndarray, layer: int, kind: str, trials: int,
             mc_file: str | None) -> tuple[np.ndarray, np.ndarray, bool]:
     """Monte Carlo mean and standard error, each ``(G,)``, of the real kernel of one layer.
@@ -186,17 +170,17 @@ def real_mc(M: np.ndarray, mu: np.ndarray, layer: int, kind: str, trials: int,
     trials, seed, ``n`` and gammas is reused, and a new one is written at once. Returns
     ``(mean, sem, reused)``.
     """
-    stored = _load_json(mc_file)
+    stored = load_json(mc_file)
     key = dict(trials=trials, seed=layer, n=N, gammas=GAMMAS.tolist())
     entry = stored.get(kind, {}).get(str(layer))
     if entry is not None and all(entry.get(k) == v for k, v in key.items()):
         return np.array(entry["mean"]), np.array(entry["sem"]), True
     mc = gpt2.simulate_matrices({"real": M}, {kind: mu}, F, GAMMAS, n=N, trials=trials,
                                 seed=layer).attention["real"][kind]
-    stored = _load_json(mc_file)
+    stored = load_json(mc_file)
     stored.setdefault(kind, {})[str(layer)] = dict(key, mean=mc.mean.tolist(),
                                                    sem=mc.sem.tolist())
-    _dump_json(mc_file, stored)
+    dump_json(mc_file, stored)
     return mc.mean, mc.sem, False
 
 
@@ -218,7 +202,7 @@ def theory_vs_mc(layers, trials: int, theory_file: str | None, kind: str = "rand
     likewise from ``mc_file`` (:func:`real_mc`). With ``correction``, also the limit plus
     :func:`matched_shift` against the same MC; always the finite-size theory
     (:func:`finite_size`), or "refused"."""
-    stored = _load_json(theory_file)
+    stored = load_json(theory_file)
     rows = []
     for layer in layers:
         M = layer_matrix(layer)
@@ -230,7 +214,7 @@ def theory_vs_mc(layers, trials: int, theory_file: str | None, kind: str = "rand
         else:
             th = _matrix.matrix_error(p / N, M, mu, F, GAMMAS)
             stored[str(layer)] = th.tolist()
-            _dump_json(theory_file, stored)
+            dump_json(theory_file, stored)
         t_th = time.time() - t0
         t0 = time.time()
         fs, refused = finite_size(M, mu)

@@ -89,12 +89,13 @@ tangent applications (three gammas), one evaluation 0.37 s, one tangent applicat
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 import numpy as np
 import attn_lib as al
 from attn_lib.studies import gpt2
+
+from stored import dump_json, load_json
 
 GAMMAS = np.array([1e-3, 0.1, 1.0])
 #: (row, attention kind, matrices' key): the tanh rows share one call, GPT-2's own form another
@@ -125,23 +126,6 @@ def layer_run(layer: int, n: int, trials: int, seed: int) -> None:
             print(f"  layer {layer:2d} {d:8s} {m:12s} {cells}  tau {tau.mean:.3g}", flush=True)
 
 
-def _load_json(path: str | None) -> dict:
-    """The JSON object in ``path``, or ``{}`` when there is no path or no file yet."""
-    if not path:
-        return {}
-    try:
-        with open(path) as fh:
-            return json.load(fh)
-    except FileNotFoundError:
-        return {}
-
-
-def _dump_json(path: str | None, obj: dict) -> None:
-    if path:
-        with open(path, "w") as fh:
-            json.dump(obj, fh, indent=1)
-
-
 def directions(layer: int) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
     """``(W_Q, W_K, {"random": mu, "aligned": mu})`` of a layer (SNR 1; the aligned ``mu`` from
     the normalised summed matrix's leading spike, as in the chapter)."""
@@ -164,7 +148,7 @@ def heads_mc(layer: int, n: int, trials: int, scales: list[str], mc_file: str | 
     simulated).
     """
     key = dict(trials=trials, seed=layer, n=n, gammas=GAMMAS.tolist())
-    entry = _load_json(mc_file).get(str(layer))
+    entry = load_json(mc_file).get(str(layer))
     if entry is None or not all(entry.get(k) == v for k, v in key.items()):
         entry = dict(key, mean={}, sem={})
     todo = [s for s in scales if s not in entry["mean"]]
@@ -175,9 +159,9 @@ def heads_mc(layer: int, n: int, trials: int, scales: list[str], mc_file: str | 
         for s in todo:
             entry["mean"][s] = {d: mc.attention[s][d].mean.tolist() for d in mus}
             entry["sem"][s] = {d: mc.attention[s][d].sem.tolist() for d in mus}
-        stored = _load_json(mc_file)
+        stored = load_json(mc_file)
         stored[str(layer)] = entry
-        _dump_json(mc_file, stored)
+        dump_json(mc_file, stored)
     return {s: {d: (np.array(entry["mean"][s][d]), np.array(entry["sem"][s][d]))
                 for d in entry["mean"][s]} for s in scales}, not todo
 
@@ -187,7 +171,7 @@ def heads_theory(layer: int, n: int, scale: str, kind: str, theory_file: str | N
     """The multi-head theory :func:`gpt2.heads_theory` (``attention_error`` of the
     ``HeadsSetting``, one BLAS thread) and its wall time; read from / written to ``theory_file``
     (``{layer: {scale: {kind: {"n", "gammas", "E", "seconds"}}}}``)."""
-    stored = _load_json(theory_file)
+    stored = load_json(theory_file)
     key = dict(n=n, gammas=GAMMAS.tolist())
     entry = stored.get(str(layer), {}).get(scale, {}).get(kind)
     if entry is not None and all(entry.get(k) == v for k, v in key.items()):
@@ -196,9 +180,9 @@ def heads_theory(layer: int, n: int, scale: str, kind: str, theory_file: str | N
     t0 = time.time()
     E = gpt2.heads_theory(W_Q, W_K, mus[kind], gpt2.P / n, "tanh", GAMMAS, scale)
     sec = time.time() - t0
-    stored = _load_json(theory_file)
+    stored = load_json(theory_file)
     stored.setdefault(str(layer), {}).setdefault(scale, {})[kind] = dict(key, E=E.tolist(), seconds=sec)
-    _dump_json(theory_file, stored)
+    dump_json(theory_file, stored)
     return E, sec
 
 
