@@ -274,6 +274,14 @@ def _limit_form(setting: Setting | RankSetting | MatrixSetting, g: np.ndarray, p
     return q.reshape(g.shape), (-E / g.reshape(-1) ** 2).reshape(g.shape)
 
 
+def _refuse_softmax(s: MatrixSetting | HeadsSetting, weights: str) -> None:
+    """``ValueError`` for softmax attention with ``weights`` other than rank one."""
+    if isinstance(s.attention, Softmax):
+        raise ValueError(f"setting: no theory for softmax attention with {weights}: the softmax "
+                         "reduction is derived for rank-one weights (attn_lib.Setting) only; "
+                         "simulate it with attn_lib.simulate.errors")
+
+
 def _matrix_form(setting: MatrixSetting, g: np.ndarray, n: object):
     """``(q, dq)`` of the any-matrix theory (:mod:`attn_lib.theory._matrix`) for ``setting``.
 
@@ -282,10 +290,7 @@ def _matrix_form(setting: MatrixSetting, g: np.ndarray, n: object):
     :func:`~._matrix.matrix_resolvent_form`.
     """
     s = check_setting(setting, types=(MatrixSetting,), attention=_KINDS)
-    if isinstance(s.attention, Softmax):
-        raise ValueError("setting: no theory for softmax attention with a general matrix "
-                         "(attn_lib.MatrixSetting): the softmax reduction is derived for rank-one "
-                         "weights (attn_lib.Setting) only; simulate it with attn_lib.simulate.errors")
+    _refuse_softmax(s, "a general matrix (attn_lib.MatrixSetting)")
     if n is not None:
         return _finite_size([s], [g], n)[0]
     return _limit_form(s, g)
@@ -296,10 +301,7 @@ def _heads_form(setting: HeadsSetting, g: np.ndarray, n: object):
     shaped like ``g``; entry-wise attention and the proportional limit only (``ValueError``
     otherwise)."""
     s = check_setting(setting, types=(HeadsSetting,), attention=_KINDS)
-    if isinstance(s.attention, Softmax):
-        raise ValueError("setting: no theory for softmax attention with several heads "
-                         "(attn_lib.HeadsSetting): the softmax reduction is derived for rank-one "
-                         "weights (attn_lib.Setting) only; simulate it with attn_lib.simulate.errors")
+    _refuse_softmax(s, "several heads (attn_lib.HeadsSetting)")
     if n is not None:
         raise ValueError(f"n={n!r}: the multi-head theory (attn_lib.HeadsSetting) is the "
                          "proportional limit only; call attention_error without n")
