@@ -116,6 +116,15 @@ class Softmax(Attention):
 
 
 # ----------------------------------------------------------------------------- setting types
+def _signal(mu: object, p: int, of: str) -> np.ndarray:
+    """``mu`` as a read-only float copy of shape ``(p,)``, the ``p`` of the field ``of``."""
+    out = np.array(check_array(mu, "mu"), dtype=float, copy=True)
+    if out.shape != (p,):
+        raise ValueError(f"mu must have shape ({p},), the p of {of}, got {out.shape}")
+    out.flags.writeable = False
+    return out
+
+
 def _fixed_p(c: float, p: int, n: int | None, what: str) -> int:
     """``p`` of a setting whose arrays fix it; with ``n``, checks ``round(c n) = p``.
 
@@ -157,6 +166,21 @@ class BaseSetting:
     def _set(self, name: str, value: object) -> None:
         """Store a validated (converted) field of the frozen instance."""
         object.__setattr__(self, name, value)
+
+    def _values(self) -> tuple:
+        """The fields' values, in declaration order."""
+        return tuple(getattr(self, f.name) for f in dataclasses.fields(self))
+
+    def __eq__(self, other: object) -> bool:
+        """Equal when of the same class with equal fields, arrays compared by value."""
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return all(np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b
+                   for a, b in zip(self._values(), other._values()))
+
+    def __hash__(self) -> int:
+        """Hash of the fields, arrays by their bytes (consistent with :meth:`__eq__`)."""
+        return hash(tuple(v.tobytes() if isinstance(v, np.ndarray) else v for v in self._values()))
 
     def _validate(self) -> None:
         """Check and convert the fields of the subclass (called by ``__post_init__``)."""
@@ -351,15 +375,6 @@ class RankSetting(BaseSetting):
         self._set("gram", g)
         self._set("alpha", check_real(self.alpha, "alpha", low=0.0, low_open=True))
 
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return (self.c, self.f, self.alpha, self.attention) == (
-            other.c, other.f, other.alpha, other.attention) and np.array_equal(self.gram, other.gram)
-
-    def __hash__(self) -> int:
-        return hash((self.c, self.f, self.alpha, self.attention, self.gram.tobytes()))
-
     # ------------------------------------------------------------------ constructors
     @classmethod
     def from_setting(cls, setting: Setting) -> "RankSetting":
@@ -504,22 +519,9 @@ class MatrixSetting(BaseSetting):
             raise ValueError(f"M must be p x p with p >= 2, got shape {M.shape}")
         if not np.any(M):
             raise ValueError("M must not be zero: its logits would vanish")
-        mu = np.array(check_array(self.mu, "mu"), dtype=float, copy=True)
-        if mu.shape != (p,):
-            raise ValueError(f"mu must have shape ({p},), the p of M, got {mu.shape}")
         M.flags.writeable = False
-        mu.flags.writeable = False
         self._set("M", M)
-        self._set("mu", mu)
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return ((self.c, self.f, self.attention) == (other.c, other.f, other.attention)
-                and np.array_equal(self.M, other.M) and np.array_equal(self.mu, other.mu))
-
-    def __hash__(self) -> int:
-        return hash((self.c, self.f, self.attention, self.M.tobytes(), self.mu.tobytes()))
+        self._set("mu", _signal(self.mu, p, "M"))
 
     # ------------------------------------------------------------------ constructors
     @classmethod
@@ -631,22 +633,9 @@ class HeadsSetting(BaseSetting):
         zero = [h for h in range(H) if not np.any(B[h])]
         if zero:
             raise ValueError(f"heads[{zero[0]}] must not be zero: its logits would vanish")
-        mu = np.array(check_array(self.mu, "mu"), dtype=float, copy=True)
-        if mu.shape != (p,):
-            raise ValueError(f"mu must have shape ({p},), the p of heads, got {mu.shape}")
         B.flags.writeable = False
-        mu.flags.writeable = False
         self._set("heads", B)
-        self._set("mu", mu)
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return ((self.c, self.f, self.attention) == (other.c, other.f, other.attention)
-                and np.array_equal(self.heads, other.heads) and np.array_equal(self.mu, other.mu))
-
-    def __hash__(self) -> int:
-        return hash((self.c, self.f, self.attention, self.heads.tobytes(), self.mu.tobytes()))
+        self._set("mu", _signal(self.mu, p, "heads"))
 
     # ------------------------------------------------------------------ derived scalars
     @property
