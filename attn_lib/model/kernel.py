@@ -23,13 +23,13 @@ so that one ``Z^T M Z`` serves several signals; either kernel step then applies 
 (:func:`apply`, :func:`softmax_columns`). **Multi-head attention**
 (:class:`~attn_lib.model.setting.HeadsSetting`) applies the kernel step to each head's logits
 and writes head ``h``'s features ``X_h K_h`` into its block :func:`head_blocks` ``[h]`` of the
-``p`` feature rows.
+``p`` feature rows (:func:`head_features`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
 
 import numpy as np
 from scipy.linalg import blas
@@ -146,6 +146,45 @@ def head_blocks(p: int, H: int) -> list[np.ndarray]:
     (GPT-2's 12 heads of 64 in ``p = 768``). Head ``h`` writes ``Phi[blocks[h]] = X[blocks[h]] K_h``.
     """
     return np.array_split(np.arange(p), H)
+
+
+def head_features(Z: np.ndarray, y: np.ndarray, X: Mapping[Hashable, np.ndarray],
+                  mus: Mapping[Hashable, np.ndarray], heads: Sequence[np.ndarray],
+                  step: Callable[[int, np.ndarray], np.ndarray]) -> dict[Hashable, np.ndarray]:
+    """Multi-head features ``Phi = [X_1 K_1; ...; X_H K_H]`` of one noise draw, per signal.
+
+    For each head ``h`` (matrix ``B_h``), ``Z^T B_h Z`` is formed once and shared by the
+    signals; for each signal ``d``, ``K_h = step(h, T)`` of the logits ``T`` of
+    :func:`matrix_logits` (``X_d = Z + mu_d y^T``), and head ``h`` writes ``X_d[rows] K_h`` into
+    its rows :func:`head_blocks` ``[h]``. One head is the single-matrix model ``Phi = X K``.
+
+    Parameters
+    ----------
+    Z : ndarray of shape (p, n)
+        Noise.
+    y : ndarray of shape (n,)
+        Labels.
+    X : mapping name -> ndarray of shape (p, n)
+        The tokens ``Z + mu y^T`` of each signal.
+    mus : mapping name -> ndarray of shape (p,)
+        The signals, with the keys of ``X``.
+    heads : sequence of H ndarrays of shape (p, p)
+        The head matrices (rows: keys).
+    step : callable
+        ``step(h, T)``: head ``h``'s kernel of its logits ``T`` (shape ``(n, n)``; it may
+        overwrite ``T``), for example :func:`apply` or :func:`softmax_columns`.
+
+    Returns
+    -------
+    dict name -> ndarray of shape (p, n)
+    """
+    p = Z.shape[0]
+    Phi = {d: np.empty_like(X[d]) for d in mus}
+    for h, (B, rows) in enumerate(zip(heads, head_blocks(p, len(heads)))):
+        ZBZ = Z.T @ (B @ Z)  # shared by all signals
+        for d, mu in mus.items():
+            Phi[d][rows] = X[d][rows] @ step(h, matrix_logits(Z, y, mu, B, ZBZ))
+    return Phi
 
 
 def blas_threads() -> int:

@@ -70,23 +70,20 @@ def _kernel(setting: Setting | RankSetting | MatrixSetting, s: data.Sample, keep
 def _head_features(setting: HeadsSetting, s: data.Sample, keep_diagonal: bool) -> np.ndarray:
     """``Phi = [X_1 K_1; ...; X_H K_H]`` of the draw ``s`` (shape ``(p, n)``).
 
-    Head ``h``: the logits :func:`~attn_lib.model.kernel.matrix_logits` of ``B_h``, then the
-    entry-wise step centred at the head's own ``E f(sigma_h xi)`` (:func:`~attn_lib.model.kernel.apply`)
-    or the column softmax (:func:`~attn_lib.model.kernel.softmax_columns`), and ``X_h K_h`` into
-    the rows :attr:`~attn_lib.model.setting.HeadsSetting.blocks` ``[h]``; one ``n x n`` kernel
-    at a time.
+    :func:`~attn_lib.model.kernel.head_features` with head ``h``'s step: the entry-wise ``f``
+    centred at the head's own ``E f(sigma_h xi)`` (:func:`~attn_lib.model.kernel.apply`) or the
+    column softmax (:func:`~attn_lib.model.kernel.softmax_columns`).
     """
     kind, p = setting.attention, s.X.shape[0]
-    Phi = np.empty_like(s.X)
-    for h, (B, block) in enumerate(zip(setting.heads, setting.blocks)):
-        T = kernel.matrix_logits(s.Z, s.y, s.mu, B)
-        if isinstance(kind, Softmax):
-            K = kernel.softmax_columns(T, kind.beta, kind.mask)
-        else:
-            K = kernel.apply(check_nonlinearity(setting.f), T, p, keep_diagonal,
-                             setting.hermites[h].a0, overwrite=True)
-        Phi[block] = s.X[block] @ K
-    return Phi
+    if isinstance(kind, Softmax):
+        def step(h: int, T: np.ndarray) -> np.ndarray:
+            return kernel.softmax_columns(T, kind.beta, kind.mask)
+    else:
+        func = check_nonlinearity(setting.f)
+
+        def step(h: int, T: np.ndarray) -> np.ndarray:
+            return kernel.apply(func, T, p, keep_diagonal, setting.hermites[h].a0, overwrite=True)
+    return kernel.head_features(s.Z, s.y, {0: s.X}, {0: s.mu}, setting.heads, step)[0]
 
 
 def draw_errors(setting: Setting | RankSetting | MatrixSetting | HeadsSetting, gammas: np.ndarray,

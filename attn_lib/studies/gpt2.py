@@ -53,6 +53,7 @@ The *norm ratio* of the identity part is ``|alpha| sqrt(p) / ||A||_F = sqrt(shar
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -856,7 +857,6 @@ def simulate_matrices(matrices: Mapping[str, np.ndarray], mus: Mapping[str, np.n
                          "self-pairs with Softmax(beta, mask=True)")
     mats = {k: np.stack([check_square(h, f"matrices[{k!r}]") for h in v]) if np.ndim(v) == 3
             else check_square(v, f"matrices[{k!r}]")[None] for k, v in matrices.items()}
-    multi = {k for k, v in matrices.items() if np.ndim(v) == 3}  # the multi-head entries
     if not mats or not mus:
         raise ValueError("matrices and mus must not be empty")
     p = next(iter(mats.values())).shape[1]
@@ -874,10 +874,11 @@ def simulate_matrices(matrices: Mapping[str, np.ndarray], mus: Mapping[str, np.n
     a0 = {m: [0.0 if softmax else hermite.coefficients(f, float(np.linalg.norm(A) / np.sqrt(p))).a0
               for A in stack] for m, stack in mats.items()}
 
-    def kern(T: np.ndarray, c0: float) -> np.ndarray:
+    def kern(c0: list[float], h: int, T: np.ndarray) -> np.ndarray:
+        """Head ``h``'s kernel of its logits ``T`` (``c0``: the centring constants of the heads)."""
         if softmax:
             return kernel.softmax_columns(T, attention.beta, attention.mask)
-        return kernel.apply(func, T, p, keep_diagonal, c0, overwrite=True)
+        return kernel.apply(func, T, p, keep_diagonal, c0[h], overwrite=True)
 
     def error(Phi: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
         tau = float(np.sum(Phi * Phi)) / n ** 2
@@ -890,18 +891,9 @@ def simulate_matrices(matrices: Mapping[str, np.ndarray], mus: Mapping[str, np.n
         out = {}
         for d in mu_arr:
             out["ridge", d], out["ridge_scale", d] = error(X[d], y)
-        for m, stack in mats.items():
-            rows = kernel.head_blocks(p, len(stack))  # the output block of each head
-            phi = {d: np.empty((p, n)) for d in mu_arr} if m in multi else {}
-            for A, c0, block in zip(stack, a0[m], rows):
-                ZAZ = Z.T @ (A @ Z)  # shared by all directions
-                for d, mu in mu_arr.items():
-                    K = kern(kernel.matrix_logits(Z, y, mu, A, ZAZ), c0)
-                    if m in multi:
-                        phi[d][block] = X[d][block] @ K
-                    else:
-                        out["attention", m, d], out["scale", m, d] = error(X[d] @ K, y)
-            for d, Phi in phi.items():
+        for m, stack in mats.items():  # one matrix is one head writing every row
+            step = functools.partial(kern, a0[m])
+            for d, Phi in kernel.head_features(Z, y, X, mu_arr, stack, step).items():
                 out["attention", m, d], out["scale", m, d] = error(Phi, y)
         return out
 
