@@ -31,6 +31,13 @@ Two measurements behind ``book/derivation_finite_size.md``:
    decoupled from the features (``Phi = X'' K``, ``X''`` the tokens' latent part plus an
    independent complement) or from the slope term (``F1(h) g`` with ``g`` of an independent
    complement, in both kernels). About 15 minutes for 2000 draws at ``n = 512`` under load.
+5. **Where the deterministic equivalent's own error lies** (``--de-error``, the same setting at
+   ``--de-n``, default 256 and 512, ``--de-trials`` draws, default 4000, seed 3): the theory
+   minus the latent surrogate; the latent surrogate minus its complex counterpart (paired:
+   the pairings of an entry with itself, which real Gaussian matrices have and the equivalent
+   does not keep); minus the surrogate with the slope Gram's diagonal (paired); the theory minus
+   its mean on each draw's own types (``--type-trials`` draws,
+   ``strong_alignment.sample_types_theory``); and the ridge equivalent against its simulation.
 
 Last result (``--mc``, 2 December 2026, under load): E(gamma = 1) of ``sin`` is 0.2182 with the
 default rule (22 x 22 x 3, 11 s); 0.2316 / 0.2216 / 0.2170 with 6, 8, 10 nodes per dimension;
@@ -47,12 +54,20 @@ Wishart -0.0005 / -0.0005, theory +0.0038 / +0.0025 (s.e. 0.0007 / 0.0006); deco
 features +0.0005 / +0.0017, from the slope term -0.0004 / +0.0010. n = 256: true -0.0075 /
 -0.0058, own -0.0079 / -0.0060, Z'' -0.0007 / +0.0013, Wishart -0.0011 / -0.0010, theory
 +0.0071 / +0.0045; decoupled -0.0005 / +0.0019 and +0.0005 / +0.0023 (s.e. 0.0006 to 0.0009).
+``--de-error`` (2 December 2026; n = 256 4,000 draws in 6 min, n = 512 2,000 draws in 13 min, the two runs
+side by side), at gamma 1e-4 / 1: n = 256: theory - surrogate +0.0086 / +0.0056, real - complex
+-0.0018 / -0.0009 (s.e. 0.0008 / 0.0007), diagonal -0.0003 / -0.0005 (s.e. 0.0001), theory -
+own types +0.0012 / +0.0014 (s.e. 0.0001), ridge theory - MC -0.0003 / -0.0004 (s.e. 0.0003).
+n = 512: +0.0038 / +0.0021, -0.0012 / -0.0003, -0.0001 / -0.0002, +0.0006 / +0.0007,
+-0.0002 / -0.0003.
 
 Usage::
 
     python benchmarks/type_quadrature.py [--max-k 24] [--mc benchmarks/results/small_n_n512.json]
                                           [--sign] [--skew] [--surrogate]
-                                          [--he2 [--he2-n 512 256] [--he2-trials 2000] [--only-he2]]
+                                          [--he2 [--he2-n 512 256] [--he2-trials 2000]]
+                                          [--de-error [--de-n 256 512] [--de-trials 4000] [--type-trials 400]]
+                                          [--skip-quadrature]
 """
 
 from __future__ import annotations
@@ -73,7 +88,7 @@ from attn_lib.model.nonlinearity import check_nonlinearity
 from attn_lib.simulation.resolvent import interpolation_error
 from attn_lib.simulation.trials import Trials, standard_error
 from attn_lib.studies import strong_alignment
-from attn_lib.theory import _finite_size, attention_error
+from attn_lib.theory import _finite_size, attention_error, ridge_error
 from attn_lib.theory.shift import shift_functions
 
 SIN = "sin c=0.75 snr=3 nonparallel delta512=2.2"
@@ -247,6 +262,30 @@ def he2(sizes: list[int], trials: int) -> None:
     print()
 
 
+def de_error(sizes: list[int], trials: int, type_trials: int) -> None:
+    s = dict(grid())[QUADRATIC]
+    g = GAMMAS[[0, 2]]
+    print(f"## {QUADRATIC}: where the deterministic equivalent's own error lies ({trials} draws; "
+          f"{type_trials} draws of types)\n")
+    print("| n | p | gamma | latent surrogate | theory - latent | latent - complex (paired) "
+          "| theory - complex | diagonal - latent (paired) | theory - theory on own types "
+          "| ridge: theory - MC |\n|" + "---|" * 10)
+    for n in sizes:
+        res = strong_alignment.surrogate_errors(s, g, n, trials=trials, seed=3, de_error=True)
+        own = strong_alignment.sample_types_theory(s, g, n, trials=type_trials, seed=3)
+        th, rt = attention_error(s, g, n=n), ridge_error(s, g)
+        lat, cx, rg = res["latent"], res["latent-complex"], res["ridge"]
+        for j, gam in enumerate(g):
+            cells = [f"{lat[:, j].mean():.4f} ± {standard_error(lat[:, j], 0):.4f}",
+                     f"{th[j] - lat[:, j].mean():+.4f}", _paired(lat, cx, j),
+                     f"{th[j] - cx[:, j].mean():+.4f} ± {standard_error(cx[:, j], 0):.4f}",
+                     _paired(res["latent+diagonal"], lat, j),
+                     f"{th[j] - own[:, j].mean():+.4f} ± {standard_error(own[:, j], 0):.4f}",
+                     f"{rt[j] - rg[:, j].mean():+.4f} ± {standard_error(rg[:, j], 0):.4f}"]
+            print(f"| {n} | {s.p(n)} | {gam:g} | " + " | ".join(cells) + " |", flush=True)
+    print()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--max-k", type=int, default=24, help="largest in-plane count of the refined rules")
@@ -257,13 +296,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--he2", action="store_true", help="the He2 residual on common draws")
     ap.add_argument("--he2-n", type=int, nargs="+", default=[512])
     ap.add_argument("--he2-trials", type=int, default=2000)
-    ap.add_argument("--only-he2", action="store_true", help="skip the quadrature tables")
+    ap.add_argument("--de-error", action="store_true",
+                    help="where the deterministic equivalent's own error lies, on common draws")
+    ap.add_argument("--de-n", type=int, nargs="+", default=[256, 512])
+    ap.add_argument("--de-trials", type=int, default=4000)
+    ap.add_argument("--type-trials", type=int, default=400)
+    ap.add_argument("--skip-quadrature", action="store_true", help="skip the quadrature tables")
     args = ap.parse_args(argv)
     with threadpool_limits(limits=1, user_api="blas"):
-        if not args.only_he2:
+        if not args.skip_quadrature:
             quadrature(args.max_k, args.mc)
         if args.he2:
             he2(args.he2_n, args.he2_trials)
+        if args.de_error:
+            de_error(args.de_n, args.de_trials, args.type_trials)
         if args.sign:
             sign_spike()
         if args.skew:

@@ -6,7 +6,8 @@ from scipy.special import erf
 
 from attn_lib import Setting, data, kernel, simulate
 from attn_lib.studies import strong_alignment as sa
-from attn_lib.theory import attention_error
+from attn_lib.theory import _finite_size, attention_error
+from attn_lib.theory.shift import shift_functions
 
 #: the worked example of the chapter: sign, c = 0.3, SNR 6, aligned ||w_K|| = 2, ||w_Q|| = 3.5
 EXAMPLE = Setting(c=0.3, f="sign", snr=6.0, wk_norm=2.0, wq_norm=3.5)
@@ -207,6 +208,71 @@ def test_surrogate_errors_with_the_he2_models():
         assert np.all(res.values[k] != res.values["latent"])
     with pytest.raises(TypeError, match="he2"):
         sa.surrogate_errors(s, g, n=128, he2="yes")
+
+
+def test_gue_is_hermitian_with_unit_entries():
+    # E|W_ij|^2 = 1 and E W_ij^2 = 0 off the diagonal: 19,900 entries, so the sample means have
+    # standard deviation 0.007 (|W|^2 is exponential with sd 1; W^2 has sd 1); 0.04 is 5.6 of it
+    W = data.gue(200, np.random.default_rng(np.random.SeedSequence(4)))
+    np.testing.assert_array_equal(W, W.conj().T)
+    np.testing.assert_array_equal(np.diag(W), 0.0)
+    off = W[np.triu_indices(200, 1)]
+    assert np.mean(np.abs(off) ** 2) == pytest.approx(1.0, abs=0.04)
+    assert abs(np.mean(off ** 2)) < 0.04
+
+
+def test_surrogate_kernel_of_complex_arguments():
+    # complex T and W with zero imaginary parts give the real kernel (to rounding); a complex W
+    # enters as sqrt(S2) W
+    s = Setting(c=0.5, f="tanh", snr=3.0, wk_norm=2.0, wq_norm=2.0)
+    sample = data.draw(s, 60, np.random.default_rng(3))
+    split = sa.latent_split(sample)
+    T, H = kernel.logits(sample.X, sample.w_K, sample.w_Q), split.shift()
+    W = data.goe(60, np.random.default_rng(4))
+    K = sa.surrogate_kernel(T, H, "tanh", split.p, W)
+    Kc = sa.surrogate_kernel(T + 0j, H, "tanh", split.p, W + 0j)
+    assert np.iscomplexobj(Kc)
+    np.testing.assert_allclose(Kc.real, K, rtol=1e-15, atol=1e-16)  # complex adds round apart by 1 ulp
+    np.testing.assert_array_equal(Kc.imag, 0.0)
+    Kw = sa.surrogate_kernel(T, H, "tanh", split.p, 1j * W)
+    S2 = shift_functions("tanh", h_max=float(np.abs(H).max()))(H)[2]
+    want = np.sqrt(S2) * W / np.sqrt(split.p)
+    np.fill_diagonal(want, 0.0)
+    np.testing.assert_allclose(Kw.imag, want, rtol=1e-12, atol=1e-15)
+
+
+def test_surrogate_errors_de_error_curves():
+    # added on the same draws (the other curves do not move); the diagonal curve differs from the
+    # latent one only through K_ii, and the complex one is a different model
+    s = Setting(c=0.5, f="quadratic", snr=2.0, wk_norm=1.5, wq_norm=1.5, cos_mu_wk=0.6, cos_mu_wq=0.6)
+    g = [1e-2, 1.0]
+    res = sa.surrogate_errors(s, g, n=128, trials=2, seed=1, de_error=True)
+    ref = sa.surrogate_errors(s, g, n=128, trials=2, seed=1)
+    assert set(res.values) == set(ref.values) | set(sa.DE_ERROR_SURROGATES)
+    for k, v in ref.values.items():
+        np.testing.assert_array_equal(res.values[k], v)
+    for k in sa.DE_ERROR_SURROGATES:
+        assert np.all(np.isfinite(res.values[k])) and np.all(res.values[k] != res.values["latent"])
+    with pytest.raises(TypeError, match="de_error"):
+        sa.surrogate_errors(s, g, n=128, de_error="yes")
+
+
+def test_sample_types_theory():
+    # the finite-size solver on a rule of one's own: the default rule passed as a LatentLaw gives
+    # the default answer bit for bit; a sample's own types give a conditional equivalent near the
+    # theory (quadratic at n = 256: within 0.01 of it; measured spread 0.002 per draw), the same
+    # for the same seed; a LatentLaw of another p is refused
+    s = Setting(c=0.5, f="quadratic", snr=2.0, wk_norm=1.5, wq_norm=1.5, cos_mu_wk=0.6, cos_mu_wq=0.6)
+    g, n = np.array([1e-2, 1.0]), 256
+    law = _finite_size.latent_law(s, s.p(n))
+    np.testing.assert_array_equal(_finite_size.finite_size_resolvent_form(s, g, n, nodes=law)[1],
+                                  _finite_size.finite_size_resolvent_form(s, g, n)[1])
+    own = sa.sample_types_theory(s, g, n, trials=2, seed=3)
+    assert own.shape == (2, 2)
+    np.testing.assert_array_equal(own, sa.sample_types_theory(s, g, n, trials=2, seed=3))
+    assert np.all(np.abs(own - attention_error(s, g, n=n)) < 0.01)
+    with pytest.raises(ValueError, match="nodes: a LatentLaw of p = 128"):
+        _finite_size.finite_size_resolvent_form(s, g, 2 * n, nodes=law)
 
 
 def test_surrogate_errors_strong_alignment():

@@ -168,6 +168,23 @@ def goe(n: int, rng: np.random.Generator) -> np.ndarray:
     return W
 
 
+def gue(n: int, rng: np.random.Generator) -> np.ndarray:
+    """Hermitian ``n x n`` complex Gaussian (Wigner) matrix with zero diagonal.
+
+    Off the diagonal, ``W_ij = conj(W_ji)`` with independent real and imaginary parts of variance
+    ``1/2`` each (``E |W_ij|^2 = 1``, ``E W_ij^2 = 0``) for ``i < j``; ``W_ii = 0``: the complex
+    counterpart of :func:`goe`. Drawn as ``(A + A^T) / 2 + i (B - B^T) / 2`` from two ``n x n``
+    matrices of standard normals, ``A`` first.
+    """
+    n = check_int(n, "n")
+    A = rng.standard_normal((n, n))
+    B = rng.standard_normal((n, n))
+    W = (A + A.T) + 1j * (B - B.T)
+    W /= 2.0
+    np.fill_diagonal(W, 0.0)
+    return W
+
+
 def wishart(n: int, dof: int, rng: np.random.Generator) -> np.ndarray:
     """Gram matrix ``U^T U`` (shape ``(n, n)``) of ``n`` standard Gaussian vectors in dimension ``dof``.
 

@@ -136,7 +136,10 @@ def interpolation_error(Phi: np.ndarray, y: np.ndarray, gammas: np.ndarray) -> n
     Parameters
     ----------
     Phi : ndarray of shape (p, n)
-        Features of the ``n`` tokens.
+        Features of the ``n`` tokens. Complex features give
+        ``gamma^2 y^T (Phi^H Phi / n + gamma I)^{-2} y / n``, through the real representation
+        ``Psi = sqrt(2) [[Re Phi, -Im Phi], [Im Phi, Re Phi]]`` (shape ``(2p, 2n)``) of the
+        Hermitian ``Phi^H Phi``: it is twice the error of ``Psi`` and ``(y, 0)``.
     y : ndarray of shape (n,)
         Targets, not zero.
     gammas : ndarray of shape (G,) or ()
@@ -158,7 +161,13 @@ def interpolation_error(Phi: np.ndarray, y: np.ndarray, gammas: np.ndarray) -> n
 
     with no division by a small eigenvalue.
     """
-    return _solve([_feature_problem(Phi, y, np.asarray(gammas, dtype=float))])[0]
+    g = np.asarray(gammas, dtype=float)
+    if np.iscomplexobj(Phi):
+        A, B = Phi.real, Phi.imag
+        Psi = np.block([[A, -B], [B, A]])
+        Psi *= np.sqrt(2.0)
+        return 2.0 * _solve([_feature_problem(Psi, np.concatenate([y, np.zeros_like(y)]), g)])[0]
+    return _solve([_feature_problem(Phi, y, g)])[0]
 
 
 def interpolation_errors(matrices: Sequence[np.ndarray], y: np.ndarray, gammas: np.ndarray,

@@ -79,17 +79,22 @@ from ..simulation.trials import Trials
 from .._validation import check_bool, check_gammas, check_int, check_seed, check_setting, check_settings
 from ..model.nonlinearity import NonlinearityLike, check_nonlinearity
 from ..model.setting import Setting
+from ..theory import _finite_size
 from ..theory.attention import attention_error_batch
 from ..theory.shift import shift_functions
 
 __all__ = ["LatentSplit", "latent_split", "signed_shift", "shift_fluctuation", "surrogate_kernel",
-           "he2_gram", "surrogate_errors", "SURROGATES", "HE2_SURROGATES", "finite_size_theory"]
+           "he2_gram", "surrogate_errors", "SURROGATES", "HE2_SURROGATES", "DE_ERROR_SURROGATES",
+           "sample_types_theory", "finite_size_theory"]
 
 #: Choices of the shift ``H`` in :func:`surrogate_kernel`.
 SURROGATES = ("latent", "coherent")
 #: The curves ``surrogate_errors(..., he2=True)`` adds: the latent surrogate with its ``He2`` Gram
 #: part from the tokens' own complement, from an independent Gaussian ``Z''``, and a Wishart matrix.
 HE2_SURROGATES = ("latent+own", "latent+features", "latent+wishart")
+#: The curves ``surrogate_errors(..., de_error=True)`` adds: the latent surrogate with complex
+#: noise, and with the diagonal the deterministic equivalent gives the slope Gram.
+DE_ERROR_SURROGATES = ("latent-complex", "latent+diagonal")
 
 
 def _check_setting(setting: object) -> Setting:
@@ -187,6 +192,10 @@ def surrogate_kernel(T: np.ndarray, H: np.ndarray, f: NonlinearityLike, p: int,
     ``(F2(H_ij) / 2) he2_ij + sqrt(S2(H_ij) - F2(H_ij)^2 / 2) W_ij`` with ``F2 = F0''``
     (the ``He3+`` variance ``S2 - F2^2 / 2`` is clipped at zero against spline rounding).
 
+    ``T`` and ``W`` may be complex (the complex model of :func:`surrogate_errors` with
+    ``de_error=True``: ``T = H + Z^H Z / sqrt(p)``, ``W`` from :func:`attn_lib.model.data.gue`);
+    ``K`` is then complex.
+
     Parameters
     ----------
     T : ndarray of shape (n, n)
@@ -206,7 +215,9 @@ def surrogate_kernel(T: np.ndarray, H: np.ndarray, f: NonlinearityLike, p: int,
         Gram part ``Ytilde_i^T Ytilde_j / p`` of the tokens' own complement or of an independent
         one (:func:`he2_gram`), or ``2 U^T U / p`` of Gaussian ``U`` (:func:`attn_lib.model.data.wishart`).
     """
-    T, H, W = (np.asarray(a, dtype=float) for a in (T, H, W))
+    T, W = (np.asarray(a) for a in (T, W))
+    T, W = (a.astype(np.result_type(a.dtype, float), copy=False) for a in (T, W))
+    H = np.asarray(H, dtype=float)
     if T.ndim != 2 or T.shape[0] != T.shape[1] or H.shape != T.shape or W.shape != T.shape:
         raise ValueError(f"T, H and W must be square arrays of one shape, got {T.shape}, "
                          f"{H.shape}, {W.shape}")
@@ -217,7 +228,7 @@ def surrogate_kernel(T: np.ndarray, H: np.ndarray, f: NonlinearityLike, p: int,
     p = check_int(p, "p")
     sf = shift_functions(f, h_max=float(np.abs(H).max(initial=0.0)))
     F0, F1, S2 = sf(H)
-    K = F0
+    K = F0.astype(np.result_type(T, W))
     if eps is not None:
         eps = np.asarray(eps, dtype=float)
         if eps.shape != T.shape[:1]:
@@ -263,7 +274,8 @@ def he2_gram(Z: np.ndarray, p: int, dim: int | None = None) -> np.ndarray:
 
 
 def surrogate_errors(setting: Setting, gammas: object, n: int, trials: int = 2,
-                     seed: int = 0, norms: bool = False, he2: bool = False) -> Trials:
+                     seed: int = 0, norms: bool = False, he2: bool = False,
+                     de_error: bool = False) -> Trials:
     """Interpolation errors of attention, its two surrogates and ridge, on common draws.
 
     Each trial draws a sample (:func:`attn_lib.model.data.draw`, seeded by
@@ -285,6 +297,20 @@ def surrogate_errors(setting: Setting, gammas: object, n: int, trials: int = 2,
     (:func:`attn_lib.model.data.wishart`; the Marchenko–Pastur model). These are drawn after
     ``W``, so the other curves do not change.
 
+    With ``de_error``, two curves that locate the deterministic equivalent's own error
+    (:data:`DE_ERROR_SURROGATES`, drawn after the ``he2`` ones):
+
+    * ``"latent-complex"``: the latent surrogate of complex tokens, the same latent part and the
+      complement ``(z_i^perp + i z_i'')/sqrt(2)`` (``z''`` a fresh Gaussian complement), a
+      Hermitian ``W`` (:func:`attn_lib.model.data.gue`) and ``Phi^H Phi``. It has the same
+      deterministic equivalent (every pairing the equivalent keeps, ``E|Z_ai|^2``,
+      ``E W_ij W_ji``, is unchanged), without the real model's pairings of an entry with itself
+      (``E Z_ai^2 = E W_ij^2 = 0``), which give real Gaussian matrices their ``O(1/n)``
+      correction;
+    * ``"latent+diagonal"``: the latent surrogate (same ``W``) with the diagonal
+      ``F1(h_ii) (||z_i^perp||^2 - p') / p`` instead of zero: the slope Gram's diagonal less its
+      mean, which is what the deterministic equivalent's model of ``K`` has there.
+
     Parameters
     ----------
     setting : Setting
@@ -298,12 +324,14 @@ def surrogate_errors(setting: Setting, gammas: object, n: int, trials: int = 2,
         Add the ``"latent+norms"`` curve.
     he2 : bool, default False
         Add the curves of :data:`HE2_SURROGATES`.
+    de_error : bool, default False
+        Add the curves of :data:`DE_ERROR_SURROGATES`.
 
     Returns
     -------
     Trials
         Curves ``"attention"`` (true kernel), ``"latent"``, ``"coherent"``
-        (``"latent+norms"``, :data:`HE2_SURROGATES`) and ``"ridge"``,
+        (``"latent+norms"``, :data:`HE2_SURROGATES`, :data:`DE_ERROR_SURROGATES`) and ``"ridge"``,
         each of shape ``(trials, G)``; ``.mean(model)``, ``.sem(model)``.
     """
     s = _check_setting(setting)
@@ -313,6 +341,7 @@ def surrogate_errors(setting: Setting, gammas: object, n: int, trials: int = 2,
     seed = check_seed(seed)
     norms = check_bool(norms, "norms")
     he2 = check_bool(he2, "he2")
+    de_error = check_bool(de_error, "de_error")
     p = s.p(n)
     data.geometry(s, p)  # fail fast when p is too small for the geometry
     func = check_nonlinearity(s.f)
@@ -339,11 +368,65 @@ def surrogate_errors(setting: Setting, gammas: object, n: int, trials: int = 2,
             for name, Q in grams.items():
                 K = surrogate_kernel(T, shifts["latent"], s.f, p, W, he2=Q)
                 sur[name] = interpolation_error(X @ K, y, g)
+        if de_error:
+            H, latent = shifts["latent"], split.basis @ split.xi
+            Z2 = rng.standard_normal(X.shape)
+            Z2 -= split.basis @ (split.basis.T @ Z2)
+            Zc = (X - latent + 1j * Z2) / np.sqrt(2.0)
+            Kc = surrogate_kernel(H + Zc.conj().T @ Zc / np.sqrt(p), H, s.f, p, data.gue(n, rng))
+            sur["latent-complex"] = interpolation_error((latent + Zc) @ Kc, y, g)
+            K = surrogate_kernel(T, H, s.f, p, W)
+            F1 = shift_functions(s.f, h_max=float(np.abs(H).max(initial=0.0)))(np.diag(H))[1]
+            K[np.diag_indices(n)] = F1 * (split.norms(X) + split.xi.shape[0] / p)
+            sur["latent+diagonal"] = interpolation_error(X @ K, y, g)
         K = kernel.apply(func, T, p, a0=a0, overwrite=True)
         return {"attention": interpolation_error(X @ K, y, g), **sur,
                 "ridge": interpolation_error(X, y, g)}
 
     return Trials.run(trial, trials=trials, seed=seed, gammas=g, n=n, p=p)
+
+
+def sample_types_theory(setting: Setting, gammas: object, n: int, trials: int = 2,
+                        seed: int = 0) -> np.ndarray:
+    """The finite-size theory on each draw's own types: ``E(gamma)`` given the latent coordinates.
+
+    Each trial draws the sample of :func:`surrogate_errors` with the same ``seed`` (the generator
+    of ``SeedSequence(seed).spawn(trials)[t]``) and solves the finite-size equivalent
+    (:func:`attn_lib.theory._finite_size.finite_size_resolvent_form`) on the rule of its ``n``
+    tokens, node ``(xi_i, y_i)`` of weight ``1/n``, instead of the Gauss–Hermite rule for the law
+    of the types. Its mean over draws minus ``attention_error(setting, gammas, n=n)`` is the
+    share of the deterministic equivalent's error that comes from the sample of types.
+
+    Parameters
+    ----------
+    setting : Setting
+        Model scalars, ``alpha = 1``.
+    gammas : float or array_like of shape (G,)
+    n : int
+        Tokens (``p = round(c n)``).
+    trials : int, default 2
+    seed : int, default 0
+
+    Returns
+    -------
+    ndarray of shape (trials, G)
+    """
+    s = _check_setting(setting)
+    g = np.atleast_1d(check_gammas(gammas))
+    n = check_int(n, "n")
+    trials = check_int(trials, "trials")
+    seed = check_seed(seed)
+    p = s.p(n)
+    data.geometry(s, p)
+    out = np.empty((trials, g.size))
+    for t, child in enumerate(np.random.SeedSequence(seed).spawn(trials)):
+        sample = data.draw(s, n, np.random.default_rng(child))
+        split = latent_split(sample)
+        law = _finite_size.LatentLaw(xi=split.xi.T, y=sample.y, weight=np.full(n, 1.0 / n),
+                                     M=split.m_r, p=p)
+        _, dq = _finite_size.finite_size_resolvent_form(s, g, n, nodes=law)
+        out[t] = -g * g * dq
+    return out
 
 
 def finite_size_theory(settings: Sequence[Setting], gammas: object, n: int) -> np.ndarray:

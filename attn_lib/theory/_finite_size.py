@@ -398,9 +398,14 @@ def _factor(kernel: np.ndarray, weight: np.ndarray, rel_tol: float, max_terms: i
 class _Model:
     """The type-space data of one setting at one size (everything that does not depend on gamma)."""
 
-    def __init__(self, setting: Setting, n: int, nodes: int | tuple[int, ...] | None = None):
+    def __init__(self, setting: Setting, n: int, nodes: int | tuple[int, ...] | LatentLaw | None = None):
         p = setting.p(n)
-        law = latent_law(setting, p, nodes)
+        if isinstance(nodes, LatentLaw):
+            if nodes.p != p:
+                raise ValueError(f"nodes: a LatentLaw of p = {nodes.p}, but the setting has p = {p} at n = {n}")
+            law = nodes
+        else:
+            law = latent_law(setting, p, nodes)
         H = law.shifts()
         w = law.weight
         softmax = isinstance(setting.attention, Softmax)
@@ -838,7 +843,8 @@ def _chunks(models: list[_Model]) -> list[list[int]]:
 
 
 def finite_size_resolvent_form_batch(settings: Sequence[Setting], gammas: Sequence[np.ndarray], n: int,
-                                     nodes: int | tuple[int, ...] | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
+                                     nodes: int | tuple[int, ...] | LatentLaw | None = None
+                                     ) -> list[tuple[np.ndarray, np.ndarray]]:
     """``y^T Q y / n`` and its gamma-derivative from the finite-size equivalent, for many settings.
 
     Settings are solved together in batches of similar size (:class:`_Stack`): one Anderson
@@ -852,9 +858,11 @@ def finite_size_resolvent_form_batch(settings: Sequence[Setting], gammas: Sequen
         Positive ridge parameters of each setting, any shapes (validated by the caller).
     n : int
         Number of tokens; ``p = round(c n)``.
-    nodes : int or tuple of int, optional
+    nodes : int, tuple of int or LatentLaw, optional
         Gauss–Hermite nodes per latent dimension (default 32, 10, 6 for ``r = 1, 2, 3``), or per
-        axis of ``w_K``, ``w_Q``, ``mu`` (:func:`latent_law`).
+        axis of ``w_K``, ``w_Q``, ``mu`` (:func:`latent_law`); or a rule for the types of one's
+        own, in the latent frame of the canonical setting, with ``law.p = setting.p(n)`` (for
+        example a sample's own types, ``strong_alignment.sample_types_theory``).
 
     Returns
     -------
@@ -883,7 +891,7 @@ def finite_size_resolvent_form_batch(settings: Sequence[Setting], gammas: Sequen
 
 
 def finite_size_resolvent_form(setting: Setting, gammas: np.ndarray, n: int,
-                               nodes: int | tuple[int, ...] | None = None) -> tuple[np.ndarray, np.ndarray]:
+                               nodes: int | tuple[int, ...] | LatentLaw | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``y^T Q y / n`` and its gamma-derivative from the finite-size equivalent (one setting).
 
     Parameters
@@ -894,9 +902,11 @@ def finite_size_resolvent_form(setting: Setting, gammas: np.ndarray, n: int,
         Positive ridge parameters, any shape (validated by the caller).
     n : int
         Number of tokens; ``p = round(c n)``.
-    nodes : int or tuple of int, optional
+    nodes : int, tuple of int or LatentLaw, optional
         Gauss–Hermite nodes per latent dimension (default 32, 10, 6 for ``r = 1, 2, 3``), or per
-        axis of ``w_K``, ``w_Q``, ``mu`` (:func:`latent_law`).
+        axis of ``w_K``, ``w_Q``, ``mu`` (:func:`latent_law`); or a rule for the types of one's
+        own, in the latent frame of the canonical setting, with ``law.p = setting.p(n)`` (for
+        example a sample's own types, ``strong_alignment.sample_types_theory``).
 
     Returns
     -------
