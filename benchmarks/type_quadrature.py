@@ -31,7 +31,11 @@ Two measurements behind ``book/derivation_finite_size.md``:
    decoupled from the features (``Phi = X'' K``, ``X''`` the tokens' latent part plus an
    independent complement) or from the slope term (``F1(h) g`` with ``g`` of an independent
    complement, in both kernels). About 15 minutes for 2000 draws at ``n = 512`` under load.
-5. **Where the deterministic equivalent's own error lies** (``--de-error``, the same setting at
+5. **A Gaussian model of the cross term** (``--self``, at ``--he2-n`` with ``--he2-trials`` draws,
+   seed 5): the true kernel minus the latent surrogate, beside the latent surrogate with the
+   ``He2`` residual's component along each token's own noise added to the features
+   (:func:`self_component_errors`): its correlation with the slope term and its own variance.
+6. **Where the deterministic equivalent's own error lies** (``--de-error``, the same setting at
    ``--de-n``, default 256 and 512, ``--de-trials`` draws, default 4000, seed 3): the theory
    minus the latent surrogate; the latent surrogate minus its complex counterpart (paired:
    the pairings of an entry with itself, which real Gaussian matrices have and the equivalent
@@ -60,12 +64,16 @@ side by side), at gamma 1e-4 / 1: n = 256: theory - surrogate +0.0086 / +0.0056,
 own types +0.0012 / +0.0014 (s.e. 0.0001), ridge theory - MC -0.0003 / -0.0004 (s.e. 0.0003).
 n = 512: +0.0038 / +0.0021, -0.0012 / -0.0003, -0.0001 / -0.0002, +0.0006 / +0.0007,
 -0.0002 / -0.0003.
+``--self`` (2 December 2026; 3,000 draws at n = 256, 1,500 at n = 512, side by side), at gamma
+1e-4 / 1: true kernel - surrogate -0.0071 / -0.0054 (n = 256), -0.0050 / -0.0038 (n = 512), s.e.
+0.0009 to 0.0011; the component's correlation -0.0132 / -0.0132 and -0.0085 / -0.0090 (s.e.
+0.0003), its variance +0.0001 / -0.0016 and -0.0004 / -0.0012 (s.e. 0.0002).
 
 Usage::
 
     python benchmarks/type_quadrature.py [--max-k 24] [--mc benchmarks/results/small_n_n512.json]
                                           [--sign] [--skew] [--surrogate]
-                                          [--he2 [--he2-n 512 256] [--he2-trials 2000]]
+                                          [--he2] [--self] [--he2-n 512 256] [--he2-trials 2000]
                                           [--de-error [--de-n 256 512] [--de-trials 4000] [--type-trials 400]]
                                           [--skip-quadrature]
 """
@@ -85,7 +93,7 @@ from small_n import GAMMAS, grid
 from attn_lib.model import data, kernel
 from attn_lib.model.data import latent_coordinates
 from attn_lib.model.nonlinearity import check_nonlinearity
-from attn_lib.simulation.resolvent import interpolation_error
+from attn_lib.simulation.resolvent import interpolation_error, interpolation_errors
 from attn_lib.simulation.trials import Trials, standard_error
 from attn_lib.studies import strong_alignment
 from attn_lib.theory import _finite_size, attention_error, ridge_error
@@ -202,6 +210,14 @@ def _paired(a: np.ndarray, b: np.ndarray, j: int) -> str:
     return f"{d.mean():+.4f} ± {standard_error(d, 0):.4f}"
 
 
+def _draw(s, n: int, rng: np.random.Generator) -> tuple:
+    """``X, y, W, T, split`` of one draw: the sample, then a GOE ``W``, the logits and the latent split."""
+    sample = data.draw(s, n, rng)
+    W = data.goe(n, rng)
+    T = kernel.logits(sample.X, sample.w_K, sample.w_Q)
+    return sample.X, sample.y, W, T, strong_alignment.latent_split(sample)
+
+
 def decoupled_errors(s, g: np.ndarray, n: int, trials: int, seed: int) -> Trials:
     """True kernel and latent surrogate (GOE) with the ``He2`` residual decoupled, on common draws.
 
@@ -214,11 +230,7 @@ def decoupled_errors(s, g: np.ndarray, n: int, trials: int, seed: int) -> Trials
     func, p = check_nonlinearity(s.f), s.p(n)
 
     def trial(rng: np.random.Generator) -> dict[str, np.ndarray]:
-        sample = data.draw(s, n, rng)
-        X, y = sample.X, sample.y
-        W = data.goe(n, rng)
-        T = kernel.logits(X, sample.w_K, sample.w_Q)
-        split = strong_alignment.latent_split(sample)
+        X, y, W, T, split = _draw(s, n, rng)
         B, H = split.basis, split.shift()
         K_true = kernel.apply(func, T, p, a0=s.hermite.a0)
         K_lat = strong_alignment.surrogate_kernel(T, H, s.f, p, W)
@@ -239,6 +251,56 @@ def decoupled_errors(s, g: np.ndarray, n: int, trials: int, seed: int) -> Trials
                 "g''/latent": interpolation_error(X @ strong_alignment.surrogate_kernel(T3, H, s.f, p, W), y, g)}
 
     return Trials.run(trial, trials=trials, seed=seed, gammas=g, n=n, p=p)
+
+
+def self_component_errors(s, g: np.ndarray, n: int, trials: int, seed: int) -> Trials:
+    """The latent surrogate with a feature component along each token's own noise, on common draws.
+
+    The ``He2`` residual's share of token ``b`` in the feature ``phi_a``, ``z_b R_ba``, has along
+    ``z_a`` the part ``z_a F2(h_ba) (g_ab^3 - g_ab) / (2p)`` (``z_b``'s projection on ``z_a`` is
+    ``(g_ab / sqrt(p)) z_a``). Per draw: ``"true"`` and ``"latent"`` (the true kernel and the
+    latent surrogate, ``Phi = X K``); ``"latent+self"``: ``Phi = X K_lat + Z_perp diag(s)`` with
+    ``s_a = sum_b F2(h_ba) (g_ab^3 - g_ab) / (2p)``, which gives the features the true pair
+    covariance ``E[phi_a . phi_b] = (F1 F2)(h) / sqrt(p)`` (see the derivation page);
+    ``"latent+self''"``: the same with ``g''`` of an independent complement (the component's own
+    variance, not its correlation with the slope term).
+    """
+    func, p = check_nonlinearity(s.f), s.p(n)
+
+    def trial(rng: np.random.Generator) -> dict[str, np.ndarray]:
+        X, y, W, T, split = _draw(s, n, rng)
+        B, H = split.basis, split.shift()
+        F2 = shift_functions(s.f, h_max=float(np.abs(H).max(initial=0.0))).curvature(H)
+        Z3 = rng.standard_normal((p, n))
+        Z3 -= B @ (B.T @ Z3)
+
+        def along(G: np.ndarray) -> np.ndarray:
+            np.fill_diagonal(G, 0.0)
+            return np.einsum("ba,ab->a", F2, G ** 3 - G) / (2 * p)
+
+        Phi = X @ strong_alignment.surrogate_kernel(T, H, s.f, p, W)
+        Zp = X - B @ split.xi
+        return dict(zip(("true", "latent", "latent+self", "latent+self''"), interpolation_errors(
+            [X @ kernel.apply(func, T, p, a0=s.hermite.a0), Phi, Phi + Zp * along(T - H),
+             Phi + Zp * along(Z3.T @ Z3 / np.sqrt(p))], y, g)))
+
+    return Trials.run(trial, trials=trials, seed=seed, gammas=g, n=n, p=p)
+
+
+def self_component(sizes: list[int], trials: int) -> None:
+    s = dict(grid())[QUADRATIC]
+    g = GAMMAS[[0, 2]]
+    print(f"## {QUADRATIC}: the He2 residual's component along each token's own noise ({trials} draws)\n")
+    print("| n | p | gamma | true - latent | latent+self - latent+self'' (the correlation) "
+          "| latent+self'' - latent (the variance) |\n|" + "---|" * 6)
+    for n in sizes:
+        res = self_component_errors(s, g, n, trials, seed=5)
+        indep = res["latent+self''"]
+        for j, gam in enumerate(g):
+            print(f"| {n} | {s.p(n)} | {gam:g} | {_paired(res['true'], res['latent'], j)} | "
+                  f"{_paired(res['latent+self'], indep, j)} | {_paired(indep, res['latent'], j)} |",
+                  flush=True)
+    print()
 
 
 def he2(sizes: list[int], trials: int) -> None:
@@ -296,6 +358,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--he2", action="store_true", help="the He2 residual on common draws")
     ap.add_argument("--he2-n", type=int, nargs="+", default=[512])
     ap.add_argument("--he2-trials", type=int, default=2000)
+    ap.add_argument("--self", action="store_true", dest="self_component",
+                    help="the He2 residual's component along each token's own noise (--he2-n, --he2-trials)")
     ap.add_argument("--de-error", action="store_true",
                     help="where the deterministic equivalent's own error lies, on common draws")
     ap.add_argument("--de-n", type=int, nargs="+", default=[256, 512])
@@ -308,6 +372,8 @@ def main(argv: list[str] | None = None) -> int:
             quadrature(args.max_k, args.mc)
         if args.he2:
             he2(args.he2_n, args.he2_trials)
+        if args.self_component:
+            self_component(args.he2_n, args.he2_trials)
         if args.de_error:
             de_error(args.de_n, args.de_trials, args.type_trials)
         if args.sign:

@@ -355,8 +355,8 @@ def surrogate_errors(setting: Setting, gammas: object, n: int, trials: int = 2,
         T = kernel.logits(X, sample.w_K, sample.w_Q)
         split = latent_split(sample)
         shifts = {"latent": split.shift(), "coherent": delta * np.outer(y, y)}
-        sur = {name: interpolation_error(X @ surrogate_kernel(T, H, s.f, p, W), y, g)
-               for name, H in shifts.items()}
+        kernels = {name: surrogate_kernel(T, H, s.f, p, W) for name, H in shifts.items()}
+        sur = {name: interpolation_error(X @ K, y, g) for name, K in kernels.items()}
         if norms:
             K = surrogate_kernel(T, shifts["latent"], s.f, p, W, eps=split.norms(X))
             sur["latent+norms"] = interpolation_error(X @ K, y, g)
@@ -375,7 +375,7 @@ def surrogate_errors(setting: Setting, gammas: object, n: int, trials: int = 2,
             Zc = (X - latent + 1j * Z2) / np.sqrt(2.0)
             Kc = surrogate_kernel(H + Zc.conj().T @ Zc / np.sqrt(p), H, s.f, p, data.gue(n, rng))
             sur["latent-complex"] = interpolation_error((latent + Zc) @ Kc, y, g)
-            K = surrogate_kernel(T, H, s.f, p, W)
+            K = kernels["latent"]
             F1 = shift_functions(s.f, h_max=float(np.abs(H).max(initial=0.0)))(np.diag(H))[1]
             K[np.diag_indices(n)] = F1 * (split.norms(X) + split.xi.shape[0] / p)
             sur["latent+diagonal"] = interpolation_error(X @ K, y, g)
