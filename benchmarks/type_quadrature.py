@@ -35,7 +35,10 @@ Two measurements behind ``book/derivation_finite_size.md``:
    seed 5): the true kernel minus the latent surrogate, beside the latent surrogate with the
    ``He2`` residual's component along each token's own noise added to the features
    (:func:`self_component_errors`): its correlation with the slope term and its own variance.
-6. **Where the deterministic equivalent's own error lies** (``--de-error``, the same setting at
+6. **Is the cross term of first order?** (``--mix``, at ``--he2-n`` with ``--he2-trials`` draws,
+   seed 7): ``E(eps) - E(0)`` with the ``He2`` part interpolated at fixed variance from the GOE
+   (``eps = 0``) to the tokens' own Gram (``eps = 1``), :func:`mixed_errors`.
+7. **Where the deterministic equivalent's own error lies** (``--de-error``, the same setting at
    ``--de-n``, default 256 and 512, ``--de-trials`` draws, default 4000, seed 3): the theory
    minus the latent surrogate; the latent surrogate minus its complex counterpart (paired:
    the pairings of an entry with itself, which real Gaussian matrices have and the equivalent
@@ -68,12 +71,16 @@ n = 512: +0.0038 / +0.0021, -0.0012 / -0.0003, -0.0001 / -0.0002, +0.0006 / +0.0
 1e-4 / 1: true kernel - surrogate -0.0071 / -0.0054 (n = 256), -0.0050 / -0.0038 (n = 512), s.e.
 0.0009 to 0.0011; the component's correlation -0.0132 / -0.0132 and -0.0085 / -0.0090 (s.e.
 0.0003), its variance +0.0001 / -0.0016 and -0.0004 / -0.0012 (s.e. 0.0002).
+``--mix`` (2 December 2026; 3,000 draws at n = 256, 1,500 at n = 512, side by side), gamma 1e-4,
+eps = 0.25 / 0.5 / 0.75 / 1: n = 256: -0.0016 / -0.0033 / -0.0045 / -0.0047 (s.e. 0.0003 to
+0.0011); n = 512: -0.0008 / -0.0014 / -0.0027 / -0.0055; gamma 1: -0.0018 / -0.0032 / -0.0040 /
+-0.0032 and -0.0010 / -0.0019 / -0.0029 / -0.0048.
 
 Usage::
 
     python benchmarks/type_quadrature.py [--max-k 24] [--mc benchmarks/results/small_n_n512.json]
                                           [--sign] [--skew] [--surrogate]
-                                          [--he2] [--self] [--he2-n 512 256] [--he2-trials 2000]
+                                          [--he2] [--self] [--mix] [--he2-n 512 256] [--he2-trials 2000]
                                           [--de-error [--de-n 256 512] [--de-trials 4000] [--type-trials 400]]
                                           [--skip-quadrature]
 """
@@ -303,6 +310,48 @@ def self_component(sizes: list[int], trials: int) -> None:
     print()
 
 
+MIX = (0.0, 0.25, 0.5, 0.75, 1.0)
+
+
+def mixed_errors(s, g: np.ndarray, n: int, trials: int, seed: int) -> Trials:
+    """The latent surrogate with its ``He2`` part interpolated from Gaussian to the tokens' own.
+
+    Per draw and ``eps`` in :data:`MIX`: ``surrogate_kernel(..., he2=eps Q + sqrt(1 - eps^2)
+    sqrt(2) W)`` with ``Q`` the tokens' own ``He2`` Gram (:func:`strong_alignment.he2_gram`) and
+    ``W`` the draw's GOE matrix. The variance of the ``He2`` part stays that of ``S2`` (for the
+    quadratic, ``S3 = 0``: ``eps = 0`` is the latent surrogate, ``eps = 1`` the true kernel less
+    its norm term), while its joint cumulants with the tokens scale with ``eps`` (the third, the
+    cross term, linearly). ``E(eps) - E(0)`` against ``eps`` shows whether a correction of first
+    order in the cumulant can account for the whole gap.
+    """
+    p = s.p(n)
+
+    def trial(rng: np.random.Generator) -> dict[str, np.ndarray]:
+        X, y, W, T, split = _draw(s, n, rng)
+        H = split.shift()
+        Q = strong_alignment.he2_gram(X - split.basis @ split.xi, p, p - split.xi.shape[0])
+        Ks = [strong_alignment.surrogate_kernel(T, H, s.f, p, W, he2=e * Q + np.sqrt(2.0 - 2.0 * e * e) * W)
+              for e in MIX]
+        return dict(zip((f"eps={e:g}" for e in MIX), interpolation_errors([X @ K for K in Ks], y, g)))
+
+    return Trials.run(trial, trials=trials, seed=seed, gammas=g, n=n, p=p)
+
+
+def mixed(sizes: list[int], trials: int) -> None:
+    s = dict(grid())[QUADRATIC]
+    g = GAMMAS[[0, 2]]
+    print(f"## {QUADRATIC}: the He2 part from Gaussian (eps = 0) to the tokens' own (eps = 1), "
+          f"E(eps) - E(0), paired ({trials} draws)\n")
+    print("| n | p | gamma | " + " | ".join(f"eps = {e:g}" for e in MIX[1:]) + " |\n|" + "---|" * (3 + len(MIX) - 1))
+    for n in sizes:
+        res = mixed_errors(s, g, n, trials, seed=7)
+        base = res["eps=0"]
+        for j, gam in enumerate(g):
+            print(f"| {n} | {s.p(n)} | {gam:g} | "
+                  + " | ".join(_paired(res[f"eps={e:g}"], base, j) for e in MIX[1:]) + " |", flush=True)
+    print()
+
+
 def he2(sizes: list[int], trials: int) -> None:
     s = dict(grid())[QUADRATIC]
     g = GAMMAS[[0, 2]]
@@ -360,6 +409,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--he2-trials", type=int, default=2000)
     ap.add_argument("--self", action="store_true", dest="self_component",
                     help="the He2 residual's component along each token's own noise (--he2-n, --he2-trials)")
+    ap.add_argument("--mix", action="store_true",
+                    help="the He2 part interpolated from Gaussian to the tokens' own (--he2-n, --he2-trials)")
     ap.add_argument("--de-error", action="store_true",
                     help="where the deterministic equivalent's own error lies, on common draws")
     ap.add_argument("--de-n", type=int, nargs="+", default=[256, 512])
@@ -374,6 +425,8 @@ def main(argv: list[str] | None = None) -> int:
             he2(args.he2_n, args.he2_trials)
         if args.self_component:
             self_component(args.he2_n, args.he2_trials)
+        if args.mix:
+            mixed(args.he2_n, args.he2_trials)
         if args.de_error:
             de_error(args.de_n, args.de_trials, args.type_trials)
         if args.sign:
