@@ -1,6 +1,6 @@
 """Where the finite-size theory's type quadrature and Gaussian surrogate stop: issue 15, part 2.
 
-Two measurements behind ``book/derivation_finite_size.md``:
+The measurements behind ``book/derivation_finite_size.md``:
 
 1. **Type quadrature** (the ``sin`` setting at ``delta = 2.2`` of ``benchmarks/small_n.py``,
    three latent directions, ``n = 512``): the finite-size error ``attention_error(s, gammas,
@@ -193,9 +193,13 @@ def skewness() -> None:
     print()
 
 
+def _quadratic() -> tuple:
+    """The quadratic setting of ``small_n.py`` behind the gap, and the gammas 1e-4 and 1."""
+    return dict(grid())[QUADRATIC], GAMMAS[[0, 2]]
+
+
 def surrogate() -> None:
-    s = dict(grid())[QUADRATIC]
-    g = GAMMAS[[0, 2]]
+    s, g = _quadratic()
     print(f"## {QUADRATIC}: true kernel, latent surrogate and theory on common draws\n")
     print("| n | p | delta | trials | gamma | attention | latent surrogate | attention - surrogate "
           "(paired) | theory |\n|---|---|---|---|---|---|---|---|---|")
@@ -295,8 +299,7 @@ def self_component_errors(s, g: np.ndarray, n: int, trials: int, seed: int) -> T
 
 
 def self_component(sizes: list[int], trials: int) -> None:
-    s = dict(grid())[QUADRATIC]
-    g = GAMMAS[[0, 2]]
+    s, g = _quadratic()
     print(f"## {QUADRATIC}: the He2 residual's component along each token's own noise ({trials} draws)\n")
     print("| n | p | gamma | true - latent | latent+self - latent+self'' (the correlation) "
           "| latent+self'' - latent (the variance) |\n|" + "---|" * 6)
@@ -338,8 +341,7 @@ def mixed_errors(s, g: np.ndarray, n: int, trials: int, seed: int) -> Trials:
 
 
 def mixed(sizes: list[int], trials: int) -> None:
-    s = dict(grid())[QUADRATIC]
-    g = GAMMAS[[0, 2]]
+    s, g = _quadratic()
     print(f"## {QUADRATIC}: the He2 part from Gaussian (eps = 0) to the tokens' own (eps = 1), "
           f"E(eps) - E(0), paired ({trials} draws)\n")
     print("| n | p | gamma | " + " | ".join(f"eps = {e:g}" for e in MIX[1:]) + " |\n|" + "---|" * (3 + len(MIX) - 1))
@@ -353,8 +355,7 @@ def mixed(sizes: list[int], trials: int) -> None:
 
 
 def he2(sizes: list[int], trials: int) -> None:
-    s = dict(grid())[QUADRATIC]
-    g = GAMMAS[[0, 2]]
+    s, g = _quadratic()
     print(f"## {QUADRATIC}: the He2 residual on common draws ({trials} draws), minus the latent surrogate\n")
     print("| n | p | delta | gamma | latent surrogate | true kernel | He2 own Gram | He2 from Z'' "
           "| He2 Wishart | theory | true, X'' | true, g'' |\n|" + "---|" * 12)
@@ -374,8 +375,7 @@ def he2(sizes: list[int], trials: int) -> None:
 
 
 def de_error(sizes: list[int], trials: int, type_trials: int) -> None:
-    s = dict(grid())[QUADRATIC]
-    g = GAMMAS[[0, 2]]
+    s, g = _quadratic()
     print(f"## {QUADRATIC}: where the deterministic equivalent's own error lies ({trials} draws; "
           f"{type_trials} draws of types)\n")
     print("| n | p | gamma | latent surrogate | theory - latent | latent - complex (paired) "

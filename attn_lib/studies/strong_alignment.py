@@ -106,6 +106,22 @@ def _check_setting(setting: object) -> Setting:
     return setting
 
 
+def _check_draws(setting: object, gammas: object, n: object, trials: object,
+                 seed: object) -> tuple[Setting, np.ndarray, int, int, int]:
+    """Validated ``(setting, gammas of shape (G,), n, trials, seed)`` of a study on seeded draws.
+
+    Fails fast when ``p = round(c n)`` is too small for the geometry
+    (:func:`attn_lib.model.data.geometry`).
+    """
+    s = _check_setting(setting)
+    g = np.atleast_1d(check_gammas(gammas))
+    n = check_int(n, "n")
+    trials = check_int(trials, "trials")
+    seed = check_seed(seed)
+    data.geometry(s, s.p(n))
+    return s, g, n, trials, seed
+
+
 def _restricted_m(coords: np.ndarray) -> np.ndarray:
     """``M_r = I_r + w_{K,r} w_{Q,r}^T`` from the latent coordinates ``(r, 3)`` of ``mu, w_K, w_Q``."""
     return np.eye(coords.shape[0]) + np.outer(coords[:, 1], coords[:, 2])
@@ -334,16 +350,11 @@ def surrogate_errors(setting: Setting, gammas: object, n: int, trials: int = 2,
         (``"latent+norms"``, :data:`HE2_SURROGATES`, :data:`DE_ERROR_SURROGATES`) and ``"ridge"``,
         each of shape ``(trials, G)``; ``.mean(model)``, ``.sem(model)``.
     """
-    s = _check_setting(setting)
-    g = np.atleast_1d(check_gammas(gammas))
-    n = check_int(n, "n")
-    trials = check_int(trials, "trials")
-    seed = check_seed(seed)
+    s, g, n, trials, seed = _check_draws(setting, gammas, n, trials, seed)
     norms = check_bool(norms, "norms")
     he2 = check_bool(he2, "he2")
     de_error = check_bool(de_error, "de_error")
     p = s.p(n)
-    data.geometry(s, p)  # fail fast when p is too small for the geometry
     func = check_nonlinearity(s.f)
     a0 = s.hermite.a0
     delta = signed_shift(s, n)
@@ -411,13 +422,8 @@ def sample_types_theory(setting: Setting, gammas: object, n: int, trials: int = 
     -------
     ndarray of shape (trials, G)
     """
-    s = _check_setting(setting)
-    g = np.atleast_1d(check_gammas(gammas))
-    n = check_int(n, "n")
-    trials = check_int(trials, "trials")
-    seed = check_seed(seed)
+    s, g, n, trials, seed = _check_draws(setting, gammas, n, trials, seed)
     p = s.p(n)
-    data.geometry(s, p)
     out = np.empty((trials, g.size))
     for t, child in enumerate(np.random.SeedSequence(seed).spawn(trials)):
         sample = data.draw(s, n, np.random.default_rng(child))
