@@ -45,6 +45,10 @@ The measurements behind ``book/derivation_finite_size.md``:
    does not keep); minus the surrogate with the slope Gram's diagonal (paired); the theory minus
    its mean on each draw's own types (``--type-trials`` draws,
    ``strong_alignment.sample_types_theory``); and the ridge equivalent against its simulation.
+8. **The third cumulant of one entry** (``--pair``, at ``--he2-n`` with ``--he2-trials`` draws,
+   seed 11): per draw of the latent surrogate, the exact first-order effect ``dE / d eps`` at
+   ``eps = 0`` of the cross term, beside the formula that lets ``g_ab`` enter only the entries
+   ``(a, b)`` and ``(b, a)`` of ``K`` and ``G = X^T X`` (:func:`pair_cumulant_errors`).
 
 Last result (``--mc``, 2 December 2026, under load): E(gamma = 1) of ``sin`` is 0.2182 with the
 default rule (22 x 22 x 3, 11 s); 0.2316 / 0.2216 / 0.2170 with 6, 8, 10 nodes per dimension;
@@ -75,12 +79,15 @@ n = 512: +0.0038 / +0.0021, -0.0012 / -0.0003, -0.0001 / -0.0002, +0.0006 / +0.0
 eps = 0.25 / 0.5 / 0.75 / 1: n = 256: -0.0016 / -0.0033 / -0.0045 / -0.0047 (s.e. 0.0003 to
 0.0011); n = 512: -0.0008 / -0.0014 / -0.0027 / -0.0055; gamma 1: -0.0018 / -0.0032 / -0.0040 /
 -0.0032 and -0.0010 / -0.0019 / -0.0029 / -0.0048.
+``--pair`` (3 December 2026, alone; 400 draws each at n = 128 and 256 in 7 min), gamma 1e-4 / 1:
+exact -0.0012 / -0.0054 (s.e. 0.0039 / 0.0033) and -0.0007 / -0.0024 (s.e. 0.0033 / 0.0026);
+one entry's third cumulant +1.6e5 / -0.0689 and +2.8e4 / -0.0466: it diverges as gamma -> 0.
 
 Usage::
 
     python benchmarks/type_quadrature.py [--max-k 24] [--mc benchmarks/results/small_n_n512.json]
                                           [--sign] [--skew] [--surrogate]
-                                          [--he2] [--self] [--mix] [--he2-n 512 256] [--he2-trials 2000]
+                                          [--he2] [--self] [--mix] [--pair] [--he2-n 512 256] [--he2-trials 2000]
                                           [--de-error [--de-n 256 512] [--de-trials 4000] [--type-trials 400]]
                                           [--skip-quadrature]
 """
@@ -88,6 +95,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 import time
@@ -354,6 +362,190 @@ def mixed(sizes: list[int], trials: int) -> None:
     print()
 
 
+# --pair: the He1-He2 cross term as the third cumulant of one entry. For an ordered pair
+# (a, b) the entry g_ab moves K_ab by F1(h_ab) / sqrt(p), K_ba by F1(h_ba) / sqrt(p) and
+# G_ab = G_ba (G = X^T X) by sqrt(p): the direction "t". The He2 residual moves K_ab by
+# F2(h_ab) / (2 sqrt(p)): the direction "s". Since E[(g^2 - 1) psi(g)] = E[psi''(g)] for
+# Gaussian g, the cross cumulant's first-order effect would be sum_{a != b} d_t^2 d_s phi,
+# phi = y^T (gamma + A)^{-1} y with A = K^T G K / n, if g_ab entered nowhere else. A
+# perturbation is a list of rank-one terms (coefficient names, entries of G, left, right):
+# coef * prod(G entries) * left right^T, with vectors (kind, index), kind "e" (unit vector),
+# "p" (row of G K) or "k" (row of K), index "a" or "b"; FULL stands for K or G themselves.
+FULL = None
+_DK = [(("al",), (), ("e", "a"), ("e", "b")), (("be",), (), ("e", "b"), ("e", "a"))]
+_DR = [(("w",), (), ("e", "a"), ("e", "b"))]
+_DG = [(("sg",), (), ("e", "a"), ("e", "b")), (("sg",), (), ("e", "b"), ("e", "a"))]
+
+
+def _product(X1, X2, X3) -> list:
+    """``X1^T X2 X3`` (``X1, X3``: FULL for ``K`` or a perturbation of it; ``X2``: of ``G``)."""
+    if X1 is FULL and X2 is FULL:            # K^T G e_k e_l^T = p_k e_l^T
+        return [(c3, s3, ("p", l3[1]), r3) for c3, s3, l3, r3 in X3]
+    out = []
+    if X1 is FULL:                           # K^T e_k e_l^T X3
+        for c2, s2, l2, r2 in X2:
+            if X3 is FULL:
+                out.append((c2, s2, ("k", l2[1]), ("k", r2[1])))
+            else:
+                out += [(c2 + c3, s2 + s3, ("k", l2[1]), r3) for c3, s3, l3, r3 in X3 if r2[1] == l3[1]]
+        return out
+    for c1, s1, l1, r1 in X1:                # X1^T = r1 l1^T: r1 times e_i^T X2 X3, i = l1
+        i = l1[1]
+        if X2 is FULL:
+            if X3 is FULL:
+                out.append((c1, s1, r1, ("p", i)))
+            else:
+                out += [(c1 + c3, s1 + s3 + ((("e", i), "G", l3),), r1, r3) for c3, s3, l3, r3 in X3]
+            continue
+        for c2, s2, l2, r2 in X2:
+            if l2[1] != i:
+                continue
+            if X3 is FULL:
+                out.append((c1 + c2, s1 + s2, r1, ("k", r2[1])))
+            else:
+                out += [(c1 + c2 + c3, s1 + s2 + s3, r1, r3) for c3, s3, l3, r3 in X3 if r2[1] == l3[1]]
+    return out
+
+
+def _derivative(mult: float, *products: tuple) -> list:
+    """``mult`` times the sum of the :func:`_product` terms, each term tagged with ``mult``."""
+    return [(c, s, l, r, mult) for prod in products for c, s, l, r in _product(*prod)]
+
+
+_A_T = _derivative(1.0, (_DK, FULL, FULL), (FULL, FULL, _DK), (FULL, _DG, FULL))
+_A_TT = _derivative(2.0, (_DK, FULL, _DK), (_DK, _DG, FULL), (FULL, _DG, _DK))
+_A_S = _derivative(1.0, (_DR, FULL, FULL), (FULL, FULL, _DR))
+_A_TS = _derivative(1.0, (_DR, FULL, _DK), (_DK, FULL, _DR), (_DR, _DG, FULL), (FULL, _DG, _DR))
+_A_TTS = _derivative(2.0, (_DR, _DG, _DK), (_DK, _DG, _DR))
+# d_t^2 d_s (y^T Q y) = -4 u A_t Q A_t Q A_s u + 2 u A_tt Q A_s u + 4 u A_t Q A_ts u
+#                       - 2 u A_t Q A_s Q A_t u - u A_tts u, with u = Q y and the derivatives of
+# A = K^T G K / n the lists above (each over n):
+_CHAINS = ((-4.0, (_A_T, _A_T, _A_S)), (2.0, (_A_TT, _A_S)), (4.0, (_A_T, _A_TS)),
+           (-2.0, (_A_T, _A_S, _A_T)), (-1.0, (_A_TTS,)))
+
+
+def pair_third_derivative(K: np.ndarray, G: np.ndarray, Q: np.ndarray, u: np.ndarray,
+                          coef: dict) -> np.ndarray:
+    """``d_t^2 d_s (y^T (gamma + K^T G K / n)^{-1} y)`` for every ordered pair, shape ``(n, n)``.
+
+    ``Q = (gamma + K^T G K / n)^{-1}``, ``u = Q y`` (may be complex: a complex step in
+    ``gamma``); ``coef``: ``"al"``, ``"be"``, ``"w"`` (arrays over the pairs ``(a, b)``) and
+    ``"sg"`` (a number), the weights of the directions ``t`` and ``s`` (comment above). The
+    diagonal ``a = b`` is meaningless.
+    """
+    n = len(u)
+    V = {"e": np.eye(n), "p": (G @ K).T, "k": K.T}
+    mats = {"I": None, "G": G, "Q": Q}
+    cache: dict = {}
+
+    def form(v: tuple, M: str, w: tuple):
+        """``v^T M w`` over the pairs (``M`` symmetric)."""
+        if (v, M, w) not in cache:
+            L = u if v[0] == "u" else V[v[0]]
+            R = u if w[0] == "u" else V[w[0]]
+            B = (L if mats[M] is None else mats[M] @ L).T @ R
+            if v[0] == "u" or w[0] == "u":
+                idx = w[1] if v[0] == "u" else v[1]
+                B = B if idx is None else (B[:, None] if idx == "a" else B[None, :])
+            else:
+                B = {("a", "b"): B, ("b", "a"): B.T, ("a", "a"): np.diag(B)[:, None],
+                     ("b", "b"): np.diag(B)[None, :]}[(v[1], w[1])]
+            cache[(v, M, w)] = B
+        return cache[(v, M, w)]
+
+    total = 0.0
+    for mult, factors in _CHAINS:
+        for chain in itertools.product(*factors):
+            val, prev = mult / n ** len(factors), ("u", None)
+            for k, (names, entries, left, right, m) in enumerate(chain):
+                val = val * m * form(prev, "Q" if k else "I", left)
+                for name in names:
+                    val = val * coef[name]
+                for v, M, w in entries:
+                    val = val * form(v, M, w)
+                prev = right
+            total = total + val * form(prev, "I", ("u", None))
+    return total
+
+
+def _check_pair_derivative() -> None:
+    """:func:`pair_third_derivative` against central differences on a random ``n = 7`` problem."""
+    rng = np.random.default_rng(0)
+    n, gam, h = 7, 0.7, 1e-3
+    K, X, y = rng.standard_normal((n, n)), rng.standard_normal((5, n)), rng.standard_normal(n)
+    G = X.T @ X + 0.3 * np.eye(n)
+    coef = {name: rng.standard_normal((n, n)) for name in ("al", "be", "w")} | {"sg": 1.3}
+    Q = np.linalg.inv(gam * np.eye(n) + K.T @ G @ K / n)
+    got = pair_third_derivative(K, G, Q, Q @ y, coef)
+
+    def phi(t: float, s_: float, a: int, b: int) -> float:
+        Kp, Gp = K.copy(), G.copy()
+        Kp[a, b] += t * coef["al"][a, b] + s_ * coef["w"][a, b]
+        Kp[b, a] += t * coef["be"][a, b]
+        Gp[a, b] += t * coef["sg"]
+        Gp[b, a] += t * coef["sg"]
+        return y @ np.linalg.solve(gam * np.eye(n) + Kp.T @ Gp @ Kp / n, y)
+
+    for a, b in ((0, 1), (3, 2), (6, 0)):
+        d = [(phi(t, h, a, b) - phi(t, -h, a, b)) / (2 * h) for t in (-h, 0.0, h)]
+        fd = (d[0] - 2 * d[1] + d[2]) / h ** 2
+        if abs(fd - got[a, b]) > 1e-4 * max(1.0, abs(fd)):
+            raise RuntimeError(f"pair_third_derivative at {(a, b)}: {got[a, b]} against {fd} by differences")
+
+
+def pair_cumulant_errors(s, g: np.ndarray, n: int, trials: int, seed: int) -> Trials:
+    """The first-order effect of the cross term on the latent surrogate, exact and entry-wise.
+
+    Per draw of the latent surrogate (``Phi = X K``, ``G = X^T X``, the ``eps = 0`` point of
+    :func:`mixed_errors`): ``"exact"``, ``dE / d eps`` at ``eps = 0`` in the direction
+    ``dK = F2(h) Q / (2 sqrt(p))`` of the tokens' own ``He2`` Gram ``Q`` (zero diagonal),
+    ``-2 gamma^2 (Q_g u)^T dA u / n`` with ``u = Q_g y``; its mean over draws is the first-order
+    term of the cross cumulant. ``"pair"``, the same term if ``g_ab`` entered ``K`` and ``G``
+    only through the entries ``(a, b)`` and ``(b, a)``: ``-gamma^2 d_gamma sum_{a != b}
+    pair_third_derivative / n``, by a complex step in ``gamma``.
+    """
+    p = s.p(n)
+
+    def trial(rng: np.random.Generator) -> dict[str, np.ndarray]:
+        X, y, W, T, split = _draw(s, n, rng)
+        H = split.shift()
+        sf = shift_functions(s.f, h_max=float(np.abs(H).max(initial=0.0)))
+        F1, F2 = sf(H)[1] / np.sqrt(p), sf.curvature(H) / (2 * np.sqrt(p))
+        K, G = strong_alignment.surrogate_kernel(T, H, s.f, p, W), X.T @ X
+        dK = F2 * strong_alignment.he2_gram(X - split.basis @ split.xi, p, p - split.xi.shape[0])
+        np.fill_diagonal(dK, 0.0)
+        A, GK = K.T @ G @ K / n, G @ K
+        coef = {"al": F1, "be": F1.T, "w": F2, "sg": np.sqrt(p)}
+        exact, pair = [], []
+        for gam in g:
+            Q = np.linalg.inv(gam * np.eye(n) + A)
+            u = Q @ y
+            Qu = Q @ u
+            exact.append(-2 * gam ** 2 * ((dK @ Qu) @ (GK @ u) + (GK @ Qu) @ (dK @ u)) / n ** 2)
+            step = 1e-20 * gam
+            Qc = np.linalg.inv(complex(gam, step) * np.eye(n) + A)
+            third = pair_third_derivative(K, G, Qc, Qc @ y, coef)
+            np.fill_diagonal(third, 0.0)
+            pair.append(-gam ** 2 * third.sum().imag / step / n)
+        return {"exact": np.array(exact), "pair": np.array(pair)}
+
+    return Trials.run(trial, trials=trials, seed=seed, gammas=g, n=n, p=p)
+
+
+def pair_cumulant(sizes: list[int], trials: int) -> None:
+    _check_pair_derivative()
+    s, g = _quadratic()
+    print(f"## {QUADRATIC}: the cross term's first-order effect, exact and entry-wise ({trials} draws)\n")
+    print("| n | p | gamma | exact dE/deps | entry-wise third cumulant |\n|" + "---|" * 5)
+    for n in sizes:
+        res = pair_cumulant_errors(s, g, n, trials, seed=11)
+        for j, gam in enumerate(g):
+            print(f"| {n} | {s.p(n)} | {gam:g} | "
+                  + " | ".join(f"{res.mean(k)[j]:+.4f} ± {res.sem(k)[j]:.4f}" for k in ("exact", "pair"))
+                  + " |", flush=True)
+    print()
+
+
 def he2(sizes: list[int], trials: int) -> None:
     s, g = _quadratic()
     print(f"## {QUADRATIC}: the He2 residual on common draws ({trials} draws), minus the latent surrogate\n")
@@ -411,6 +603,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="the He2 residual's component along each token's own noise (--he2-n, --he2-trials)")
     ap.add_argument("--mix", action="store_true",
                     help="the He2 part interpolated from Gaussian to the tokens' own (--he2-n, --he2-trials)")
+    ap.add_argument("--pair", action="store_true",
+                    help="the cross term's first-order effect, exact and entry-wise (--he2-n, --he2-trials)")
     ap.add_argument("--de-error", action="store_true",
                     help="where the deterministic equivalent's own error lies, on common draws")
     ap.add_argument("--de-n", type=int, nargs="+", default=[256, 512])
@@ -427,6 +621,8 @@ def main(argv: list[str] | None = None) -> int:
             self_component(args.he2_n, args.he2_trials)
         if args.mix:
             mixed(args.he2_n, args.he2_trials)
+        if args.pair:
+            pair_cumulant(args.he2_n, args.he2_trials)
         if args.de_error:
             de_error(args.de_n, args.de_trials, args.type_trials)
         if args.sign:
