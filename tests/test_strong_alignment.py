@@ -176,7 +176,7 @@ def test_he2_gram_is_the_he2_chaos_of_the_complement():
     split = sa.latent_split(sample)
     p, r = split.p, split.xi.shape[0]
     T = kernel.logits(sample.X, sample.w_K, sample.w_Q)
-    Q = sa.he2_gram(sample.X - split.basis @ split.xi, p, p - r)
+    Q = split.he2(sample.X)
     W = data.goe(n, np.random.default_rng(8))
     K = sa.surrogate_kernel(T, split.shift(), "quadratic", p, W, eps=split.norms(sample.X), he2=Q)
     want = kernel.apply(np.square, T, p, a0=1.0) - r / p ** 1.5

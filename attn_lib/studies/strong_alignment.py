@@ -181,6 +181,15 @@ class LatentSplit:
         """
         return (np.einsum("ij,ij->j", X, X) - np.einsum("ij,ij->j", self.xi, self.xi)) / self.p - 1.0
 
+    def he2(self, X: np.ndarray) -> np.ndarray:
+        """The tokens' own ``He2`` Gram, shape ``(n, n)``: :func:`he2_gram` of the complement.
+
+        ``z_i^perp = x_i - B xi_i`` in dimension ``p' = p - r``, so that off the diagonal it is
+        ``g_ij^2 - 1 - eps_i - eps_j - r/p``. ``X`` (shape ``(p, n)``) are the tokens the split
+        was computed from.
+        """
+        return he2_gram(X - self.basis @ self.xi, self.p, self.p - self.xi.shape[0])
+
 
 def latent_split(sample: data.Sample) -> LatentSplit:
     """Latent split of the tokens ``sample.X`` along ``span(mu, w_K, w_Q)`` (``alpha = 1``).
@@ -373,7 +382,7 @@ def surrogate_errors(setting: Setting, gammas: object, n: int, trials: int = 2,
             sur["latent+norms"] = interpolation_error(X @ K, y, g)
         if he2:
             pp = p - split.xi.shape[0]
-            grams = {"latent+own": he2_gram(X - split.basis @ split.xi, p, pp),
+            grams = {"latent+own": split.he2(X),
                      "latent+features": he2_gram(rng.standard_normal((pp, n)), p),
                      "latent+wishart": 2.0 / p * data.wishart(n, pp * (pp + 1) // 2, rng)}
             for name, Q in grams.items():
