@@ -2,7 +2,7 @@
 
 Times :func:`attn_lib.studies.phase.phase_map` (building the settings, the batched attention solver for
 every cell, the ridge error per distinct ``(c, snr)``) on the two planes of the book's chapter
-``06_phase_diagram`` at ``gamma = 1``, ``f = tanh``:
+``09_phase_diagram`` at ``gamma = 1``, ``f = tanh``:
 
 * ``snr-angle``: SNR in ``[0, 8]`` x angle in ``[0, 90]`` degrees, ``c = 1/2``, ``||w|| = 2``;
 * ``c-norm``: ``c`` in ``[0.1, 4]`` (log) x ``||w||`` in ``[0, 4]``, SNR 2, aligned weights.

@@ -304,10 +304,12 @@ def execute(ch: Chapter, stage: Path, profile: str, params: dict, style: bool) -
     dt = time.perf_counter() - t0
     nb = nbformat.read(tmp, as_version=4)
     check_chapter(nb, ch.stem, style)
-    for cell in nb.cells:  # the page shows papermill's injected values, not the defaults
+    for cell in nb.cells:  # the page shows papermill's injected values, collapsed
         tags = cell.get("metadata", {}).get("tags", [])
-        if "parameters" in tags and "remove-cell" not in tags:
-            cell.metadata["tags"] = [*tags, "remove-cell"]
+        extra = ("remove-cell" if "parameters" in tags else
+                 "hide-cell" if "injected-parameters" in tags else None)
+        if extra and extra not in tags:
+            cell.metadata["tags"] = [*tags, extra]
     nbformat.write(nb, tmp)
     os.replace(tmp, out)
     log(f"chapter {ch.stem!r} done in {dt:.1f} s")

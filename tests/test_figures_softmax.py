@@ -1,4 +1,4 @@
-"""The figures of the softmax chapter (book/10_softmax) at tiny sizes: numbers and axes."""
+"""The figures of the softmax chapter (book/11_softmax) at tiny sizes: numbers and axes."""
 
 from __future__ import annotations
 

@@ -54,11 +54,11 @@ def test_aspect_ratio():
 
 def test_worked_example():
     out = figs.worked_example(n=20, trials=2, seed=0)
-    assert set(out) == {"ex_table", "ex_n", "ex_p", "ex_delta", "ex_mc", "ex_de", "ex_ridge",
-                        "ex_factor", "ex_delta_2048", "ex_erf", "ex_lin", "ex_block_smaller"}
-    assert isinstance(out["ex_table"], Markdown)
-    assert len(out["ex_table"].data.splitlines()) == 2 + len(figs.EXAMPLE_GAMMAS)
-    assert out["ex_n"] == 20 and out["ex_p"] == 6
+    assert set(out) == {"we_table", "we_n", "we_trials", "we_p", "we_delta", "we_mc", "we_de", "we_ridge",
+                        "we_factor", "we_delta_2048", "we_erf", "we_lin", "we_block_smaller"}
+    assert isinstance(out["we_table"], Markdown)
+    assert len(out["we_table"].data.splitlines()) == 2 + len(figs.EXAMPLE_GAMMAS)
+    assert out["we_n"] == 20 and out["we_p"] == 6
 
 
 def test_coherent_shift():

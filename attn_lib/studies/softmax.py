@@ -1,4 +1,4 @@
-r"""The studies of the chapter *Softmax attention* (``book/10_softmax``).
+r"""The studies of the chapter *Softmax attention* (``book/11_softmax``).
 
 Softmax attention (:class:`~attn_lib.model.setting.Softmax`, columns of ``A`` summing to one,
 self-pairs masked) against the entry-wise kernel of ``f_beta(t) = e^{beta t - beta^2/2} - 1``

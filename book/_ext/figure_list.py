@@ -33,7 +33,7 @@ from sphinx.util.nodes import make_refnode
 HEADER = ("Figure", "Caption", "Page", "Regenerate with")
 #: A sentence ends at ".", "!" or "?" followed by a capital (or an opening bracket) or the end.
 _SENTENCE_END = re.compile(r"[.!?](?=\s+[A-Z(\[]|\s*$)")
-_NUMBER_PREFIX = re.compile(r"^\d+_")  # book/03_structured_inputs -> structured_inputs
+_NUMBER_PREFIX = re.compile(r"^\d+_")  # book/04_structured_inputs -> structured_inputs
 
 
 class figure_list(nodes.General, nodes.Element):

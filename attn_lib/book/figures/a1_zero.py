@@ -1,4 +1,4 @@
-r"""Figures of the chapter *The a1 = 0 failure* (``book/04_a1_zero``).
+r"""Figures of the chapter *The a1 = 0 failure* (``book/05_a1_zero``).
 
 With ``a1 = E[xi f(xi)] = 0`` the signal and the weights cannot reach attention's features:
 the interpolation error depends on ``c``, ``gamma`` and ``nu`` only. Every nonlinearity here is

@@ -1,4 +1,4 @@
-r"""Figures and numbers of the chapter *Finite-size convergence* (``book/07_finite_size``).
+r"""Figures and numbers of the chapter *Finite-size convergence* (``book/08_finite_size``).
 
 Five settings at ``c = 1/2`` (:data:`SETTINGS`) are simulated at a ladder of sizes ``n`` through
 :func:`attn_lib.studies.convergence.run` (cached :func:`~attn_lib.studies.sweeps.simulations`,

@@ -1,4 +1,4 @@
-"""Figures and numbers of the chapter *GPT-2: real attention weights* (``book/05_gpt2.ipynb``).
+"""Figures and numbers of the chapter *GPT-2: real attention weights* (``book/06_gpt2.ipynb``).
 
 Every function reads GPT-2 small's query/key weights through :mod:`attn_lib.studies.gpt2`
 (fetched once into the user cache when no local copy exists: see

@@ -1,4 +1,4 @@
-r"""Figures and numbers of the chapter *A nonlinearity atlas* (``book/08_nonlinearity_atlas``).
+r"""Figures and numbers of the chapter *A nonlinearity atlas* (``book/10_nonlinearity_atlas``).
 
 The atlas (:mod:`attn_lib.studies.atlas`) holds registered nonlinearities scaled to ``nu = 1``,
 partners of equal ``a1^2 / nu`` (mixtures with the non-linear part of another function),

@@ -1,4 +1,4 @@
-"""Figures and numbers of the chapter *Phase diagram* (``book/06_phase_diagram.ipynb``).
+"""Figures and numbers of the chapter *Phase diagram* (``book/09_phase_diagram.ipynb``).
 
 Two planes of settings built by :func:`attn_lib.studies.phase.symmetric_weights`
 (``w_K = w_Q = w`` at angle ``theta`` to ``mu``), mapped with the deterministic equivalents of

@@ -1,4 +1,4 @@
-r"""Figures and numbers of the chapter *Where attention really wins* (``book/09_strong_alignment``).
+r"""Figures and numbers of the chapter *Where attention really wins* (``book/07_strong_alignment``).
 
 The chapter's geometry: ``c = 0.3`` (:data:`C`), ``f = sign`` unless stated, and ``w_K``, ``w_Q``
 aligned with ``mu`` with norms :data:`WK` and :data:`WQ`, so that

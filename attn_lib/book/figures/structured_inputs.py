@@ -1,6 +1,6 @@
 r"""Figures and the worked example of the chapter *Random versus structured inputs*.
 
-``book/03_structured_inputs``: the interpolation error of attention (``f = tanh`` unless stated,
+``book/04_structured_inputs``: the interpolation error of attention (``f = tanh`` unless stated,
 ``w_K = w_Q = w``) and of ridge regression on random inputs (``mu = 0``), against the SNR and
 the alignment ``cos(mu, w)``, against ``c = p/n``, and where the proportional-limit
 deterministic equivalent (DE) fails: the coherent shift ``delta`` of the kernel argument
@@ -30,7 +30,7 @@ from .. import claims, style
 from ..page import Figure
 
 __all__ = ["F", "VARIANTS", "EXAMPLE", "theory_and_simulation", "random_inputs", "snr",
-           "gap_maps", "aspect_ratio", "worked_example", "coherent_shift"]
+           "gap_maps", "aspect_ratio", "worked_example", "coherent_shift", "hero"]
 
 #: The nonlinearity of the chapter.
 F = "tanh"
@@ -384,13 +384,13 @@ def worked_example(*, n: int, trials: int, seed: int) -> dict[str, Any]:
     Returns
     -------
     dict
-        ``ex_table``: Markdown table of simulated (mean ± standard error over trials) and DE errors of
-        attention and ridge at each gamma; ``ex_n``, ``ex_p`` (sizes); ``ex_delta`` (the
-        coherent shift at ``n``) and ``ex_delta_2048`` (at ``n = 2048``); at
-        ``gamma = 1e-3``: ``ex_mc`` (simulated attention), ``ex_de`` (its DE), ``ex_ridge``
-        (ridge DE), ``ex_factor = ex_de / ex_mc``; ``ex_erf = erf(delta / sqrt 2)`` against
-        ``ex_lin = a1 delta`` (sign's linearised mean), and the exact claim ``ex_block_smaller``
-        (``ex_erf < ex_lin``: the saturated coherent block is weaker than the linearised one).
+        ``we_table``: Markdown table of simulated (mean ± standard error over trials) and DE errors of
+        attention and ridge at each gamma; ``we_n``, ``we_p`` (sizes), ``we_trials``; ``we_delta`` (the
+        coherent shift at ``n``) and ``we_delta_2048`` (at ``n = 2048``); at
+        ``gamma = 1e-3``: ``we_mc`` (simulated attention), ``we_de`` (its DE), ``we_ridge``
+        (ridge DE), ``we_factor = we_de / we_mc``; ``we_erf = erf(delta / sqrt 2)`` against
+        ``we_lin = a1 delta`` (sign's linearised mean), and the exact claim ``we_block_smaller``
+        (``we_erf < we_lin``: the saturated coherent block is weaker than the linearised one).
     """
     ex = Setting(snr=EXAMPLE_SNR, **EXAMPLE)
     g_ex = EXAMPLE_GAMMAS
@@ -405,13 +405,13 @@ def worked_example(*, n: int, trials: int, seed: int) -> dict[str, Any]:
         rows.append(f"| {g:g} | {att_m[k]:.4f} ± {att_s[k]:.4f} | {th_ex[k]:.4f} "
                     f"| {ridge_m[k]:.4f} ± {ridge_s[k]:.4f} | {rth_ex[k]:.4f} |")
     return {
-        "ex_table": Markdown("\n".join(rows)), "ex_n": n, "ex_p": int(mc_ex.p[0]),
-        "ex_delta": ex.delta(n), "ex_mc": float(att_m[0]), "ex_de": float(th_ex[0]),
-        "ex_ridge": float(rth_ex[0]), "ex_factor": float(th_ex[0] / att_m[0]),
-        "ex_delta_2048": ex.delta(2048), "ex_erf": float(erf(ex.delta(n) / np.sqrt(2))),
-        "ex_lin": float(hermite.coefficients("sign").a1 * ex.delta(n)),
-        "ex_block_smaller": claims.exact(
-            "ex_block_smaller",
+        "we_table": Markdown("\n".join(rows)), "we_n": n, "we_trials": trials, "we_p": int(mc_ex.p[0]),
+        "we_delta": ex.delta(n), "we_mc": float(att_m[0]), "we_de": float(th_ex[0]),
+        "we_ridge": float(rth_ex[0]), "we_factor": float(th_ex[0] / att_m[0]),
+        "we_delta_2048": ex.delta(2048), "we_erf": float(erf(ex.delta(n) / np.sqrt(2))),
+        "we_lin": float(hermite.coefficients("sign").a1 * ex.delta(n)),
+        "we_block_smaller": claims.exact(
+            "we_block_smaller",
             erf(ex.delta(n) / np.sqrt(2)) < hermite.coefficients("sign").a1 * ex.delta(n),
             f"erf(delta/sqrt 2) = {erf(ex.delta(n) / np.sqrt(2)):.3f}, a1 delta = "
             f"{hermite.coefficients('sign').a1 * ex.delta(n):.3f} at delta = {ex.delta(n):.3f}",
@@ -517,3 +517,79 @@ def coherent_shift(*, n: int, n_ladder: Sequence[int], trials: int, seed: int,
         "ladder_r0": float(ladder[0]), "ladder_r1": float(ladder[-1]),
         "ladder_d0": float(d_n[0]), "ladder_d1": float(d_n[-1]),
         "n_needed": 1000 * round((ex.snr + ex.mu_wk * ex.mu_wq) ** 2 / 0.3 ** 2 / ex.c / 1000)})
+
+
+#: The hero figure's settings: random tokens, and a signal with aligned weights (both ``c = 1/2``).
+HERO: dict[str, dict[str, float]] = {
+    "random": dict(snr=0.0),
+    "structured": dict(snr=1.0, wk_norm=1.0, wq_norm=1.0),
+}
+#: ``g = gamma / tau`` of the hero figure's Monte Carlo, and the two values its prose quotes.
+HERO_G = np.logspace(-3, 2, 11)
+HERO_SMALL, HERO_LARGE = 1e-2, 10.0
+
+
+def hero(*, n: int, trials: int, seed: int) -> Figure:
+    r"""Attention and ridge against ``gamma / tau``, on random and on structured inputs.
+
+    ``c = 1/2``, ``f = tanh``; left ``mu = 0``, right ``SNR = 1`` with weights of norm 1 aligned
+    with ``mu`` (:data:`HERO`; coherent shift ``delta = 2 / sqrt(p)``, 0.09 at ``p = 512``, where
+    the limit theory applies). Each model at its own ``gamma = g tau``
+    (:func:`attn_lib.studies.sweeps.feature_scale`), ``g`` on :data:`HERO_G`. Lines: the
+    deterministic equivalents; markers: Monte Carlo (mean ± one standard error).
+
+    Parameters
+    ----------
+    n : int
+        Tokens (``p = n / 2``).
+    trials : int
+        Draws per point (attention and ridge share them).
+    seed : int
+        Root seed.
+
+    Returns
+    -------
+    Figure
+        Numbers: ``hero_gap_small_random``, ``hero_gap_small_structured`` (theory, attention minus
+        ridge at ``g =`` :data:`HERO_SMALL`), ``hero_gap_large_structured`` (theory, at
+        :data:`HERO_LARGE`), ``hero_cross`` (the ``g`` where the structured theory gap changes
+        sign), ``hero_mc_large``, ``hero_mc_large_sem`` (Monte Carlo, attention minus ridge on common
+        draws at :data:`HERO_LARGE`), ``hero_delta``, ``hero_p``, ``trials``.
+    """
+    n, trials = check_int(n, "n"), check_int(trials, "trials")
+    g_th = np.logspace(-3, 2, 101)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    out: dict[str, Any] = {}
+    for ax, (name, geometry) in zip(axes, HERO.items()):
+        s = Setting(c=0.5, f=F, **geometry)
+        tau_att, tau_ridge = sweeps.feature_scale(s), sweeps.feature_scale(s, "ridge")
+        att = sweeps.equivalents([s], g_th * tau_att)[0]
+        ridge = sweeps.equivalents([s], g_th * tau_ridge, model="ridge")[0]
+        mc_att = sweeps.simulations([s], HERO_G * tau_att, n=n, trials=trials, seed=seed)
+        mc_ridge = sweeps.simulations([s], HERO_G * tau_ridge, n=n, trials=trials, seed=seed,
+                                      attention=False)
+        style.plot_theory_vs_sim(ax, g_th, att, mc_att.mean("attention")[0],
+                                 mc_att.sem("attention")[0], label="attention", x_sim=HERO_G)
+        style.plot_theory_vs_sim(ax, g_th, ridge, mc_ridge.mean("ridge")[0],
+                                 mc_ridge.sem("ridge")[0], label="ridge", x_sim=HERO_G)
+        title = ("random tokens ($\\mu = 0$)" if name == "random" else
+                 "signal, aligned weights (SNR 1, $\\|w\\| = 1$)")
+        style.label_axes(ax, r"$\gamma/\tau$ (each model's own feature scale)",
+                         r"interpolation error $E$", title=title, logx=True,
+                         legend=(name == "random"))
+        gap = att - ridge
+        small = float(np.interp(np.log(HERO_SMALL), np.log(g_th), gap))
+        out[f"hero_gap_small_{name}"] = small
+        if name == "structured":
+            out["hero_gap_large_structured"] = float(np.interp(np.log(HERO_LARGE), np.log(g_th), gap))
+            k = int(np.flatnonzero(np.diff(np.sign(gap)) != 0)[-1])
+            out["hero_cross"] = float(np.exp(np.interp(0.0, gap[[k + 1, k]],
+                                                       np.log(g_th[[k + 1, k]]))))
+            j = int(np.argmin(np.abs(HERO_G - HERO_LARGE)))
+            paired = mc_att.attention[0, :, j] - mc_ridge.ridge[0, :, j]
+            out["hero_mc_large"] = float(paired.mean())
+            out["hero_mc_large_sem"] = float(standard_error(paired, axis=0))
+            out["hero_delta"] = s.delta(n)
+            out["hero_p"] = int(mc_att.p[0])
+    out["trials"] = trials
+    return Figure(fig, out)
