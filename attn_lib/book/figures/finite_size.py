@@ -465,11 +465,11 @@ def _misfit_claim(fit: convergence.PowerLawFit) -> Claim:
     level = float(2 * stats.norm.sf(Z))
     red = fit.chi2 / fit.dof if fit.dof > 0 else float("nan")
     tail = float(stats.chi2.sf(fit.chi2, fit.dof)) if fit.dof > 0 else float("nan")
-    wording = (f"is rejected by its own points (χ²/dof = {red:.1f} on {fit.dof} degrees of "
-               f"freedom, P = {tail:.2g}): no single power law in n describes this bias, and "
+    wording = (f"is rejected by its own points (χ²/dof = {red:.1f}, dof = {fit.dof}, "
+               f"P = {tail:.2g}): no single power law in n describes this bias, and "
                f"extrapolation (a) is a formal one",
-               f"is not rejected by its points (χ²/dof = {red:.1f} on {fit.dof} degrees of "
-               f"freedom, P = {tail:.2g}, above the {level:.2g} of {Z:g} standard errors); with "
+               f"is not rejected by its points (χ²/dof = {red:.1f}, dof = {fit.dof}, "
+               f"P = {tail:.2g}, above the {level:.2g} of {Z:g} standard errors); with "
                f"so few degrees of freedom the test has little power, so the law is not shown "
                f"to hold either",
                "cannot be tested: a line through two resolved points fits any two numbers")

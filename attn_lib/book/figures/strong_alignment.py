@@ -633,7 +633,8 @@ def maps(*, map_size: int, n_map: int, map_checks: int, map_trials: int,
         f"{int(resolved.sum())} of {len(cells)} checked cells resolve the simulated sign beyond "
         f"{k_t:.3g} s.e. (t with {map_trials - 1} d.o.f.); the finite-size DE has the other "
         f"sign at {wrong}",
-        (f"has the simulated sign at all {int(resolved.sum())} checked cells that resolve it",
+        (f"has the simulated sign at every checked cell that resolves it ({int(resolved.sum())} "
+         f"of {len(cells)})",
          f"has the wrong sign at {wrong} of the {int(resolved.sum())} checked cells that "
          f"resolve it", "cannot be checked for its sign: no checked cell resolves the simulated "
          "sign at this profile's draws"))
