@@ -446,8 +446,8 @@ def surrogates(*, n: int, trials: int, seed: int = 0) -> dict[str, Any]:
             "sur_coh_optimistic": less(
                 "sur_coh_optimistic", float(coh.mean()), float(standard_error(coh, axis=0)),
                 draws=trials, wording=("below the true error", "above the true error",
-                                       "not decided at this profile's draws against the true "
-                                       "error")),
+                                       "lower than the true error on average, though not "
+                                       "decided at this profile's draws")),
             "sur_lat_within": _latent_within(
                 np.array([v.mean() for v in paired["latent"]]),
                 np.array([standard_error(v, axis=0) for v in paired["latent"]]), trials)}
