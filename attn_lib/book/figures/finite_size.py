@@ -458,7 +458,8 @@ def _misfit_claim(fit: convergence.PowerLawFit) -> Claim:
     A :math:`\chi^2` goodness-of-fit test of the weighted fit: the law is rejected when the
     upper tail :math:`P(\chi^2_{\mathrm{dof}} \ge \chi^2)` is below the two-sided tail of
     :data:`~attn_lib.book.claims.Z` standard errors (0.0027 for 3). ``holds`` is ``True`` when
-    rejected, ``False`` when not, ``None`` for a line through two points (``dof = 0``).
+    rejected, ``False`` when not, ``None`` for a line through two points (``dof = 0``). Not
+    required: either verdict is a result, and the prose quotes the wording of each.
     """
     from scipy import stats
 
@@ -475,7 +476,8 @@ def _misfit_claim(fit: convergence.PowerLawFit) -> Claim:
                "cannot be tested: a line through two resolved points fits any two numbers")
     if fit.dof == 0:
         return Claim("slow_law_misfit", None, "two resolved points: no degree of freedom",
-                     wording)
+                     wording, required=False)
     return Claim("slow_law_misfit", tail < level,
                  f"chi^2/dof = {red:.1f} over {fit.points} points (dof {fit.dof}), "
-                 f"P(chi^2 >= observed) = {tail:.2g} against {level:.2g} ({Z:g} s.e.)", wording)
+                 f"P(chi^2 >= observed) = {tail:.2g} against {level:.2g} ({Z:g} s.e.)", wording,
+                 required=False)
