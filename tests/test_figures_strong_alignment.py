@@ -28,8 +28,7 @@ def _cheap_theory(monkeypatch):
 
 def test_overview():
     out = figs.overview(n=N, trials=TRIALS)
-    assert out == {"n": N, "p": 19, "trials": TRIALS, "ex_delta": figs.example(6.0).delta(N),
-                   "ex_delta_2048": figs.example(6.0).delta(2048)}
+    assert out == {"n": N, "p": 19, "trials": TRIALS, "ex_delta": figs.example(6.0).delta(N)}
 
 
 def test_worked_example():

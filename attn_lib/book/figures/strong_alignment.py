@@ -112,12 +112,10 @@ def overview(*, n: int, trials: int) -> dict[str, Any]:
     Returns
     -------
     dict
-        ``n``, ``p`` (``round(c n)``), ``trials``, ``ex_delta`` (coherent shift at ``n``) and
-        ``ex_delta_2048`` (at ``n = 2048``).
+        ``n``, ``p`` (``round(c n)``), ``trials`` and ``ex_delta`` (coherent shift at ``n``).
     """
     ex = example(SNR_EXAMPLE)
-    return {"n": n, "p": ex.p(n), "trials": trials, "ex_delta": ex.delta(n),
-            "ex_delta_2048": ex.delta(2048)}
+    return {"n": n, "p": ex.p(n), "trials": trials, "ex_delta": ex.delta(n)}
 
 
 def worked_example(*, n: int, trials: int, seed: int) -> dict[str, Any]:
