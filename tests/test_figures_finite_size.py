@@ -49,11 +49,21 @@ def test_bias_shift():
     figure = figs.bias_shift(**KW)
     assert isinstance(figure, Figure) and len(figure.fig.axes) == 2
     dk = {f"dk_{k}{se}" for k in ("al1", "al2", "cos") for se in ("", "_se")}
-    cmp = {f"cmp_{k}" for k in ("delta", "al2", "al2_se", "al1_law", "ratio", "al1_range_lo",
-                                "al1_range_hi")}
+    cmp = {f"cmp_{k}" for k in ("delta", "al2", "al2_se", "al1_law", "ratio", "ratio_se",
+                                "geometry", "al1_range_lo", "al1_range_hi")}
     assert set(figure.numbers) == {"cos_verdict", "bd_min", "bd_max", "bd_points"} | dk | cmp
     assert isinstance(figure.numbers["cos_verdict"], Markdown)
+    assert figure.numbers["cmp_ratio_se"] > 0 and not figure.numbers["cmp_geometry"].required
     plt.close(figure.fig)
+
+
+@pytest.mark.parametrize("ratio, draws, holds", [(1.33, 1000, True), (1.33, 4, None),
+                                                 (0.7, 1000, True), (1.02, 1000, None)])
+def test_ratio_claim(ratio, draws, holds):
+    # log 1.33 = 0.285 is 5.7 s.e. of 0.05: decided with many draws, not at 4 (9.2 s.e.)
+    claim = figs._ratio_claim(ratio, 0.05, draws)
+    assert claim.holds is holds and claim.name == "cmp_geometry"
+    assert f"{draws - 1} d.o.f." in claim.evidence
 
 
 def test_slowest():
@@ -74,10 +84,11 @@ def test_slowest():
 @pytest.mark.parametrize("chi2, dof, holds", [(81.6 * 2, 2, True), (2.0, 2, False),
                                                (0.0, 0, None)])
 def test_misfit_claim(chi2, dof, holds):
-    # chi^2/dof = 81.6 (the value of the full-profile fit of issue 17) is far beyond the 3-s.e. tail
-    # 0.0027; chi^2 = 2 on 2 dof has tail 0.37
+    # chi^2/dof = 81.6 is far beyond the 3-s.e. tail 0.0027; chi^2 = 2 on 2 dof has tail 0.37
     fit = convergence.PowerLawFit(slope=-0.5, slope_se=0.1, log_amplitude=0.0,
                                   log_amplitude_se=0.1, chi2=chi2, dof=dof,
                                   points=dof + 2)
     claim = figs._misfit_claim(fit)
-    assert claim.holds is holds and claim.name == "slow_law_misfit"
+    assert claim.holds is holds and claim.name == "slow_law_misfit" and not claim.required
+    if holds is False:  # not rejected is not "consistent": the wording says how weak the test is
+        assert "not rejected" in claim.text and "little power" in claim.text

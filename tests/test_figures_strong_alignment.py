@@ -23,19 +23,53 @@ def _cheap_theory(monkeypatch):
     # the finite-size DE costs up to a second per setting (tests/test_strong_alignment.py checks
     # it); here the limit DE of shape (B, G) stands in for it, only the drawing is under test
     monkeypatch.setattr(figs.sa, "finite_size_theory",
-                        lambda settings, gammas, n: sweeps.equivalents(settings, [gammas]))
+                        lambda settings, gammas, n: sweeps.equivalents(settings, np.atleast_1d(gammas)))
 
 
 def test_overview():
     out = figs.overview(n=N, trials=TRIALS)
-    assert out == {"n": N, "p": 19, "trials": TRIALS, "ex_delta": figs.example(6.0).delta(N),
-                   "ex_delta_2048": figs.example(6.0).delta(2048)}
+    assert out == {"n": N, "p": 19, "trials": TRIALS, "ex_delta": figs.example(6.0).delta(N)}
 
 
+def test_worked_example():
+    out = figs.worked_example(n=20, trials=2, seed=0)
+    assert set(out) == {"we_table", "we_n", "we_trials", "we_p", "we_delta", "we_mc", "we_mc_se",
+                        "we_de", "we_ridge", "we_factor", "we_erf", "we_lin", "we_sorted",
+                        "we_block_smaller"}
+    assert isinstance(out["we_table"], Markdown)
+    assert len(out["we_table"].data.splitlines()) == 2 + len(figs.GAMMAS_EXAMPLE)
+    assert out["we_n"] == 20 and out["we_p"] == 6
+    assert out["we_sorted"] == pytest.approx(99.28, abs=0.01)  # Phi(sqrt 6)
+    # sign's mean at the shift saturates below its linearisation a1 delta
+    assert out["we_erf"] <= 1 < out["we_lin"] and out["we_block_smaller"].holds is True
+
+
+def test_coherent_shift():
+    fig = figs.coherent_shift(n=20, n_ladder=[16, 20], trials=2, seed=0, n_points=2)
+    check_figure(fig, ["d_first", "d_first_dev", "d_ridge_dev", "d_large", "d_large_delta", "sim_below_de",
+                "ladder_n0", "ladder_n1", "ladder_r0", "ladder_r1", "ladder_d0", "ladder_d1",
+                "n_needed"], 2)
+    assert (fig.numbers["ladder_n0"], fig.numbers["ladder_n1"]) == (16, 20)
+    assert np.isfinite(fig.numbers["ladder_r1"])
+    # a claim "a < b": the evidence is the ratio minus 1, tested at the t threshold of 2 draws
+    claim = fig.numbers["sim_below_de"]
+    assert claim.evidence.startswith("difference -") and "1 d.o.f." in claim.evidence
+
+
+def test_coherent_shift_names_a_bad_parameter():
+    with pytest.raises(ValueError, match="n_points"):
+        figs.coherent_shift(n=20, n_ladder=[16, 20], trials=2, seed=0, n_points=0)
+
+
+@pytest.mark.usefixtures("_cheap_theory")
 def test_phenomenon():
-    check_figure(figs.phenomenon(**SWEEP), {"ex_mc", "ex_ridge_mc", "ex_limit", "ex_factor", "sweep_d0", "sweep_d1",
-            "sweep_ratio_sim0", "sweep_ratio_sim1", "sweep_ratio_lim_min", "ex_better",
-            "ex_limit_near", "sweep_falls"}, 2)
+    numbers = check_figure(figs.phenomenon(**SWEEP), {
+        "ex_ratio", "ex_ratio_se", "ex_scale", "sweep_d0", "sweep_d1", "sweep_ratio_sim0",
+        "sweep_ratio_sim1", "sweep_ratio_lim_min", "ex_better", "ex_limit_near",
+        "sweep_falls"}, 2)
+    assert numbers["ex_ratio_se"] > 0 and numbers["ex_better"].name == "ex_better"
+    # at the ridgeless end the limit theory cannot beat ridge (the row-space bound)
+    assert numbers["sweep_ratio_lim_min"] >= 1 - 1e-3
 
 
 def test_shift_histogram():
@@ -48,7 +82,7 @@ def test_surrogates():
                         "sur_d_first", "sur_d_last", "sur_coh_optimistic", "sur_lat_within"}
     lines = out["sur_table"].data.splitlines()
     assert isinstance(out["sur_table"], Markdown) and len(lines) == 2 + len(figs.SNR_SURROGATES)
-    assert lines[1] == "|" + "---:|" * 6
+    assert lines[1] == "|" + "---:|" * 5 and "ridge" not in lines[0]
 
 
 @pytest.mark.usefixtures("_cheap_theory")
@@ -62,7 +96,8 @@ def test_maps():
     # two maps and their shared colour bar
     figure = figs.maps(map_size=3, n_map=128, map_checks=2, map_trials=2, seed=0)
     numbers = dict(figure.numbers)
-    check_figure(figure, {"n_map", "map_win_fs", "map_win_lim", "map_best_fs", "map_best_lim", "map_factor_fs",
+    check_figure(figure, {"n_map", "map_win_fs", "map_win_lim", "map_best_fs", "map_lim_min",
+            "map_lim_behind", "map_factor_fs",
             "map_w0_lo", "map_w0_hi", "map_w0_delta", "map_check_table", "map_check_dev",
             "map_check_sign"}, 3)
     # two checked cells, the corners of the diagonal; the colour bar is symmetric about zero
@@ -95,4 +130,13 @@ def test_latent_within(rel, holds):
     # straddles the margin
     assert figs.LATENT_MARGIN == 0.20
     claim = figs._latent_within(np.array(rel), np.full(2, 0.01))
-    assert claim.holds is holds and claim.name == "sur_lat_within"
+    assert claim.holds is holds and claim.name == "sur_lat_within" and not claim.required
+
+
+def test_latent_within_uses_the_t_threshold():
+    # 0.15 + 3 s.e. passes with many draws; at 4 draws the threshold is 9.2 s.e.: 0.15 + 0.092
+    # straddles the margin, and at 1 draw nothing is decided
+    rel, se = np.array([0.02, -0.15]), np.full(2, 0.01)
+    assert figs._latent_within(rel, se, draws=1000).holds is True
+    assert figs._latent_within(rel, se, draws=4).holds is None
+    assert figs._latent_within(rel, se, draws=1).holds is None

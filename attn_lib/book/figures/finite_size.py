@@ -20,7 +20,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .. import style
-from ..claims import Claim, Z
+from ..claims import Claim, Z, threshold
 from ..page import Figure, markdown_table
 from ...model.setting import Setting
 from ...model import nonlinearity
@@ -299,7 +299,10 @@ def bias_shift(*, n_ladder: Sequence[int], trials: Sequence[int] | int, gamma: f
         a fit, for ``key`` in al1, al2, cos); ``cmp_delta``, ``cmp_al2``, ``cmp_al2_se`` (shift
         and ``|b|`` ± se of ``|w| = 2`` at the largest ``n``), ``cmp_al1_law`` (the ``|w| = 1``
         law at that shift), ``cmp_ratio`` (their ratio), ``cmp_al1_range_lo``/``_hi`` (the
-        resolved shifts of ``|w| = 1``).
+        resolved shifts of ``|w| = 1``), ``cmp_ratio_se`` (its standard error, from the
+        ``|w| = 2`` point and from the law's value at that shift, fitted centred there) and the
+        claim ``cmp_geometry`` (:func:`_ratio_claim`: the ratio differs from 1, the value a bias
+        set by ``delta`` alone gives).
     """
     import matplotlib.pyplot as plt
     from IPython.display import Markdown
@@ -346,9 +349,13 @@ def bias_shift(*, n_ladder: Sequence[int], trials: Sequence[int] | int, gamma: f
     # same delta, different SNR-weight geometry: the |w| = 2 bias at its smallest shift against
     # the |w| = 1 law evaluated (if need be, extrapolated) at that shift
     d_cmp, al1, al2 = float(ch.delta[_AL2][-1]), ch.att[_AL1], ch.att[_AL2]
+    centred = al1.bias_fit(ch.delta[_AL1] / d_cmp)  # log_amplitude: the law's log at d_cmp
+    ratio = float(abs(al2.bias[-1]) / dfit[_AL1](d_cmp))
+    log_se = float(np.hypot(al2.bias_se[-1] / abs(al2.bias[-1]), centred.log_amplitude_se))
     out.update(cmp_delta=d_cmp, cmp_al2=float(abs(al2.bias[-1])), cmp_al2_se=float(al2.bias_se[-1]),
-               cmp_al1_law=float(dfit[_AL1](d_cmp)),
-               cmp_ratio=float(abs(al2.bias[-1]) / dfit[_AL1](d_cmp)),
+               cmp_al1_law=float(dfit[_AL1](d_cmp)), cmp_ratio=ratio,
+               cmp_ratio_se=ratio * log_se,
+               cmp_geometry=_ratio_claim(ratio, log_se, int(ch.study.trials[-1])),
                cmp_al1_range_lo=float(ch.delta[_AL1][al1.resolved].min()),
                cmp_al1_range_hi=float(ch.delta[_AL1][al1.resolved].max()))
     return Figure(fig, out)
@@ -425,26 +432,52 @@ def slowest(*, n_ladder: Sequence[int], trials: Sequence[int] | int, gamma: floa
     return out
 
 
+def _ratio_claim(ratio: float, log_se: float, draws: int) -> Claim:
+    r"""The finding that two settings at one shift have different biases (``ratio != 1``).
+
+    Tested on ``log(ratio)`` with standard error ``log_se`` at the Student t threshold of
+    ``draws`` (the draws of the ``|w| = 2`` point, the fewer of the two; :func:`~attn_lib.book.claims.threshold`):
+    ``holds`` is ``True`` when ``|log ratio| > k log_se`` and ``None`` otherwise (the draws
+    cannot tell the ratio from 1). Not required: either verdict is a result.
+    """
+    k, d = threshold(Z, draws), float(np.log(ratio))
+    holds = True if abs(d) > k * log_se else None
+    return Claim("cmp_geometry", holds,
+                 f"log ratio {d:+.3f} ± {log_se:.3f} (t = {d / log_se:+.1f}, {draws - 1} d.o.f.; "
+                 f"decided beyond {k:.3g} s.e.)",
+                 ("differs from 1: at the same shift the bias also depends on the geometry of "
+                  "signal and weights, not on the shift alone",
+                  "(not used: a ratio is never decided equal to 1)",
+                  "cannot be told from 1 at these draws: the comparison neither confirms nor "
+                  "rules out a bias set by the shift alone"), required=False)
+
+
 def _misfit_claim(fit: convergence.PowerLawFit) -> Claim:
     r"""The finding that one power law in ``n`` does *not* describe a bias series.
 
     A :math:`\chi^2` goodness-of-fit test of the weighted fit: the law is rejected when the
     upper tail :math:`P(\chi^2_{\mathrm{dof}} \ge \chi^2)` is below the two-sided tail of
     :data:`~attn_lib.book.claims.Z` standard errors (0.0027 for 3). ``holds`` is ``True`` when
-    rejected, ``False`` when not, ``None`` for a line through two points (``dof = 0``).
+    rejected, ``False`` when not, ``None`` for a line through two points (``dof = 0``). Not
+    required: either verdict is a result, and the prose quotes the wording of each.
     """
     from scipy import stats
 
     level = float(2 * stats.norm.sf(Z))
     red = fit.chi2 / fit.dof if fit.dof > 0 else float("nan")
-    wording = (f"is rejected by its own points (χ²/dof = {red:.1f}): no single power law in n "
-               f"describes this bias, and extrapolation (a) is a formal one",
-               f"is consistent with its points (χ²/dof = {red:.1f})",
+    tail = float(stats.chi2.sf(fit.chi2, fit.dof)) if fit.dof > 0 else float("nan")
+    wording = (f"is rejected by its own points (χ²/dof = {red:.1f}, dof = {fit.dof}, "
+               f"P = {tail:.2g}): no single power law in n describes this bias, and "
+               f"extrapolation (a) is a formal one",
+               f"is not rejected by its points (χ²/dof = {red:.1f}, dof = {fit.dof}, "
+               f"P = {tail:.2g}, above the {level:.2g} of {Z:g} standard errors); with "
+               f"so few degrees of freedom the test has little power, so the law is not shown "
+               f"to hold either",
                "cannot be tested: a line through two resolved points fits any two numbers")
     if fit.dof == 0:
         return Claim("slow_law_misfit", None, "two resolved points: no degree of freedom",
-                     wording)
-    tail = float(stats.chi2.sf(fit.chi2, fit.dof))
+                     wording, required=False)
     return Claim("slow_law_misfit", tail < level,
                  f"chi^2/dof = {red:.1f} over {fit.points} points (dof {fit.dof}), "
-                 f"P(chi^2 >= observed) = {tail:.2g} against {level:.2g} ({Z:g} s.e.)", wording)
+                 f"P(chi^2 >= observed) = {tail:.2g} against {level:.2g} ({Z:g} s.e.)", wording,
+                 required=False)

@@ -31,9 +31,9 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FormatStrFormatter
 
 from ... import Setting, hermite
-from ...studies import phase
+from ...studies import phase, sweeps
 from .. import style
-from ..claims import Z, Claim, exact
+from ..claims import Z, Claim, exact, threshold
 from ..page import Figure
 
 __all__ = ["F", "GAMMA", "C1", "NORM1", "SNR2", "DELTA_MAX", "FUNCS", "POINTS1", "POINTS2",
@@ -45,7 +45,8 @@ F, GAMMA = "tanh", 1.0
 C1, NORM1 = 0.5, 2.0
 #: Plane 2 (``c`` x ``||w||``) at SNR 2 with aligned weights.
 SNR2 = 2.0
-#: Coherent shift beyond which the deterministic equivalent is not trusted (chapter 3).
+#: Coherent shift beyond which the deterministic equivalent is not trusted
+#: (``book/07_strong_alignment``).
 DELTA_MAX = 0.3
 #: Nonlinearities of the win-fraction summary.
 FUNCS = ("tanh", "relu", "sign")
@@ -163,6 +164,13 @@ def _spots(plane: int, n: int, trials: int, seed: int) -> phase.SpotChecks:
     return phase.spot_checks(make, points, GAMMA, n=n, trials=trials, seed=seed)
 
 
+def _gamma_over_tau(gamma: float, c: float) -> float:
+    """Ridge's ``gamma / tau`` at aspect ratio ``c`` (``tau_ridge = c``); NaN for a NaN ``c``."""
+    if not np.isfinite(c):
+        return float("nan")
+    return float(gamma / sweeps.feature_scale(Setting(c=float(c)), "ridge"))
+
+
 def _cell(m: phase.PhaseMap, k: int) -> tuple[float, float]:
     """``(x, y)`` of the flat cell index ``k`` of ``m``."""
     i, j = np.unravel_index(k, m.gap.shape)
@@ -182,6 +190,7 @@ def snr_angle(*, grid: Sequence[int], n: int, trials: int, seed: int) -> Figure:
     Figure
         One map axis (and its colour bar). Numbers: ``gamma``, ``n``, ``trials``, ``delta_max``
         (the chapter's constants); ``g_att1`` (attention's matched ``gamma`` at ``c = 1/2``);
+        ``gt1`` (ridge's ``gamma / tau`` there);
         ``cells1``, ``seconds1`` (cells and compute time of the map); ``win1``, ``win1_raw`` (%
         of cells with ``Delta < 0``); ``least1``, ``least1_snr``, ``least1_deg`` (smallest gap
         and its cell); ``best1_raw``, ``best1_snr_raw``, ``best1_deg_raw`` (largest lead of
@@ -209,6 +218,7 @@ def snr_angle(*, grid: Sequence[int], n: int, trials: int, seed: int) -> Figure:
     random_min, orth_min = float(m1.gap[:, 0].min()), float(m1.gap[-1].min())
     return Figure(fig, {
         "gamma": GAMMA, "n": n, "trials": trials, "delta_max": DELTA_MAX, "g_att1": g_att,
+        "gt1": _gamma_over_tau(GAMMA, C1),
         "cells1": m1.x.size * m1.y.size, "seconds1": m1.seconds,
         "win1": win, "win1_raw": win_raw,
         "least1": float(m1.gap.min()), "least1_snr": least_snr, "least1_deg": least_deg,
@@ -253,8 +263,11 @@ def aspect_norm(*, grid: Sequence[int], n: int, trials: int, seed: int) -> Figur
         ``_raw`` values; ``worst2``, ``c_worst2`` (largest gap and its ``c``),
         ``worst2_raw``; ``c_star_random_raw`` (zero crossing in ``c`` on random inputs, SNR 0
         and no weights, at the raw ``gamma``) and ``random_gap_min2`` (smallest gap there at the
-        matched ``gamma``); the claim ``random_corner`` (the raw small-``c`` win on random inputs
-        is gone at the matched ``gamma``); ``table2`` (Markdown table of the spot checks).
+        matched ``gamma``); ``gt2_lo``, ``gt2_hi`` (ridge's ``gamma / tau`` at the largest and
+        the smallest ``c``); ``gt_star_w0``, ``gt_star_wmax``: ridge's ``gamma / tau = gamma / c``
+        at the two zero crossings (``tau_ridge = c``, :func:`~attn_lib.studies.sweeps.feature_scale`);
+        the claim ``random_corner`` (the raw small-``c`` win on random inputs is gone at the
+        matched ``gamma``); ``table2`` (Markdown table of the spot checks).
     """
     m2, r2 = _maps(2, grid)
     s2 = _spots(2, n, trials, seed)
@@ -277,6 +290,10 @@ def aspect_norm(*, grid: Sequence[int], n: int, trials: int, seed: int) -> Figur
         "c_star_w0": _first(m2.crossings(0)),                   # |w| = 0: no weights at all
         "c_star_wmax": _first(m2.crossings(-1)),                # largest norm
         "c_star_w0_raw": _first(r2.crossings(0)), "c_star_wmax_raw": _first(r2.crossings(-1)),
+        "gt2_lo": _gamma_over_tau(GAMMA, float(m2.x[-1])),
+        "gt2_hi": _gamma_over_tau(GAMMA, float(m2.x[0])),
+        "gt_star_w0": _gamma_over_tau(GAMMA, _first(m2.crossings(0))),
+        "gt_star_wmax": _gamma_over_tau(GAMMA, _first(m2.crossings(-1))),
         "w_max": float(m2.y[-1]),
         "worst2": float(m2.gap.max()), "worst2_raw": float(r2.gap.max()),
         "c_worst2": _cell(m2, int(np.argmax(m2.gap)))[0],
@@ -315,7 +332,9 @@ def win_fraction(*, summary_grid: Sequence[int], n_gamma: int) -> Figure:
         (SNR = 0 edge at ``g_max``); ``frac1_g1_sign_raw``, ``frac1_g1_relu_raw`` (plane 1 at
         ``gamma = 1``); ``spread1_g1``, ``spread1_g1_raw``, ``spread2_g1``, ``spread2_g1_raw``
         (range of the shares over the functions at ``gamma = 1``); ``nu_sign``, ``nu_tanh``
-        (``nu = E f(xi)^2 - a0^2``); the claims ``random_edge`` (the SNR-0 win at ``g_max`` is a
+        (``nu = E f(xi)^2 - a0^2``); ``gt_small1``, ``gt_one1``, ``gt_max1``: ridge's
+        ``gamma / tau`` on plane 1 (``c = 1/2``) at ``g_small``, ``g_one`` and ``g_max``; the
+        claims ``random_edge`` (the SNR-0 win at ``g_max`` is a
         scale effect), ``funcs_scale`` (the functions' differences at ``gamma = 1`` shrink under
         the convention) and ``ridgeless_agree`` (both conventions agree for ``gamma <= 0.1`` on
         plane 1).
@@ -371,6 +390,9 @@ def win_fraction(*, summary_grid: Sequence[int], n_gamma: int) -> Figure:
         "frac1_g1_sign_raw": float(frac1["sign", "raw"][i1]),
         "frac1_g1_relu_raw": float(frac1["relu", "raw"][i1]),
         "nu_sign": hermite.coefficients("sign").nu, "nu_tanh": hermite.coefficients("tanh").nu,
+        "gt_small1": _gamma_over_tau(float(gammas[small].max()), C1),
+        "gt_one1": _gamma_over_tau(float(gammas[i1]), C1),
+        "gt_max1": _gamma_over_tau(float(gammas[-1]), C1),
     }
     for sc, suffix in (("matched", ""), ("raw", "_raw")):
         out.update({
@@ -420,7 +442,7 @@ def delta_check(*, grid: Sequence[int], n: int, trials: int, seed: int) -> dict[
         ``map1_large_delta``, ``map2_large_delta``, ``pocket_large_delta`` (of the win pocket
         of plane 1 at the raw ``gamma``); ``n_needed``: tokens (to the hundred) for the deepest
         point of that pocket to reach ``delta = DELTA_MAX`` at ``c = 1/2``; ``finite_better``:
-        the claim of :func:`_finite_better`.
+        the claim of :func:`_finite_better` (``draws = trials``).
     """
     m1, r1 = _maps(1, grid)
     m2, _ = _maps(2, grid)
@@ -449,29 +471,31 @@ def delta_check(*, grid: Sequence[int], n: int, trials: int, seed: int) -> dict[
         "map1_large_delta": 100 * float(np.mean(m1.delta(n) > DELTA_MAX)),
         "map2_large_delta": 100 * float(np.mean(m2.delta(n) > DELTA_MAX)),
         "n_needed": 100 * round(p_needed / C1 / 100),
-        "finite_better": _finite_better(dev[~small], sem[~small]),
+        "finite_better": _finite_better(dev[~small], sem[~small], trials),
     }
 
 
-def _finite_better(dev: np.ndarray, sem: np.ndarray) -> Claim:
+def _finite_better(dev: np.ndarray, sem: np.ndarray, draws: int | None = None) -> Claim:
     """The finding that at large ``delta`` simulated attention does better than the DE says.
 
     ``dev`` is the simulated minus the DE's gap at the spots beyond :data:`DELTA_MAX`, ``sem``
-    its standard error (the DE has none). A spot is resolved when ``|dev| > Z sem``. ``holds``
-    is ``True`` when some spot is resolved below and none above, ``False`` when some spot is
-    resolved above, ``None`` when none is resolved.
+    its standard error over ``draws`` paired draws (the DE has none). A spot is resolved when
+    ``|dev| > k sem``, ``k = threshold(Z, draws)`` (the Student t quantile of
+    :func:`attn_lib.book.claims.threshold`). ``holds`` is ``True`` when some spot is resolved
+    below and none above, ``False`` when some spot is resolved above, ``None`` when none is
+    resolved.
     """
-    below = int(np.sum(dev < -Z * sem))
-    above = int(np.sum(dev > Z * sem))
+    k = threshold(Z, draws)
+    below = int(np.sum(dev < -k * sem))
+    above = int(np.sum(dev > k * sem))
     holds = None if below + above == 0 else above == 0
+    rule = f"{k:.3g} s.e." + ("" if draws is None else f", t with {int(draws) - 1} d.o.f.")
     return Claim("finite_better", holds,
                  f"of {dev.size} spots with delta > {DELTA_MAX:g}, simulated minus DE gap below "
-                 f"-{Z:g} s.e. at {below}, above +{Z:g} s.e. at {above}",
+                 f"-{rule} at {below}, above at {above}",
                  (f"attention does better than the limit theory predicts: the simulated gap is "
-                  f"below the DE's by more than three standard errors at {below} of these spots "
-                  f"and above it at none",
+                  f"below the DE's beyond the noise at {below} of these spots and above it at none",
                   f"attention is not uniformly better than the limit theory predicts: at {above} "
-                  f"of these spots the simulated gap is above the DE's by more than three "
-                  f"standard errors",
-                  "the draws cannot tell the simulated gaps from the DE's at three standard "
-                  "errors"))
+                  f"of these spots the simulated gap is above the DE's beyond the noise",
+                  "the simulated gaps cannot be told from the DE's: not decided at this "
+                  "profile's draws"))

@@ -19,8 +19,6 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
-from IPython.display import Markdown
-from scipy.special import erf
 
 from ... import Setting, hermite
 from ..._validation import check_int
@@ -29,8 +27,8 @@ from ...studies import sweeps
 from .. import claims, style
 from ..page import Figure
 
-__all__ = ["F", "VARIANTS", "EXAMPLE", "theory_and_simulation", "random_inputs", "snr",
-           "gap_maps", "aspect_ratio", "worked_example", "coherent_shift", "hero"]
+__all__ = ["F", "VARIANTS", "theory_and_simulation", "random_inputs", "snr",
+           "gap_maps", "aspect_ratio", "hero"]
 
 #: The nonlinearity of the chapter.
 F = "tanh"
@@ -42,11 +40,6 @@ VARIANTS: dict[str, dict[str, float]] = {
 }
 _VARIANT_COLORS = dict(zip(VARIANTS, [style.color("linear"), style.color("attention"),
                                       style.color("sign")]))
-#: Geometry of the worked example (SNR :data:`EXAMPLE_SNR`) and of the coherent-shift sweep.
-EXAMPLE: dict[str, Any] = dict(c=0.3, f="sign", wk_norm=2.0, wq_norm=3.5)
-EXAMPLE_SNR = 6.0
-#: Ridge parameters of the worked example; the coherent-shift figure is drawn at the first.
-EXAMPLE_GAMMAS = np.array([1e-3, 1e-1, 1.0])
 #: Section of the structured-inputs sweeps: aspect ratio and ridge parameter.
 C, GAMMA = 0.5, 1.0
 
@@ -364,159 +357,6 @@ def aspect_ratio(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
         "c_spread_att_01": spread(vals[(0.1, labels[1])][0]),
         "c_spread_att_mc": float(np.ptp(vals[(1.0, labels[1])][1].mean("attention")[:, 1])),
         "c_spread_ridge_mc": float(np.ptp(vals[(1.0, "ridge")][1].mean("ridge")[:, 1]))})
-
-
-def worked_example(*, n: int, trials: int, seed: int) -> dict[str, Any]:
-    r"""The worked example of the coherent shift: ``f = sign``, ``c = 0.3``, SNR 6, aligned weights.
-
-    ``|w_K| = 2``, ``|w_Q| = 3.5`` (:data:`EXAMPLE`), at ``n`` tokens and the ridge parameters
-    :data:`EXAMPLE_GAMMAS`.
-
-    Parameters
-    ----------
-    n : int
-        Tokens of every simulated point.
-    trials : int
-        Draws per point.
-    seed : int
-        Root seed, the same at every point (common random numbers along a sweep).
-
-    Returns
-    -------
-    dict
-        ``we_table``: Markdown table of simulated (mean ± standard error over trials) and DE errors of
-        attention and ridge at each gamma; ``we_n``, ``we_p`` (sizes), ``we_trials``; ``we_delta`` (the
-        coherent shift at ``n``) and ``we_delta_2048`` (at ``n = 2048``); at
-        ``gamma = 1e-3``: ``we_mc`` (simulated attention), ``we_de`` (its DE), ``we_ridge``
-        (ridge DE), ``we_factor = we_de / we_mc``; ``we_erf = erf(delta / sqrt 2)`` against
-        ``we_lin = a1 delta`` (sign's linearised mean), and the exact claim ``we_block_smaller``
-        (``we_erf < we_lin``: the saturated coherent block is weaker than the linearised one).
-    """
-    ex = Setting(snr=EXAMPLE_SNR, **EXAMPLE)
-    g_ex = EXAMPLE_GAMMAS
-    mc_ex = sweeps.simulations([ex], g_ex, n=n, trials=trials, seed=seed)
-    th_ex = sweeps.equivalents([ex], g_ex)[0]
-    rth_ex = sweeps.equivalents([ex], g_ex, model="ridge")[0]
-    rows = ["| $\\gamma$ | attention, simulation | attention, DE | ridge, simulation | ridge, DE |",
-            "|---:|---:|---:|---:|---:|"]
-    att_m, att_s = mc_ex.mean("attention")[0], mc_ex.sem("attention")[0]
-    ridge_m, ridge_s = mc_ex.mean("ridge")[0], mc_ex.sem("ridge")[0]
-    for k, g in enumerate(g_ex):
-        rows.append(f"| {g:g} | {att_m[k]:.4f} ± {att_s[k]:.4f} | {th_ex[k]:.4f} "
-                    f"| {ridge_m[k]:.4f} ± {ridge_s[k]:.4f} | {rth_ex[k]:.4f} |")
-    return {
-        "we_table": Markdown("\n".join(rows)), "we_n": n, "we_trials": trials, "we_p": int(mc_ex.p[0]),
-        "we_delta": ex.delta(n), "we_mc": float(att_m[0]), "we_de": float(th_ex[0]),
-        "we_ridge": float(rth_ex[0]), "we_factor": float(th_ex[0] / att_m[0]),
-        "we_delta_2048": ex.delta(2048), "we_erf": float(erf(ex.delta(n) / np.sqrt(2))),
-        "we_lin": float(hermite.coefficients("sign").a1 * ex.delta(n)),
-        "we_block_smaller": claims.exact(
-            "we_block_smaller",
-            erf(ex.delta(n) / np.sqrt(2)) < hermite.coefficients("sign").a1 * ex.delta(n),
-            f"erf(delta/sqrt 2) = {erf(ex.delta(n) / np.sqrt(2)):.3f}, a1 delta = "
-            f"{hermite.coefficients('sign').a1 * ex.delta(n):.3f} at delta = {ex.delta(n):.3f}",
-            wording=("smaller than", "not smaller than", "(exact)"))}
-
-
-def coherent_shift(*, n: int, n_ladder: Sequence[int], trials: int, seed: int,
-                   n_points: int) -> Figure:
-    r"""Simulation against the DE as the coherent shift ``delta`` grows, at ``gamma = 1e-3``.
-
-    The geometry of :func:`worked_example` with the SNR swept (``geomspace(0.25, 6, n_points)``)
-    at ``n`` tokens, and the worked example at the sizes ``n_ladder``. Two axes: the error
-    (ridge and attention, theory and simulation) against ``delta``, and the ratio
-    ``E_sim / E_DE`` (mean ± standard error over trials) for the SNR sweep, the ladder and ridge (control).
-
-    Parameters
-    ----------
-    n : int
-        Tokens of the SNR sweep (and of the worked example).
-    n_ladder : sequence of int
-        Token counts of the worked example's ladder.
-    trials : int
-        Draws per point.
-    seed : int
-        Root seed, the same at every point (common random numbers along a sweep).
-    n_points : int
-        Simulated points of the sweep.
-
-    Returns
-    -------
-    Figure
-        Numbers: ``d_first``, ``d_first_dev`` (smallest shift of the sweep and the attention
-        ratio's deviation from 1 there, percent); ``d_large``, ``d_large_delta`` (the same, signed,
-        at the largest shift); ``d_ridge_dev`` (largest deviation of ridge, percent);
-        ``ladder_n0``, ``ladder_n1``, ``ladder_r0``, ``ladder_r1``, ``ladder_d0``, ``ladder_d1``
-        (first and last size of the ladder, their ratio and shift); ``n_needed``, the tokens that
-        bring ``delta`` down to 0.3; claim ``sim_below_de``: the simulated attention error is
-        below its DE at the largest shift of the sweep (3 s.e.).
-    """
-    ex = Setting(snr=EXAMPLE_SNR, **EXAMPLE)
-    g_ex = EXAMPLE_GAMMAS
-    gamma = g_ex[0]
-    n_ladder = [check_int(k, "n_ladder") for k in n_ladder]
-    snr_d_mc = np.geomspace(0.25, 6.0, check_int(n_points, "n_points"))
-    snr_d_th = np.geomspace(0.2, 6.5, 80)
-    delta_of = lambda snrs, nn: np.array([Setting(snr=float(s), **EXAMPLE).delta(nn)  # noqa: E731
-                                          for s in snrs])
-    sweep_th = [Setting(snr=float(s), **EXAMPLE) for s in snr_d_th]
-    sweep_mc = [Setting(snr=float(s), **EXAMPLE) for s in snr_d_mc]
-    att_th = sweeps.equivalents(sweep_th, gamma)
-    ridge_th = sweeps.equivalents(sweep_th, gamma, model="ridge")
-    mc_d = sweeps.simulations(sweep_mc, g_ex, n=n, trials=trials, seed=seed)
-    mc_n = sweeps.simulations([ex] * len(n_ladder), g_ex, n=list(n_ladder), trials=trials,
-                              seed=seed)
-    att_th_mc = sweeps.equivalents(sweep_mc, gamma)
-    ridge_th_mc = sweeps.equivalents(sweep_mc, gamma, model="ridge")
-    th_ex = sweeps.equivalents([ex], g_ex)[0]
-    d_th, d_mc = delta_of(snr_d_th, n), delta_of(snr_d_mc, n)
-    d_n = np.array([ex.delta(k) for k in n_ladder])
-    ratio = lambda mc, model, th: mc.values(model)[:, :, 0] / th[:, None]  # noqa: E731
-    r_att = ratio(mc_d, "attention", att_th_mc)
-    r_ladder = ratio(mc_n, "attention", np.full(len(n_ladder), th_ex[0]))
-    r_ridge = ratio(mc_d, "ridge", ridge_th_mc)
-
-    fig, axes = plt.subplots(1, 2, figsize=(10.5, 4.2))
-    ax = axes[0]
-    style.plot_theory_vs_sim(ax, d_th, ridge_th, mc_d.mean("ridge")[:, 0],
-                             mc_d.sem("ridge")[:, 0], label="ridge", x_sim=d_mc)
-    # the attention DE is almost on top of ridge's here: dashed, drawn above it
-    style.plot_theory(ax, d_th, att_th, label="attention (theory)",
-                      color=style.color("attention"), linestyle="--", zorder=2.5)
-    style.plot_sim(ax, d_mc, mc_d.mean("attention")[:, 0], mc_d.sem("attention")[:, 0],
-                   color=style.color("attention"), label="attention (simulation)")
-    style.label_axes(ax, r"coherent shift $\delta$ (SNR swept)",
-                     r"interpolation error $E(\gamma)$",
-                     title=f"sign, $c = 0.3$, $n = {n}$, $\\gamma = 10^{{-3}}$",
-                     logx=True, logy=True)
-    ax = axes[1]
-    for y, x, label, color, fmt in (
-            (r_att, d_mc, f"attention, SNR swept ($n = {n}$)", style.color("attention"), "o"),
-            (r_ladder, d_n, "attention, SNR 6, $n$ = " + ", ".join(map(str, n_ladder)),
-             style.color("sign"), "s"),
-            (r_ridge, d_mc, "ridge (control)", style.color("ridge"), "D")):
-        style.plot_sim(ax, x, y.mean(axis=1), standard_error(y, axis=1), color=color, fmt=fmt,
-                       label=label)
-    ax.axhline(1.0, color="0.3", linewidth=1)
-    style.label_axes(ax, r"coherent shift $\delta$", r"$E_{\mathrm{sim}} / E_{\mathrm{DE}}$",
-                     title=r"departure from the proportional limit", logx=True, logy=True)
-    for ax in axes:
-        style.plain_ticks(ax.xaxis, [0.05, 0.1, 0.2, 0.5, 1, 2, 5])
-
-    dev_d = r_att.mean(axis=1) - 1
-    dev_r = r_ridge.mean(axis=1) - 1
-    ladder = r_ladder.mean(axis=1)
-    return Figure(fig, {
-        "d_first": float(d_mc[0]), "d_first_dev": float(abs(dev_d[0])) * 100,
-        "d_ridge_dev": float(np.max(np.abs(dev_r))) * 100,
-        "d_large": float(dev_d[-1]) * 100, "d_large_delta": float(d_mc[-1]),
-        "sim_below_de": claims.exceeds("sim_below_de", 1.0, 0.0, float(r_att[-1].mean()),
-                                       float(standard_error(r_att[-1], axis=0)),
-                                       wording=("below", "above", "not distinguishable from")),
-        "ladder_n0": int(n_ladder[0]), "ladder_n1": int(n_ladder[-1]),
-        "ladder_r0": float(ladder[0]), "ladder_r1": float(ladder[-1]),
-        "ladder_d0": float(d_n[0]), "ladder_d1": float(d_n[-1]),
-        "n_needed": 1000 * round((ex.snr + ex.mu_wk * ex.mu_wq) ** 2 / 0.3 ** 2 / ex.c / 1000)})
 
 
 #: The hero figure's settings: random tokens, and a signal with aligned weights (both ``c = 1/2``).
