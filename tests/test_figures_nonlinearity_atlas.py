@@ -76,7 +76,8 @@ def test_paired_deviations():
     names |= {f"spread_{w}_{k}" for w in ("small", "strong") for k in ("median", "max")}
     names |= {"z_max", "sem_rel_small", "worst_small", "worst_small_z", "verdict_small",
               "dev_cos_strong", "dev_sign_strong", "dev_named_strong", "dev_min_strong",
-              "dev_max_strong", "dev_min_label", "dev_max_label", "closest_kind"}
+              "dev_max_strong", "dev_min_label", "dev_max_label", "closest_kind",
+              "pair_small", "pair_small_se", "pair_small_label"}
     check_figure(figs.paired_deviations(**KW), names, 4)
 
 
@@ -103,7 +104,8 @@ def test_finite_size():
                               "fs_dev_max_label", "fs_dev_median", "de_dev_median",
                               "fs_n_beyond", "fs_n_f", "fs_agrees", "fs_ladder_spread0",
                               "fs_ladder_spread1", "fs_ladder_dev_max", "fs_ladder_z_max",
-                              "fs_cos_above", "fs_cos_dev", "fs_cos_dev_se",
+                              "fs_cos_above", "fs_cos_dev", "fs_cos_dev_se", "fs_r2_gain_value",
+                              "fs_r2_gain_se",
                               "fs_within_r2_aligned",
                               "fs_spread_aligned_median", "mc_spread_aligned_median"}, 2)
     assert numbers["fs_n_f"] == 9 and 0 <= numbers["fs_n_beyond"] <= 9

@@ -270,7 +270,10 @@ def paired_deviations(*, names: Sequence[str], partners: Sequence[str], reflect:
         ``z_max``, the Student t threshold of the draws, :func:`~attn_lib.book.claims.threshold`),
         ``spread_*_median``, ``spread_*_max`` (relative spread in %); ``z_max``;
         ``sem_rel_small`` (median standard error of one mean, % of the mean); ``worst_small``
-        (Markdown: group and setting of the largest ``|z|``), ``worst_small_z``;
+        (Markdown: group and setting of the largest ``|z|``), ``worst_small_z``; ``pair_small``,
+        ``pair_small_se`` and ``pair_small_label`` (Markdown): the largest ``|paired
+        difference|`` of a member and its named function over :data:`SMALL`, in % of the DE,
+        its standard error and "member (setting)";
         ``verdict_small`` (the equivalence claim of :func:`_equality_claim`). In the strong setting, deviations from the DE
         in %: ``dev_cos_strong``, ``dev_sign_strong`` (partners, mean), ``dev_named_strong``
         (named functions, mean), ``dev_min_strong``/``dev_max_strong`` with
@@ -310,7 +313,14 @@ def _group_numbers(A: atlas.Atlas) -> dict[str, Any]:
     ks_small = [list(A.settings).index(key) for key in SMALL]
     worst = small.loc[small["max |z|"].idxmax()]
     k = threshold(Z, A.attention.shape[2])
+    pairs = [(100 * m[j] / A.theory[idx[0], j], 100 * se[j] / A.theory[idx[0], j],
+              f"{A.labels[i]} ({key})")
+             for idx in A.groups().values() for i in idx[1:]
+             for m, se in [A.paired(i, idx[0])] for j, key in zip(ks_small, SMALL)]
+    big = max(pairs, key=lambda v: abs(v[0]))
     return {
+        "pair_small": float(big[0]), "pair_small_se": float(big[1]),
+        "pair_small_label": Markdown(big[2]),
         "z_max": k, "n_cells_small": len(small), "n_sig_small": int((small["max |z|"] > k).sum()),
         "spread_small_max": 100 * small["rel. spread"].max(),
         "spread_small_median": 100 * small["rel. spread"].median(),
@@ -599,7 +609,8 @@ def _finite_numbers(A: atlas.Atlas, k: int) -> dict[str, Any]:
 
     ``fs_r2_gain``: claim (:func:`~attn_lib.book.claims.exceeds`, required) that the share of
     variance explained by the finite-size theory exceeds the DE's; the difference of the two
-    shares with its jackknife standard error over the draws (:func:`_jackknife`: the same draws
+    shares (``fs_r2_gain_value``) with its jackknife standard error (``fs_r2_gain_se``) over the
+    draws (:func:`_jackknife`: the same draws
     enter both; ``draws`` the number of draws). ``fs_within_r2`` and ``fs_within_r2_se``: the
     share of the variance within the groups of equal ``a1^2 / nu`` (the DE's is 0) and its
     jackknife standard error. ``fs_spread_median``, ``fs_spread_max``: relative spread of the finite-size theory
@@ -633,6 +644,7 @@ def _finite_numbers(A: atlas.Atlas, k: int) -> dict[str, Any]:
     wording = ("explains more of the variance than", "explains less of the variance than",
                "explains neither more nor less of the variance, beyond the noise, than")
     return {
+        "fs_r2_gain_value": gain[0], "fs_r2_gain_se": gain[1],
         "fs_r2_gain": exceeds("fs_r2_gain", gain[0], gain[1], draws=T, wording=wording),
         "fs_within_r2": within[0], "fs_within_r2_se": within[1],
         "fs_spread_median": 100 * float(np.median(fs_rel)),
