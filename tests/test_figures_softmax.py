@@ -24,7 +24,7 @@ def test_convention():
 
 
 def test_random_inputs():
-    names = ["trials", "theory_gap_min", "theory_worse"] + [f"{k}_{b}" for b in ("05", "10", "15")
+    names = ["trials", "theory_gap_min", "theory_worse", "grade_worse"] + [f"{k}_{b}" for b in ("05", "10", "15")
                           for k in ("err", "err_se", "ew_err", "fits", "ew_fits", "gap", "gap_se",
                                     "worse", "sm_ew", "sm_ew_se", "above_ew")]
     out = check_figure(figs.random_inputs(n=32, trials=2, seed=0, n_gamma=3), names, 3)
@@ -44,7 +44,7 @@ def test_structured():
                         "sm_last",
                         "sm_falls", "tail", "fs_mc_aligned", "fs_follows", "fs_mc_max",
                         "fs_within", "th_gap_perp", "th_gap_aligned", "fs_gap_aligned",
-                        "limit_closes", "limit_reverses"], 2)
+                        "limit_closes", "limit_reverses", "grade_align"], 2)
     # aligned weights of norm 2 raise delta over orthogonal ones (|mu^T M mu| = snr (1 + 4))
     assert out["bd_aligned"] == pytest.approx(5 * out["bd_perp"])
     # at n = 32 (p = 16) 2 beta ||M_r|| / sqrt(p) = 2 (1 + 4) / 4 = 2.5: the finite-size theory
@@ -61,6 +61,18 @@ def test_structured():
     # (limit gaps 0.0287 orthogonal and 0.0166 aligned at SNR 4, measured)
     assert out["limit_closes"].holds is True and out["limit_reverses"].holds is False
     assert 0 < out["th_gap_aligned"] < out["th_gap_perp"]
+    # graded as for entry-wise attention: at most "partly", since the limit does not reverse
+    assert out["grade_align"].data in ("**partly**", "**not decided at this profile**",
+                                       "**contradicted**")
+
+
+def test_grade():
+    yes, no = (claims.exact("c", v, "", wording=("a", "b", "c")) for v in (True, False))
+    open_ = claims.Claim("c", None, "", ("a", "b", "c"))
+    assert figs._grade([yes, yes]).data == "**demonstrated**"
+    assert figs._grade([yes], partly=[no]).data == "**partly**"
+    assert figs._grade([yes, open_], partly=[no]).data == "**not decided at this profile**"
+    assert figs._grade([no, open_]).data == "**contradicted**"
 
 
 def test_structured_needs_two_snrs():

@@ -169,7 +169,8 @@ def random_inputs(*, n: int, trials: int, seed: int, n_gamma: int) -> Figure:
         claim ``worse_b``; ``sm_ew_b``, ``sm_ew_se_b`` (softmax minus entry-wise at ``g =
         0.1``, paired) and claim ``above_ew_b``; ``theory_gap_min`` (the
         smallest softmax-minus-ridge gap of the limits at ``g = 0.1``) and claim
-        ``theory_worse`` (exact: every such gap is positive); ``trials``.
+        ``theory_worse`` (exact: every such gap is positive); ``grade_worse`` (Markdown, the
+        verdict on "worse than ridge" from those claims, :func:`_grade`); ``trials``.
     """
     g = _grid(n_gamma)
     k = _k(g)
@@ -222,7 +223,25 @@ def random_inputs(*, n: int, trials: int, seed: int, n_gamma: int) -> Figure:
         "theory_worse", min(th_gaps) > 0,
         "limit gaps at g = 0.1: " + ", ".join(f"{v:.3f}" for v in th_gaps),
         wording=("predicts", "does not predict", "does not predict"))
+    out["grade_worse"] = _grade([out[f"worse_{b}"] for b in ("05", "10", "15")]
+                                + [out["theory_worse"]])
     return Figure(fig, out)
+
+
+def _grade(found: Sequence[claims.Claim], partly: Sequence[claims.Claim] = ()) -> Any:
+    """The verdict on a claim of the paper from the findings behind it (Markdown, in bold).
+
+    *contradicted* if a finding of ``found`` is, *not decided at this profile* if one is
+    undecided, *partly* if all of ``found`` hold but one of ``partly`` (the stronger form) does
+    not, else *demonstrated*.
+    """
+    from IPython.display import Markdown
+
+    verdicts = [c.holds for c in found]
+    word = ("contradicted" if False in verdicts else "not decided at this profile"
+            if None in verdicts else "partly" if not all(c.holds for c in partly)
+            else "demonstrated")
+    return Markdown(f"**{word}**")
 
 
 def structured(*, n: int, trials: int, seed: int, snrs: Sequence[float],
@@ -251,7 +270,9 @@ def structured(*, n: int, trials: int, seed: int, snrs: Sequence[float],
         ``th_gap_perp``, ``th_gap_aligned``, with the exact claims ``limit_closes``
         (``th_gap_aligned < th_gap_perp``) and ``limit_reverses`` (``th_gap_aligned < 0``, not
         required: in the proportional limit it does not) and the finite-size theory's
-        ``fs_gap_aligned`` (``nan`` where refused);
+        ``fs_gap_aligned`` (``nan`` where refused); ``grade_align`` (Markdown, :func:`_grade`:
+        the gap closes in the limit and in the simulation; *partly* unless the limit reverses it
+        too);
         ``bd_aligned`` (``beta delta`` of the aligned setting at the last SNR), ``bd_perp``;
         ``th_mc_aligned`` (``|theory - MC|`` of softmax there) and claim ``limit_misses``
         (beyond :data:`MARGIN`), ``th_mc_perp``, ``th_mc_se``;
@@ -359,6 +380,8 @@ def structured(*, n: int, trials: int, seed: int, snrs: Sequence[float],
     out["limit_reverses"] = claims.exact(
         "limit_reverses", out["th_gap_aligned"] < 0, limit, required=False,
         wording=("reverses", "does not reverse", "does not reverse"))
+    out["grade_align"] = _grade([out["limit_closes"], out["aligned_closes"]],
+                                partly=[out["limit_reverses"]])
 
     def fs_miss(cmp: study.Comparison) -> tuple[float, float]:
         if cmp.theory_finite is None:
