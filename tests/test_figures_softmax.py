@@ -24,7 +24,8 @@ def test_convention():
 
 
 def test_random_inputs():
-    names = ["trials", "theory_gap_min", "theory_worse", "grade_worse"] + [f"{k}_{b}" for b in ("05", "10", "15")
+    names = ["trials", "theory_gap_min", "theory_worse", "grade_worse"] + [
+        f"{k}_{b}" for b in ("05", "10", "15")
                           for k in ("err", "err_se", "ew_err", "fits", "ew_fits", "gap", "gap_se",
                                     "worse", "sm_ew", "sm_ew_se", "above_ew")]
     out = check_figure(figs.random_inputs(n=32, trials=2, seed=0, n_gamma=3), names, 3)

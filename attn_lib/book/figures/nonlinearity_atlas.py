@@ -361,9 +361,9 @@ def _equality_claim(A: atlas.Atlas, ks: Sequence[int]) -> Claim:
 
     Per (member, setting) the paired difference in % of the named function's DE is tested by
     :func:`~attn_lib.book.claims.equivalent` against :data:`EQUAL_MARGIN` at the Student t
-    threshold of the draws (the pairs of draws). ``holds`` is ``True`` when every pair is shown equal, ``False`` when some pair is
-    shown to differ by more, ``None`` otherwise (too little power). The prose picks its words
-    by the verdict (``required=False``).
+    threshold of the draws (the pairs of draws). ``holds`` is ``True`` when every pair is shown
+    equal, ``False`` when some pair is shown to differ by more, ``None`` otherwise (too little
+    power). The prose picks its words by the verdict (``required=False``).
     """
     T = A.attention.shape[2]
     pairs = []
@@ -448,8 +448,8 @@ def shift_ladder(*, names: Sequence[str], partners: Sequence[str], reflect: Sequ
     q = [_spread_jackknife(100 * (run.attention[:, 0] / run.theory[:, :1] - 1)) for run in ladder]
     verdict = exceeds("ladder_verdict", q[0][0], q[0][1], q[-1][0], q[-1][1], draws=trials,
                       required=False,
-                      wording=("shrinks", "grows", "is not decided at this profile: the spread "
-                               "neither shrinks nor grows beyond the noise of these draws"))
+                      wording=("shrinks", "grows", "neither shrinks nor grows beyond the noise "
+                               "of these draws (not decided at this profile)"))
     conclusion = {
         True: "The separation of functions with equal a₁²/ν is therefore a finite-δ effect, which "
               "the proportional limit removes as δ ∝ 1/√n falls; at a fixed size with a large SNR "
@@ -613,8 +613,8 @@ def _finite_numbers(A: atlas.Atlas, k: int) -> dict[str, Any]:
     draws (:func:`_jackknife`: the same draws
     enter both; ``draws`` the number of draws). ``fs_within_r2`` and ``fs_within_r2_se``: the
     share of the variance within the groups of equal ``a1^2 / nu`` (the DE's is 0) and its
-    jackknife standard error. ``fs_spread_median``, ``fs_spread_max``: relative spread of the finite-size theory
-    within a group (:func:`_relative_spreads`, %). ``fs_dev_max``, ``fs_dev_max_rel``,
+    jackknife standard error. ``fs_spread_median``, ``fs_spread_max``: relative spread of the
+    finite-size theory within a group (:func:`_relative_spreads`, %). ``fs_dev_max``, ``fs_dev_max_rel``,
     ``fs_dev_max_z``, ``fs_dev_max_label``: the largest ``|MC - FS|``, in % of FS, in standard
     errors, and its function; ``fs_dev_median``, ``de_dev_median``: median ``|MC - T| / T`` in
     % for either theory; ``fs_n_beyond`` of ``fs_n_f``: functions beyond the Student t
@@ -642,7 +642,7 @@ def _finite_numbers(A: atlas.Atlas, k: int) -> dict[str, Any]:
     cos = _categories(A) == "partner [cos]"
     per_draw = 100 * (A.attention[cos, k] / A.finite[cos, k, None] - 1).mean(axis=0)   # (T,)
     wording = ("explains more of the variance than", "explains less of the variance than",
-               "explains neither more nor less of the variance, beyond the noise, than")
+               "is not decided at this profile to explain more or less of the variance than")
     return {
         "fs_r2_gain_value": gain[0], "fs_r2_gain_se": gain[1],
         "fs_r2_gain": exceeds("fs_r2_gain", gain[0], gain[1], draws=T, wording=wording),

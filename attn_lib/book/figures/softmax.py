@@ -215,7 +215,8 @@ def random_inputs(*, n: int, trials: int, seed: int, n_gamma: int) -> Figure:
         out[f"sm_ew_se_{b}"] = float(standard_error(above, axis=0))
         out[f"above_ew_{b}"] = claims.exceeds(
             f"above_ew_{b}", out[f"sm_ew_{b}"], out[f"sm_ew_se_{b}"], draws=trials,
-            required=False, wording=("above", "below", "not decided at this profile against"))
+            required=False, wording=("lies above", "lies below",
+                                     "is not decided at this profile to lie above or below"))
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=6, fontsize=8)
     out["theory_gap_min"] = min(th_gaps)
@@ -370,8 +371,9 @@ def structured(*, n: int, trials: int, seed: int, snrs: Sequence[float],
                for key, name in (("perp", r"$w \perp \mu$"), ("aligned", "aligned"))}
     out["th_gap_perp"], out["th_gap_aligned"] = (
         float(th_last[key]["softmax"][0] - th_last[key]["ridge"][0]) for key in ("perp", "aligned"))
-    out["fs_gap_aligned"] = (float("nan") if th_last["aligned"]["finite"] is None else
-                             float(th_last["aligned"]["finite"][0] - th_last["aligned"]["ridge"][0]))
+    fin = th_last["aligned"]["finite"]
+    out["fs_gap_aligned"] = (float("nan") if fin is None else
+                             float(fin[0] - th_last["aligned"]["ridge"][0]))
     limit = (f"limit gaps at SNR {snrs[-1]:g}: aligned {out['th_gap_aligned']:+.4f}, "
              f"orthogonal {out['th_gap_perp']:+.4f} (theory)")
     out["limit_closes"] = claims.exact(
@@ -635,7 +637,8 @@ def mask(*, n: int, trials: int, seed: int, n_gamma: int, p_ladder: Sequence[int
     out["mask_gap"], out["mask_gap_se"] = float(m.mean()), float(standard_error(m, axis=0))
     out["mask_matters"] = claims.exceeds(
         "mask_matters", out["mask_gap"], out["mask_gap_se"], draws=trials,
-        wording=("above", "below", "not decided at this profile against"))
+        wording=("lies above", "lies below",
+                 "is not decided at this profile to lie above or below"))
     return Figure(fig, out)
 
 
