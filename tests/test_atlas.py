@@ -126,6 +126,25 @@ def test_monte_carlo_is_the_cached_simulation_with_common_random_numbers(small):
     assert np.all(mean == 0) and np.all(sem == 0)
 
 
+def test_matched_atlas_is_at_equal_gamma_over_tau_on_the_same_draws(small, tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTN_BOOK_CACHE", str(tmp_path))
+    A = atlas.compute(small.entries, n=48, trials=3, seed=1, matched=True)
+    settings = list(small.settings.values())
+    for i, e in enumerate(A.entries):
+        for k, s in enumerate(settings):
+            s = dataclasses.replace(s, f=e.f)
+            g = sweeps.matched_gamma(s, GAMMA)   # gamma tau_f / c, tau_f = 1 + a1^2 / (2 nu) at c = 2
+            assert A.gammas[i, k] == pytest.approx(g, rel=1e-12)
+            assert A.theory[i, k] == pytest.approx(float(attention_error(s, [g])[0]), rel=1e-8)
+    # ridge regression at its own gamma, and the draws of the unmatched atlas (one draw gives
+    # every gamma): the tanh errors at its matched gamma are those of a direct simulation there
+    np.testing.assert_array_equal(A.ridge, small.ridge)
+    k = A.labels.index("tanh")
+    s = dataclasses.replace(settings[1], f=A.entries[k].f)
+    direct = simulate.errors(s, A.gammas[k, 1], n=48, trials=3, seed=1)
+    np.testing.assert_allclose(A.attention[k, 1], direct.attention.values, rtol=1e-10)
+
+
 def test_negated_function_gives_identical_draws():
     # -f gives the same Phi^T Phi draw by draw: the sign of a1 is irrelevant in simulation too
     s = atlas.default_settings(c=1.0)["strong"]

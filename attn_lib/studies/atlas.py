@@ -44,8 +44,8 @@ from ..model import hermite
 from ..simulation.trials import standard_error
 from . import sweeps
 from .strong_alignment import finite_size_theory as _finite_size_curves
-from .._validation import (check_array, check_bool, check_choice, check_int, check_real,
-                           check_seed, check_setting)
+from .._validation import (check_array, check_bool, check_choice, check_gammas, check_int,
+                           check_real, check_seed, check_setting)
 from ..model.hermite import Hermite
 from ..model.nonlinearity import (Nonlinearity, NonlinearityLike, check_nonlinearity,
                                   check_registered, mixture, normalised, reflected)
@@ -201,7 +201,7 @@ def default_settings(c: float = 2.0) -> dict[str, Setting]:
 
 
 def mixture_theory(setting: Setting, ratios: object, gammas: object = GAMMA,
-                   h: str = "cos") -> np.ndarray:
+                   h: str = "cos", matched: bool = False) -> np.ndarray:
     """Deterministic-equivalent attention error along the mixture family at fixed ``nu = 1``.
 
     Parameters
@@ -212,6 +212,10 @@ def mixture_theory(setting: Setting, ratios: object, gammas: object = GAMMA,
         Values of ``a1^2 / nu`` in ``[0, 1]``.
     gammas : float or array_like of shape (G,)
     h : str, default "cos"
+    matched : bool, default False
+        Read ``gammas`` as ridge regression's ridge parameters and evaluate each mixture at the
+        same ``gamma / tau`` (:func:`attn_lib.studies.sweeps.matched_gamma`: ``gamma tau_f /
+        c``, with ``tau_f = a1^2 (1 + 1/c) + b2`` depending on the ratio).
 
     Returns
     -------
@@ -220,10 +224,17 @@ def mixture_theory(setting: Setting, ratios: object, gammas: object = GAMMA,
     check_setting(setting)
     r = check_array(np.atleast_1d(ratios), "ratios")
     settings = [dataclasses.replace(setting, f=mixture_for_ratio(float(x), h)) for x in r]
-    return sweeps.equivalents(settings, gammas)
+    if not check_bool(matched, "matched"):
+        return sweeps.equivalents(settings, gammas)
+    from ..theory.attention import attention_error_batch
+
+    g = check_gammas(gammas)
+    grid = np.array([np.atleast_1d(sweeps.matched_gamma(s, np.atleast_1d(g))) for s in settings])
+    out = np.asarray(attention_error_batch(settings, grid), dtype=float)
+    return out[:, 0] if np.ndim(g) == 0 else out
 
 
-def finite_size_theory(entries: Sequence[Entry], settings: Mapping[str, Setting], gamma: float,
+def finite_size_theory(entries: Sequence[Entry], settings: Mapping[str, Setting], gamma: object,
                        n: int) -> np.ndarray:
     """Finite-size theory of every entry at every setting, cached on disk.
 
@@ -238,8 +249,8 @@ def finite_size_theory(entries: Sequence[Entry], settings: Mapping[str, Setting]
     ----------
     entries : sequence of Entry, length F
     settings : mapping of str to Setting, length S
-    gamma : float
-        Ridge parameter ``> 0``.
+    gamma : float or array_like of shape (F, S)
+        Ridge parameter ``> 0``, shared or one per entry and setting.
     n : int
         Tokens (``p = round(c n)``, the shift ``delta(n)``).
 
@@ -247,8 +258,15 @@ def finite_size_theory(entries: Sequence[Entry], settings: Mapping[str, Setting]
     -------
     ndarray of shape ``(F, S)``.
     """
-    grid = [dataclasses.replace(s, f=e.f) for e in entries for s in settings.values()]
-    return _finite_size_curves(grid, [gamma], n)[:, 0].reshape(len(entries), len(settings))
+    F, S = len(entries), len(settings)
+    gam = np.broadcast_to(np.asarray(gamma, dtype=float), (F, S))
+    grid = np.array([dataclasses.replace(s, f=e.f) for e in entries for s in settings.values()],
+                    dtype=object).reshape(F, S)
+    out = np.empty((F, S))
+    for g in np.unique(gam):
+        sel = gam == g
+        out[sel] = _finite_size_curves(list(grid[sel]), [float(g)], n)[:, 0]
+    return out
 
 
 @dataclass(frozen=True)
@@ -261,6 +279,7 @@ class Atlas:
     settings : dict of str to Setting, length S
         The settings (their ``f`` is replaced by each entry's).
     gamma : float
+        Ridge regression's ridge parameter, and attention's unless ``matched``.
     n : int
         Tokens of the simulation.
     hermite : tuple of Hermite, length F
@@ -275,6 +294,10 @@ class Atlas:
     finite : ndarray of shape (F, S) or None
         Finite-size theory of the attention error at ``n`` (:func:`finite_size_theory`), when
         computed (``compute(..., finite_size=True)``).
+    gammas : ndarray of shape (F, S) or None
+        Attention's ridge parameter of every entry and setting: ``gamma`` everywhere (``None``)
+        or, for an atlas computed with ``matched=True``, the same ``gamma / tau`` as ridge's
+        ``gamma`` (:func:`attn_lib.studies.sweeps.matched_gamma`).
     """
 
     entries: tuple[Entry, ...]
@@ -287,6 +310,7 @@ class Atlas:
     attention: np.ndarray
     ridge: np.ndarray
     finite: np.ndarray | None = None
+    gammas: np.ndarray | None = None
 
     @property
     def labels(self) -> list[str]:
@@ -464,7 +488,7 @@ class Atlas:
 
 def compute(entries: Sequence[Entry], settings: Mapping[str, Setting] | None = None,
             gamma: float = GAMMA, n: int = 256, trials: int = 4, seed: int = 0,
-            finite_size: bool = False) -> Atlas:
+            finite_size: bool = False, matched: bool = False) -> Atlas:
     """Hermite data, theory and cached Monte Carlo of every entry at every setting.
 
     Parameters
@@ -484,6 +508,13 @@ def compute(entries: Sequence[Entry], settings: Mapping[str, Setting] | None = N
     finite_size : bool, default False
         Also compute the finite-size theory at ``n`` (:func:`finite_size_theory`, up to a
         second per entry and setting, cached), stored in :attr:`Atlas.finite`.
+    matched : bool, default False
+        The book's scale convention: ``gamma`` is ridge regression's ridge parameter and every
+        entry is simulated and evaluated at the same ``gamma / tau``
+        (:func:`attn_lib.studies.sweeps.matched_gamma`; ``tau = a1^2 (1 + 1/c) + b2`` is the
+        same within a group of equal ``a1^2 / nu`` at ``nu = 1``), stored in
+        :attr:`Atlas.gammas`. One draw gives the errors at every ``gamma``, so the draws are
+        those of ``matched=False``.
 
     Returns
     -------
@@ -509,15 +540,30 @@ def compute(entries: Sequence[Entry], settings: Mapping[str, Setting] | None = N
     trials = check_int(trials, "trials", low=2)
     seed = check_seed(seed)
     finite_size = check_bool(finite_size, "finite_size")
+    matched = check_bool(matched, "matched")
 
     grid = [dataclasses.replace(s, f=e.f) for e in entries for s in settings.values()]
     F, S = len(entries), len(settings)
-    theory = sweeps.equivalents(grid, gamma).reshape(F, S)
     ridge_theory = sweeps.equivalents(list(settings.values()), gamma, model="ridge")
-    mc = sweeps.simulations(grid, gamma, n=n, trials=trials, seed=seed)
+    if not matched:
+        theory = sweeps.equivalents(grid, gamma).reshape(F, S)
+        mc = sweeps.simulations(grid, gamma, n=n, trials=trials, seed=seed)
+        attention, ridge, gammas = mc.attention[:, :, 0], mc.ridge[:S, :, 0], None
+    else:
+        from ..theory.attention import attention_error_batch
+
+        gam = np.array([float(sweeps.matched_gamma(s, gamma)) for s in grid])
+        theory = np.asarray(attention_error_batch(grid, gam[:, None]), dtype=float)
+        theory = theory[:, 0].reshape(F, S)
+        uniq = np.unique(np.append(gam, gamma))    # one draw gives every gamma
+        mc = sweeps.simulations(grid, uniq, n=n, trials=trials, seed=seed)
+        attention = mc.attention[np.arange(F * S), :, np.searchsorted(uniq, gam)]
+        ridge = mc.ridge[:S, :, int(np.searchsorted(uniq, gamma))]
+        gammas = gam.reshape(F, S)
     return Atlas(entries=entries, settings=settings, gamma=gamma, n=n,
                  hermite=tuple(hermite.coefficients(e.f) for e in entries), theory=theory,
-                 ridge_theory=ridge_theory,
-                 attention=mc.attention[:, :, 0].reshape(F, S, trials),
-                 ridge=mc.ridge[:S, :, 0],
-                 finite=finite_size_theory(entries, settings, gamma, n) if finite_size else None)
+                 ridge_theory=ridge_theory, attention=attention.reshape(F, S, trials),
+                 ridge=ridge,
+                 finite=(finite_size_theory(entries, settings, gamma if gammas is None
+                                            else gammas, n) if finite_size else None),
+                 gammas=gammas)

@@ -4,13 +4,16 @@ The atlas (:mod:`attn_lib.studies.atlas`) holds registered nonlinearities scaled
 partners of equal ``a1^2 / nu`` (mixtures with the non-linear part of another function),
 reflections ``f(-t)`` and a sweep of ``a1``; :func:`attn_lib.studies.atlas.compute` gives their
 Hermite data, deterministic equivalents and cached Monte Carlo (common random numbers) at the
-four settings of :func:`attn_lib.studies.atlas.default_settings` (``c = 2``) and
-``gamma =`` :data:`attn_lib.studies.atlas.GAMMA`.
+four settings of :func:`attn_lib.studies.atlas.default_settings` (``c = 2``), every ``f`` at the
+same ``gamma / tau`` as ridge regression at ``gamma =`` :data:`attn_lib.studies.atlas.GAMMA`
+(the book's scale convention, ``compute(..., matched=True)``).
 
 The public functions take the chapter's parameters as keyword arguments: ``names``,
 ``partners``, ``reflect`` (of :func:`~attn_lib.studies.atlas.catalogue`), ``n_sweep`` (interior
-points of the ``a1`` sweep), ``n``, ``trials`` and ``seed``; the atlas behind them is computed
-once per parameter set.
+points of the ``a1`` sweep), ``n``, ``trials`` (at least 3: the jackknife standard errors need
+them) and ``seed``; the atlas behind them is computed once per parameter set. Every claim built
+from the draws is decided at the Student t quantile of its number of draws
+(:func:`attn_lib.book.claims.threshold`).
 """
 
 from __future__ import annotations
@@ -22,17 +25,15 @@ from typing import Any, Sequence
 import numpy as np
 
 from .. import style
-from ..claims import Z, Claim, equivalent, exceeds
+from ..claims import Z, Claim, equivalent, exceeds, less, threshold
 from ..page import Figure, markdown_table
 from ...model import nonlinearity
 from ...simulation.trials import standard_error
 from ...studies import atlas, sweeps
 
-__all__ = ["Z_MAX", "SMALL", "overview", "gamma_choice", "tables", "error_ratio",
+__all__ = ["SMALL", "overview", "gamma_choice", "tables", "error_ratio",
            "paired_deviations", "shift_ladder", "finite_size", "reflection"]
 
-#: A paired difference counts as real beyond this many standard errors.
-Z_MAX = 4.0
 #: The settings with a small coherent shift ``delta``.
 SMALL = ("random", "aligned", "orthogonal")
 #: Marker and colour of each kind of entry (partners and sweep points by their ``h``).
@@ -57,11 +58,14 @@ def _atlas(names: tuple[str, ...], partners: tuple[str, ...], reflect: tuple[str
     sweep_ratios = np.linspace(0.0, 1.0, n_sweep + 2)[1:-1]
     entries = atlas.catalogue(names, partners, reflect, sweep_ratios)
     return atlas.compute(entries, _settings(), atlas.GAMMA, n=n, trials=trials, seed=seed,
-                         finite_size=finite_size)
+                         finite_size=finite_size, matched=True)
 
 
 def _load(names: Sequence[str], partners: Sequence[str], reflect: Sequence[str], n_sweep: int,
           n: int, trials: int, seed: int, finite_size: bool = False) -> atlas.Atlas:
+    if isinstance(trials, (int, np.integer)) and not isinstance(trials, bool) and trials < 3:
+        raise ValueError(f"trials must be at least 3 (the jackknife standard errors of the "
+                         f"chapter need them), got {trials}")
     return _atlas(tuple(names), tuple(partners), tuple(reflect), n_sweep, n, trials, seed,
                   finite_size)
 
@@ -86,14 +90,21 @@ def overview(*, names: Sequence[str], partners: Sequence[str], reflect: Sequence
     Returns
     -------
     dict
-        ``n_f`` (functions in the atlas), ``n_tok``, ``p_tok``, ``n_trials``, ``gamma``,
-        ``delta_<setting>`` (coherent shift of each setting at ``n``) and ``sign_de_gap``
-        (largest DE difference of the pair).
+        ``n_f`` (functions in the atlas), ``n_tok``, ``p_tok``, ``n_trials``, ``gamma``
+        (ridge regression's ridge parameter), ``gamma_zero`` and ``gamma_linear`` (attention's at
+        the same ``gamma / tau`` for ``a1 = 0`` and for a linear ``f``, both at ``nu = 1``),
+        ``t_quantile`` (the Student t threshold of a claim on ``trials`` draws, in standard
+        errors), ``delta_<setting>`` (coherent shift of each setting at ``n``) and
+        ``sign_de_gap`` (largest DE difference of the pair).
     """
     A = _load(names, partners, reflect, n_sweep, n, trials, seed)
     settings = _settings()
     out: dict[str, Any] = {"n_f": len(A.entries), "n_tok": n, "p_tok": settings["random"].p(n),
-                           "n_trials": trials, "gamma": atlas.GAMMA}
+                           "n_trials": trials, "gamma": atlas.GAMMA,
+                           "t_quantile": threshold(Z, trials)}
+    for key, ratio in (("zero", 0.0), ("linear", 1.0)):
+        s = dataclasses.replace(settings["random"], f=atlas.mixture_for_ratio(ratio))
+        out[f"gamma_{key}"] = float(sweeps.matched_gamma(s, atlas.GAMMA))
     out.update({f"delta_{key}": d for key, d in A.deltas().items()})
     twisted = dataclasses.replace(settings["aligned"], cos_mu_wq=-1.0, cos_wk_wq=-1.0, wq_norm=0.5)
     pair = [nonlinearity.normalised("relu"), nonlinearity.reflected("relu")]
@@ -105,16 +116,17 @@ def overview(*, names: Sequence[str], partners: Sequence[str], reflect: Sequence
 
 
 def gamma_choice() -> Figure:
-    r"""DE of the attention error against ``gamma`` along the mixture family, per setting.
+    r"""DE of the attention error along the mixture family against ridge's ``gamma``, per setting.
 
-    Four panels (one per setting), five curves ``a1^2 / nu`` in ``{0, 0.25, ..., 1}`` over
-    ``gamma`` in ``logspace(-3, 1, 21)``; the dotted line marks the atlas's ``gamma``.
+    Four panels (one per setting), five curves ``a1^2 / nu`` in ``{0, 0.25, ..., 1}``, each ``f``
+    at the same ``gamma / tau`` as ridge regression at the ``gamma`` of the x axis
+    (``logspace(-3, 1, 21)``); the dotted line marks the atlas's ``gamma``.
 
     Returns
     -------
     Figure
         Numbers: ``contrast_<setting>``, the DE at ``a1 = 0`` over that of linear attention
-        (``a1^2 / nu = 1``) at the atlas's ``gamma``.
+        (``a1^2 / nu = 1``) at the atlas's ``gamma``, both at equal ``gamma / tau``.
     """
     import matplotlib.pyplot as plt
 
@@ -124,13 +136,13 @@ def gamma_choice() -> Figure:
     fig, axes = plt.subplots(1, 4, figsize=(13.5, 3.6), sharey=True)
     out: dict[str, Any] = {}
     for ax, (key, s) in zip(axes, _settings().items()):
-        curves = atlas.mixture_theory(s, ratios, gammas)
+        curves = atlas.mixture_theory(s, ratios, gammas, matched=True)
         for r, curve, col in zip(ratios, curves, shades):
             style.plot_theory(ax, gammas, curve, label=f"$a_1^2/\\nu = {r:.2f}$", color=col)
         ax.axvline(atlas.GAMMA, color="0.5", linestyle=":", linewidth=1.2)
-        at = atlas.mixture_theory(s, [0.0, 1.0], atlas.GAMMA)
+        at = atlas.mixture_theory(s, [0.0, 1.0], atlas.GAMMA, matched=True)
         out[f"contrast_{key}"] = float(at[0] / at[1])
-        style.label_axes(ax, r"ridge parameter $\gamma$",
+        style.label_axes(ax, r"ridge's $\gamma$ (each $f$ at equal $\gamma/\tau$)",
                          r"DE error $E(\gamma)$" if key == "random" else "",
                          title=f"{key} ($c = {s.c:g}$)", logx=True, legend=False)
     axes[0].legend(fontsize=8)
@@ -200,7 +212,7 @@ def error_ratio(*, names: Sequence[str], partners: Sequence[str], reflect: Seque
 
     The line is the DE along the mixture family, the dashed line the ridge DE, markers the
     simulated means ± one standard error of every function, by kind (slightly offset
-    horizontally per kind).
+    horizontally per kind); every ``f`` at the same ``gamma / tau`` as ridge.
 
     Returns
     -------
@@ -218,7 +230,7 @@ def error_ratio(*, names: Sequence[str], partners: Sequence[str], reflect: Seque
     offsets = np.linspace(-0.015, 0.015, len(_KIND_STYLE))  # small horizontal offsets per kind
     fig, axes = plt.subplots(2, 2, figsize=(11, 8))
     for ax, (k, (key, s)) in zip(axes.ravel(), enumerate(A.settings.items())):
-        style.plot_theory(ax, _FINE, atlas.mixture_theory(s, _FINE, atlas.GAMMA),
+        style.plot_theory(ax, _FINE, atlas.mixture_theory(s, _FINE, atlas.GAMMA, matched=True),
                           label="attention (DE)", color="0.2")
         ax.axhline(A.ridge_theory[k], color=style.color("ridge"), linestyle="--", label="ridge (DE)")
         for (cat, (marker, col)), shift in zip(_KIND_STYLE.items(), offsets):
@@ -228,11 +240,11 @@ def error_ratio(*, names: Sequence[str], partners: Sequence[str], reflect: Seque
                                color=col, label=f"{cat} (simulation)")
         style.label_axes(ax, r"$a_1^2/\nu$", r"interpolation error $E(\gamma)$", legend=False,
                          title=f"{key}: $\\delta =$ {deltas[key]:.2f}, $n = {n}$, "
-                               f"$\\gamma = {atlas.GAMMA:g}$")
+                               f"equal $\\gamma/\\tau$")
     handles, labels = axes[0, 0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=4, fontsize=8)
 
-    steps = np.diff(atlas.mixture_theory(A.settings["random"], _FINE, atlas.GAMMA))
+    steps = np.diff(atlas.mixture_theory(A.settings["random"], _FINE, atlas.GAMMA, matched=True))
     monotone = np.all(steps < 0) or np.all(steps > 0)
     out: dict[str, Any] = {"random_monotone": Markdown("is monotone" if monotone else
                                                        "is not even monotone")}
@@ -254,10 +266,14 @@ def paired_deviations(*, names: Sequence[str], partners: Sequence[str], reflect:
     -------
     Figure
         Numbers, for the (group, setting) cells of :data:`SMALL` (``_small``) and of the strong
-        setting (``_strong``): ``n_cells_*``, ``n_sig_*`` (cells with ``max |z| >`` :data:`Z_MAX`),
+        setting (``_strong``): ``n_cells_*``, ``n_sig_*`` (cells with ``max |z|`` beyond
+        ``z_max``, the Student t threshold of the draws, :func:`~attn_lib.book.claims.threshold`),
         ``spread_*_median``, ``spread_*_max`` (relative spread in %); ``z_max``;
         ``sem_rel_small`` (median standard error of one mean, % of the mean); ``worst_small``
-        (Markdown: group and setting of the largest ``|z|``), ``worst_small_z``;
+        (Markdown: group and setting of the largest ``|z|``), ``worst_small_z``; ``pair_small``,
+        ``pair_small_se`` and ``pair_small_label`` (Markdown): the largest ``|paired
+        difference|`` of a member and its named function over :data:`SMALL`, in % of the DE,
+        its standard error and "member (setting)";
         ``verdict_small`` (the equivalence claim of :func:`_equality_claim`). In the strong setting, deviations from the DE
         in %: ``dev_cos_strong``, ``dev_sign_strong`` (partners, mean), ``dev_named_strong``
         (named functions, mean), ``dev_min_strong``/``dev_max_strong`` with
@@ -296,12 +312,19 @@ def _group_numbers(A: atlas.Atlas) -> dict[str, Any]:
     strong = summary[summary.setting == "strong"]
     ks_small = [list(A.settings).index(key) for key in SMALL]
     worst = small.loc[small["max |z|"].idxmax()]
-    n_sig_small = int((small["max |z|"] > Z_MAX).sum())
+    k = threshold(Z, A.attention.shape[2])
+    pairs = [(100 * m[j] / A.theory[idx[0], j], 100 * se[j] / A.theory[idx[0], j],
+              f"{A.labels[i]} ({key})")
+             for idx in A.groups().values() for i in idx[1:]
+             for m, se in [A.paired(i, idx[0])] for j, key in zip(ks_small, SMALL)]
+    big = max(pairs, key=lambda v: abs(v[0]))
     return {
-        "z_max": Z_MAX, "n_cells_small": len(small), "n_sig_small": n_sig_small,
+        "pair_small": float(big[0]), "pair_small_se": float(big[1]),
+        "pair_small_label": Markdown(big[2]),
+        "z_max": k, "n_cells_small": len(small), "n_sig_small": int((small["max |z|"] > k).sum()),
         "spread_small_max": 100 * small["rel. spread"].max(),
         "spread_small_median": 100 * small["rel. spread"].median(),
-        "n_cells_strong": len(strong), "n_sig_strong": int((strong["max |z|"] > Z_MAX).sum()),
+        "n_cells_strong": len(strong), "n_sig_strong": int((strong["max |z|"] > k).sum()),
         "spread_strong_median": 100 * strong["rel. spread"].median(),
         "spread_strong_max": 100 * strong["rel. spread"].max(),
         "sem_rel_small": 100 * float(np.median(A.sem[:, ks_small] / A.mean[:, ks_small])),
@@ -316,17 +339,19 @@ def _group_numbers(A: atlas.Atlas) -> dict[str, Any]:
 EQUAL_MARGIN = 10.0
 
 
-def _joint(verdicts: list[bool | None], what: str, margin: str) -> tuple[bool | None, str]:
+def _joint(verdicts: list[bool | None], what: str, margin: str,
+           draws: int) -> tuple[bool | None, str]:
     """Joint verdict of equivalence checks and its evidence.
 
     ``False`` if any check differs, ``True`` if all are shown equal, else undecided ``None``
     (``None`` for no checks); the evidence counts the ``what`` shown equal, shown to differ and
-    undecided against ``margin`` at :data:`Z` standard errors.
+    undecided against ``margin`` at the Student t threshold of ``draws`` draws.
     """
     holds = (None if not verdicts else False if False in verdicts
              else True if all(verdicts) else None)
     n_eq, n_diff = verdicts.count(True), verdicts.count(False)
-    return holds, (f"{len(verdicts)} {what} against a margin of {margin} at {Z:g} s.e.: "
+    return holds, (f"{len(verdicts)} {what} against a margin of {margin}, each at "
+                   f"{threshold(Z, draws):.3g} s.e. (t with {draws - 1} d.o.f.): "
                    f"{n_eq} shown equal, {n_diff} shown to differ by more, "
                    f"{len(verdicts) - n_eq - n_diff} undecided")
 
@@ -335,28 +360,27 @@ def _equality_claim(A: atlas.Atlas, ks: Sequence[int]) -> Claim:
     """Equivalence of every group member with its named function at the settings ``ks``.
 
     Per (member, setting) the paired difference in % of the named function's DE is tested by
-    :func:`~attn_lib.book.claims.equivalent` against :data:`EQUAL_MARGIN` at :data:`Z` standard
-    errors. ``holds`` is ``True`` when every pair is shown equal, ``False`` when some pair is
-    shown to differ by more, ``None`` otherwise (too little power). The prose picks its words
-    by the verdict (``required=False``).
+    :func:`~attn_lib.book.claims.equivalent` against :data:`EQUAL_MARGIN` at the Student t
+    threshold of the draws (the pairs of draws). ``holds`` is ``True`` when every pair is shown
+    equal, ``False`` when some pair is shown to differ by more, ``None`` otherwise (too little
+    power). The prose picks its words by the verdict (``required=False``).
     """
+    T = A.attention.shape[2]
     pairs = []
     for idx in A.groups().values():
         for i in idx[1:]:
             m, se = A.paired(i, idx[0])
             for k in ks:
                 scale = 100 / A.theory[idx[0], k]
-                pairs.append(equivalent("pair", m[k] * scale, se[k] * scale,
+                pairs.append(equivalent("pair", m[k] * scale, se[k] * scale, draws=T,
                                         margin=EQUAL_MARGIN, wording=("", "", "")))
     margin = f"{EQUAL_MARGIN:.0f} % of the error"
-    holds, evidence = _joint([c.holds for c in pairs], "(member, setting) pairs", margin)
+    holds, evidence = _joint([c.holds for c in pairs], "(member, setting) pairs", margin, T)
     return Claim("verdict_small", holds, evidence,
-                 (f"equal a₁²/ν gives simulated errors equal within {margin} (equivalence "
-                  f"at {Z:g} standard errors)",
-                  f"some functions of equal a₁²/ν differ by more than {margin}, beyond {Z:g} "
-                  f"standard errors",
-                  f"the draws can show neither that functions of equal a₁²/ν give errors equal "
-                  f"within {margin} nor that they differ by more (too little power)"),
+                 (f"equal a₁²/ν gives simulated errors equal within {margin}",
+                  f"some functions of equal a₁²/ν differ by more than {margin}",
+                  f"whether functions of equal a₁²/ν give errors equal within {margin} is not "
+                  f"decided at this profile (too few draws)"),
                  required=False)
 
 
@@ -396,7 +420,8 @@ def shift_ladder(*, names: Sequence[str], partners: Sequence[str], reflect: Sequ
         ``_se`` (the noise-corrected squared spread :func:`_spread_stat`, in squared percentage
         points, ± jackknife standard error); ``ladder_verdict``: the
         :func:`~attn_lib.book.claims.exceeds` claim ``q0 > q1`` (the spread shrinks as ``n``
-        grows), and ``ladder_conclusion`` (Markdown: what follows from its verdict).
+        grows; ``draws=trials``: the jackknife has ``trials - 1`` degrees of freedom), and
+        ``ladder_conclusion`` (Markdown: what follows from its verdict).
     """
     import matplotlib.pyplot as plt
     from IPython.display import Markdown
@@ -421,13 +446,10 @@ def shift_ladder(*, names: Sequence[str], partners: Sequence[str], reflect: Sequ
                          r"simulation minus DE (% of DE)", title=f"group of {label}, strong setting")
     spread = np.ptp(dev, axis=1)  # across all ladder members, per n
     q = [_spread_jackknife(100 * (run.attention[:, 0] / run.theory[:, :1] - 1)) for run in ladder]
-    wording = ("shrinks", "grows", "does not change beyond three standard errors")
-    if np.isfinite([q[0][1], q[-1][1]]).all():
-        verdict = exceeds("ladder_verdict", q[0][0], q[0][1], q[-1][0], q[-1][1], wording=wording,
-                          required=False)
-    else:
-        verdict = Claim("ladder_verdict", None, "fewer than three draws per size: no jackknife "
-                        "standard error", wording, required=False)
+    verdict = exceeds("ladder_verdict", q[0][0], q[0][1], q[-1][0], q[-1][1], draws=trials,
+                      required=False,
+                      wording=("shrinks", "grows", "neither shrinks nor grows beyond the noise "
+                               "of these draws (not decided at this profile)"))
     conclusion = {
         True: "The separation of functions with equal a₁²/ν is therefore a finite-δ effect, which "
               "the proportional limit removes as δ ∝ 1/√n falls; at a fixed size with a large SNR "
@@ -451,7 +473,7 @@ def _ladder(A: atlas.Atlas, trials: int, n_ladder: Sequence[int], seed: int,
     members = [A.entries[i] for idx in ladder_groups.values() for i in idx]
     strong_only = {"strong": A.settings["strong"]}
     ladder = [atlas.compute(members, strong_only, atlas.GAMMA, n=k, trials=trials, seed=seed,
-                            finite_size=finite_size) for k in n_ladder]
+                            finite_size=finite_size, matched=True) for k in n_ladder]
     return ladder_groups, members, ladder
 
 
@@ -478,13 +500,12 @@ def _jackknife(stat: Any, x: np.ndarray) -> tuple[float, float]:
     """``stat(x)`` and its delete-one jackknife standard error over the draws (last axis of ``x``).
 
     ``sqrt((T - 1) / T sum_t (stat_(t) - mean_t stat_(t))^2)`` with ``stat_(t)`` computed without
-    draw ``t``. Needs ``T >= 3`` draws (each jackknife sample keeps two); with fewer the standard
-    error is infinite.
+    draw ``t``. Needs ``T >= 3`` draws (each jackknife sample keeps two), else ``ValueError``.
     """
     T = x.shape[-1]
-    q = float(stat(x))
     if T < 3:
-        return q, float("inf")
+        raise ValueError(f"the jackknife needs at least 3 draws, got {T}")
+    q = float(stat(x))
     loo = np.array([stat(np.delete(x, t, axis=-1)) for t in range(T)])
     return q, float(np.sqrt((T - 1) / T * np.sum((loo - loo.mean()) ** 2)))
 
@@ -588,20 +609,24 @@ def _finite_numbers(A: atlas.Atlas, k: int) -> dict[str, Any]:
 
     ``fs_r2_gain``: claim (:func:`~attn_lib.book.claims.exceeds`, required) that the share of
     variance explained by the finite-size theory exceeds the DE's; the difference of the two
-    shares with its jackknife standard error over the draws (:func:`_jackknife`: the same draws
-    enter both). ``fs_within_r2`` and ``fs_within_r2_se`` (Markdown, "± se"): the share of the
-    variance within the groups of equal ``a1^2 / nu`` (the DE's is 0), jackknife standard
-    error. ``fs_spread_median``, ``fs_spread_max``: relative spread of the finite-size theory
-    within a group (:func:`_relative_spreads`, %). ``fs_dev_max``, ``fs_dev_max_rel``,
+    shares (``fs_r2_gain_value``) with its jackknife standard error (``fs_r2_gain_se``) over the
+    draws (:func:`_jackknife`: the same draws
+    enter both; ``draws`` the number of draws). ``fs_within_r2`` and ``fs_within_r2_se``: the
+    share of the variance within the groups of equal ``a1^2 / nu`` (the DE's is 0) and its
+    jackknife standard error. ``fs_spread_median``, ``fs_spread_max``: relative spread of the
+    finite-size theory within a group (:func:`_relative_spreads`, %). ``fs_dev_max``, ``fs_dev_max_rel``,
     ``fs_dev_max_z``, ``fs_dev_max_label``: the largest ``|MC - FS|``, in % of FS, in standard
     errors, and its function; ``fs_dev_median``, ``de_dev_median``: median ``|MC - T| / T`` in
-    % for either theory; ``fs_n_beyond`` of ``fs_n_f``: functions beyond :data:`Z` standard
-    errors; ``fs_agrees``: the equivalence claim of :func:`_agreement_claim`;
-    ``fs_cos_above``: claim (reported) that the finite-size theory lies above the simulated
-    cosine partners, on the mean of ``MC / FS - 1`` over them (in %, its evidence), with the
-    standard error over the draws of its per-draw value (the partners share their draws).
+    % for either theory; ``fs_n_beyond`` of ``fs_n_f``: functions beyond the Student t
+    threshold of the draws; ``fs_agrees``: the equivalence claim of :func:`_agreement_claim`;
+    ``fs_cos_dev``, ``fs_cos_dev_se``: the mean of ``MC / FS - 1`` (in %) over the cosine
+    partners and its standard error over the draws of its per-draw value (the partners share
+    their draws); ``fs_cos_above``: claim (reported, :func:`~attn_lib.book.claims.less`) that
+    the simulation lies below the finite-size theory there, ``fs_cos_dev < 0``.
     """
     from IPython.display import Markdown
+
+    T = A.attention.shape[2]
 
     def share(att: np.ndarray, theory: str, within: bool = False) -> float:
         return float(dataclasses.replace(A, attention=att).explained(theory, within)[k])
@@ -617,67 +642,84 @@ def _finite_numbers(A: atlas.Atlas, k: int) -> dict[str, Any]:
     cos = _categories(A) == "partner [cos]"
     per_draw = 100 * (A.attention[cos, k] / A.finite[cos, k, None] - 1).mean(axis=0)   # (T,)
     wording = ("explains more of the variance than", "explains less of the variance than",
-               "explains neither more nor less of the variance, beyond the noise, than")
+               "is not decided at this profile to explain more or less of the variance than")
     return {
-        "fs_r2_gain": (exceeds("fs_r2_gain", gain[0], gain[1], wording=wording)
-                       if np.isfinite(gain[1]) else
-                       Claim("fs_r2_gain", None, f"difference {gain[0]:+.3g}; fewer than three "
-                             "draws: no jackknife standard error", wording)),
-        "fs_within_r2": within[0],
-        "fs_within_r2_se": Markdown(f"± {within[1]:.2f}" if np.isfinite(within[1]) else
-                                    "(fewer than three draws: no standard error)"),
+        "fs_r2_gain_value": gain[0], "fs_r2_gain_se": gain[1],
+        "fs_r2_gain": exceeds("fs_r2_gain", gain[0], gain[1], draws=T, wording=wording),
+        "fs_within_r2": within[0], "fs_within_r2_se": within[1],
         "fs_spread_median": 100 * float(np.median(fs_rel)),
         "fs_spread_max": 100 * float(fs_rel.max()),
         "fs_dev_max": float(diff[worst]), "fs_dev_max_rel": 100 * float(abs(dev[worst])),
         "fs_dev_max_z": float(z[worst]), "fs_dev_max_label": Markdown(A.labels[worst]),
         "fs_dev_median": 100 * float(np.median(np.abs(dev))),
         "de_dev_median": 100 * float(np.median(np.abs(A.deviation("limit")[0][:, k]))),
-        "fs_n_beyond": int((z > Z).sum()), "fs_n_f": len(A.entries),
-        "fs_agrees": _agreement_claim(dev, se),
-        "fs_cos_above": exceeds("fs_cos_above", -float(per_draw.mean()),
-                                float(standard_error(per_draw, axis=0)), required=False,
-                                wording=("lies above", "lies below", "is within the noise of")),
+        "fs_n_beyond": int((z > threshold(Z, T)).sum()), "fs_n_f": len(A.entries),
+        "fs_agrees": _agreement_claim(dev, se, T),
+        "fs_cos_dev": float(per_draw.mean()),
+        "fs_cos_dev_se": float(standard_error(per_draw, axis=0)),
+        "fs_cos_above": less("fs_cos_above", float(per_draw.mean()),
+                             float(standard_error(per_draw, axis=0)), draws=T, required=False,
+                             wording=("lies below", "lies above",
+                                      "is not decided at this profile to lie above or below")),
     }
 
 
-def _agreement_claim(dev: np.ndarray, se: np.ndarray) -> Claim:
+def _agreement_claim(dev: np.ndarray, se: np.ndarray, draws: int) -> Claim:
     """Equivalence of the simulated mean and the finite-size theory for every function.
 
     Per function ``(MC - FS) / FS`` in % is tested by :func:`~attn_lib.book.claims.equivalent`
-    against :data:`FS_MARGIN` at :data:`Z` standard errors; ``holds`` as in
+    against :data:`FS_MARGIN` at the Student t threshold of ``draws``; ``holds`` as in
     :func:`_equality_claim` (all shown equal, some shown to differ by more, otherwise
     undecided). Reported (``required=False``).
     """
-    verdicts = [equivalent("fs", 100 * d, 100 * s, margin=FS_MARGIN, wording=("", "", "")).holds
-                for d, s in zip(dev, se)]
+    verdicts = [equivalent("fs", 100 * d, 100 * s, margin=FS_MARGIN, draws=draws,
+                           wording=("", "", "")).holds for d, s in zip(dev, se)]
     margin = f"{FS_MARGIN:.0f} % of the theory"
-    holds, evidence = _joint(verdicts, "functions", margin)
+    holds, evidence = _joint(verdicts, "functions", margin, draws)
     return Claim("fs_agrees", holds, evidence,
-                 (f"agrees with the finite-size theory within {margin} for every function "
-                  f"(equivalence at {Z:g} standard errors)",
+                 (f"agrees with the finite-size theory within {margin} for every function",
                   f"differs from the finite-size theory by more than {margin} for some "
-                  f"functions, beyond {Z:g} standard errors",
-                  f"cannot be shown to agree with the finite-size theory within {margin} for "
-                  f"every function (too little power), nor to differ by more"),
+                  f"functions",
+                  f"agreement with the finite-size theory within {margin} for every function "
+                  f"is not decided at this profile (too few draws)"),
                  required=False)
 
 
 def reflection(*, names: Sequence[str], partners: Sequence[str], reflect: Sequence[str],
                n_sweep: int, n: int, trials: int, seed: int = 0) -> dict[str, Any]:
-    r"""The paired difference of ReLU and its reflection ``ReLU(-t)`` in the simulation.
+    r"""The paired difference of ``ReLU(-t)`` and ReLU in the simulation, in % of the DE.
 
     Returns
     -------
     dict
-        ``refl_z_small``, ``refl_rel_small`` (largest ``|z|`` and ``|difference|`` in % of the
-        DE over the settings of :data:`SMALL`), ``refl_z_strong``, ``refl_rel_strong`` (the
-        same in the strong setting).
+        ``refl_<setting>`` and ``refl_se_<setting>`` (the paired difference ``ReLU(-t) -
+        ReLU`` in % of the DE and its standard error over the draws); ``refl_small_worst``
+        (Markdown: the setting of :data:`SMALL` with the largest ``|difference|``) and its
+        ``refl_worst``, ``refl_worst_se``; claim ``refl_equal`` (reported): the difference is
+        within :data:`EQUAL_MARGIN` % in every setting of :data:`SMALL`
+        (:func:`~attn_lib.book.claims.equivalent` at the Student t threshold of the draws, the
+        joint verdict of :func:`_joint`).
     """
+    from IPython.display import Markdown
+
     A = _load(names, partners, reflect, n_sweep, n, trials, seed)
+    T = A.attention.shape[2]
     i, j = A.labels.index("relu"), A.labels.index("relu(-t)")
     m, se = A.paired(j, i)
-    rel = 100 * np.abs(m) / A.theory[i]
-    z = np.abs(m) / se
+    rel, rel_se = 100 * m / A.theory[i], 100 * se / A.theory[i]
+    out: dict[str, Any] = {}
+    for k, key in enumerate(A.settings):
+        out[f"refl_{key}"], out[f"refl_se_{key}"] = float(rel[k]), float(rel_se[k])
     ks = [list(A.settings).index(key) for key in SMALL]
-    return {"refl_z_small": z[ks].max(), "refl_rel_small": rel[ks].max(),
-            "refl_z_strong": z[-1], "refl_rel_strong": rel[-1]}
+    worst = ks[int(np.argmax(np.abs(rel[ks])))]
+    out.update(refl_small_worst=Markdown(list(A.settings)[worst]),
+               refl_worst=float(rel[worst]), refl_worst_se=float(rel_se[worst]))
+    margin = f"{EQUAL_MARGIN:.0f} % of the error"
+    holds, evidence = _joint([equivalent("refl", rel[k], rel_se[k], margin=EQUAL_MARGIN,
+                                         draws=T, wording=("", "", "")).holds for k in ks],
+                             "settings", margin, T)
+    out["refl_equal"] = Claim("refl_equal", holds, evidence,
+                              (f"equal within {margin}", f"different by more than {margin}",
+                               f"not decided at this profile to be equal within {margin}"),
+                              required=False)
+    return out

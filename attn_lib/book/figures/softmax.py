@@ -7,7 +7,10 @@ scale, :func:`attn_lib.studies.sweeps.feature_scale`; ``g`` shared). The studies
 :mod:`attn_lib.studies.softmax`; lines are the proportional-limit theory
 (:mod:`attn_lib.theory.softmax`), markers Monte Carlo (mean ± one standard error over draws).
 Random inputs are ``mu = 0`` at ``c = 1`` (:data:`RANDOM`); the structured section has ``c =
-1/2`` and weights of norm 2, orthogonal to or aligned with ``mu`` (:data:`GEOMETRIES`).
+1/2`` and weights of norm 2, orthogonal to or aligned with ``mu`` (:data:`GEOMETRIES`). Every
+claim built from Monte Carlo draws is decided at the Student t quantile of its number of draws
+(``draws=trials``, :func:`attn_lib.book.claims.threshold`); its wording for the undecided case
+says that this profile does not decide it.
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ RANDOM: dict[str, float] = dict(c=1.0)
 BETAS = (0.5, 1.0, 1.5)
 #: The ``g = gamma / tau`` quoted in the prose.
 G_REPORT = 0.1
-#: The issue's bound on ``|theory - MC|`` in the regular regime (its maximum target).
+#: The accuracy asked of a theory of softmax in its regular regime: the largest ``|theory - MC|``
+#: over the informative points (the grid of :doc:`derivation_softmax` meets it at ``beta <= 1``).
 MARGIN = 0.02
 #: Where the theory is informative: simulated errors in this range (not saturated).
 INFORMATIVE = (0.05, 0.95)
@@ -48,8 +52,12 @@ GEOMETRIES: dict[str, dict[str, float]] = {
     r"$w \perp \mu$": dict(wk_norm=2.0, wq_norm=2.0, cos_mu_wk=0.0, cos_mu_wq=0.0),
     r"aligned": dict(wk_norm=2.0, wq_norm=2.0),
 }
-#: ``beta delta`` above which the proportional limit is not claimed (the issue's regular regime).
+#: ``beta delta`` above which the proportional limit is not claimed (the regular regime of the
+#: grid of settings in :doc:`derivation_softmax`).
 BETA_DELTA_MAX = 0.3
+#: Wording of "within MARGIN of" claims (equivalence tests).
+_FITS = (f"within {MARGIN:g} of", f"farther than {MARGIN:g} from",
+         f"not decided at this profile to be within {MARGIN:g} of")
 
 
 def _random(beta: float, mask: bool = True, c: float | None = None) -> Setting:
@@ -156,11 +164,13 @@ def random_inputs(*, n: int, trials: int, seed: int, n_gamma: int) -> Figure:
         Numbers, for ``b`` in ``05``, ``10``, ``15`` (``beta`` = 0.5, 1, 1.5): ``err_b``,
         ``err_se_b`` (largest ``|theory - MC|`` of softmax over the informative points, its
         s.e.), ``ew_err_b`` (the same for the entry-wise kernel), claims ``fits_b`` and
-        ``ew_fits_b`` (equivalence within :data:`MARGIN` at those points), ``gap_b`` (softmax
-        minus ridge at ``g = 0.1``, paired) and claim ``worse_b``; ``sm_ew_b`` (softmax minus
-        entry-wise at ``g = 0.1``, paired) and claim ``above_ew_b``; ``theory_gap_min`` (the
+        ``ew_fits_b`` (equivalence within :data:`MARGIN` at those points), ``gap_b`` and
+        ``gap_se_b`` (softmax minus ridge at ``g = 0.1``, paired, and its standard error) and
+        claim ``worse_b``; ``sm_ew_b``, ``sm_ew_se_b`` (softmax minus entry-wise at ``g =
+        0.1``, paired) and claim ``above_ew_b``; ``theory_gap_min`` (the
         smallest softmax-minus-ridge gap of the limits at ``g = 0.1``) and claim
-        ``theory_worse`` (exact: every such gap is positive); ``trials``.
+        ``theory_worse`` (exact: every such gap is positive); ``grade_worse`` (Markdown, the
+        verdict on "worse than ridge" from those claims, :func:`_grade`); ``trials``.
     """
     g = _grid(n_gamma)
     k = _k(g)
@@ -189,24 +199,24 @@ def random_inputs(*, n: int, trials: int, seed: int, n_gamma: int) -> Figure:
         ew_err, ew_se, _ = _worst(cmp, "entrywise")
         out[f"ew_err_{b}"] = ew_err
         out[f"ew_fits_{b}"] = claims.equivalent(
-            f"ew_fits_{b}", ew_err, ew_se, margin=MARGIN, required=False,
-            wording=(f"within {MARGIN:g} of", f"farther than {MARGIN:g} from",
-                     f"not resolved within {MARGIN:g} of"))
+            f"ew_fits_{b}", ew_err, ew_se, margin=MARGIN, draws=trials, required=False,
+            wording=_FITS)
         out[f"fits_{b}"] = claims.equivalent(
-            f"fits_{b}", err, se, margin=MARGIN, required=False,
-            wording=(f"within {MARGIN:g} of", f"farther than {MARGIN:g} from",
-                     f"not resolved within {MARGIN:g} of"))
+            f"fits_{b}", err, se, margin=MARGIN, draws=trials, required=False, wording=_FITS)
         gap = cmp.softmax[:, k] - cmp.ridge[:, k]
-        out[f"gap_{b}"] = float(gap.mean())
+        out[f"gap_{b}"], out[f"gap_se_{b}"] = float(gap.mean()), float(standard_error(gap, axis=0))
         th_gaps.append(float(cmp.theory_softmax[k] - cmp.theory_ridge[k]))
         out[f"worse_{b}"] = claims.exceeds(
-            f"worse_{b}", float(gap.mean()), float(standard_error(gap, axis=0)),
-            wording=("is worse than", "is better than", "is not distinguishable from"))
+            f"worse_{b}", out[f"gap_{b}"], out[f"gap_se_{b}"], draws=trials,
+            wording=("is worse than", "is better than",
+                     "is not decided at this profile to be worse or better than"))
         above = cmp.softmax[:, k] - cmp.entrywise[:, k]
         out[f"sm_ew_{b}"] = float(above.mean())
+        out[f"sm_ew_se_{b}"] = float(standard_error(above, axis=0))
         out[f"above_ew_{b}"] = claims.exceeds(
-            f"above_ew_{b}", float(above.mean()), float(standard_error(above, axis=0)),
-            required=False, wording=("above", "below", "not distinguishable from"))
+            f"above_ew_{b}", out[f"sm_ew_{b}"], out[f"sm_ew_se_{b}"], draws=trials,
+            required=False, wording=("lies above", "lies below",
+                                     "is not decided at this profile to lie above or below"))
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=6, fontsize=8)
     out["theory_gap_min"] = min(th_gaps)
@@ -214,7 +224,25 @@ def random_inputs(*, n: int, trials: int, seed: int, n_gamma: int) -> Figure:
         "theory_worse", min(th_gaps) > 0,
         "limit gaps at g = 0.1: " + ", ".join(f"{v:.3f}" for v in th_gaps),
         wording=("predicts", "does not predict", "does not predict"))
+    out["grade_worse"] = _grade([out[f"worse_{b}"] for b in ("05", "10", "15")]
+                                + [out["theory_worse"]])
     return Figure(fig, out)
+
+
+def _grade(found: Sequence[claims.Claim], partly: Sequence[claims.Claim] = ()) -> Any:
+    """The verdict on a claim of the paper from the findings behind it (Markdown, in bold).
+
+    *contradicted* if a finding of ``found`` is, *not decided at this profile* if one is
+    undecided, *partly* if all of ``found`` hold but one of ``partly`` (the stronger form) does
+    not, else *demonstrated*.
+    """
+    from IPython.display import Markdown
+
+    verdicts = [c.holds for c in found]
+    word = ("contradicted" if False in verdicts else "not decided at this profile"
+            if None in verdicts else "partly" if not all(c.holds for c in partly)
+            else "demonstrated")
+    return Markdown(f"**{word}**")
 
 
 def structured(*, n: int, trials: int, seed: int, snrs: Sequence[float],
@@ -238,7 +266,14 @@ def structured(*, n: int, trials: int, seed: int, snrs: Sequence[float],
     Figure
         Numbers: ``gap_perp``, ``gap_aligned`` (paired gaps at the last SNR) with ``gap_perp_se``,
         ``gap_aligned_se``; claims ``perp_worse`` (``gap_perp > 0``), ``aligned_closes``
-        (``gap_perp > gap_aligned``), ``aligned_reverses`` (``gap_aligned < 0``, not required);
+        (``gap_aligned < gap_perp``, :func:`~attn_lib.book.claims.less`), ``aligned_reverses``
+        (``gap_aligned < 0``, not required); the same gaps of the limit theory at the last SNR,
+        ``th_gap_perp``, ``th_gap_aligned``, with the exact claims ``limit_closes``
+        (``th_gap_aligned < th_gap_perp``) and ``limit_reverses`` (``th_gap_aligned < 0``, not
+        required: in the proportional limit it does not) and the finite-size theory's
+        ``fs_gap_aligned`` (``nan`` where refused); ``grade_align`` (Markdown, :func:`_grade`:
+        the gap closes in the limit and in the simulation; *partly* unless the limit reverses it
+        too);
         ``bd_aligned`` (``beta delta`` of the aligned setting at the last SNR), ``bd_perp``;
         ``th_mc_aligned`` (``|theory - MC|`` of softmax there) and claim ``limit_misses``
         (beyond :data:`MARGIN`), ``th_mc_perp``, ``th_mc_se``;
@@ -305,24 +340,25 @@ def structured(*, n: int, trials: int, seed: int, snrs: Sequence[float],
     out: dict[str, Any] = {
         "gap_perp": float(gp.mean()), "gap_aligned": float(ga.mean()),
         "gap_perp_se": sp, "gap_aligned_se": sa,
-        "perp_worse": claims.exceeds("perp_worse", float(gp.mean()), sp,
+        "perp_worse": claims.exceeds("perp_worse", float(gp.mean()), sp, draws=trials,
                                      wording=("is worse than", "is better than",
-                                              "is not distinguishable from")),
-        "aligned_closes": claims.exceeds(
-            "aligned_closes", float(gp.mean()), sp, float(ga.mean()), sa,
-            wording=("smaller", "larger", "not distinguishably smaller")),
-        "aligned_reverses": claims.exceeds("aligned_reverses", 0.0, sa, float(ga.mean()),
-                                           required=False,
-                                           wording=("reverses", "does not reverse",
-                                                    "is not resolved from zero")),
+                                              "is not decided at this profile to be worse or "
+                                              "better than")),
+        "aligned_closes": claims.less(
+            "aligned_closes", float(ga.mean()), sa, float(gp.mean()), sp, draws=trials,
+            wording=("smaller", "larger", "not decided at this profile to be smaller or larger")),
+        "aligned_reverses": claims.less("aligned_reverses", float(ga.mean()), sa, draws=trials,
+                                        required=False,
+                                        wording=("reverses", "does not reverse",
+                                                 "is not decided at this profile to reverse")),
         "bd_aligned": float(beta * res["aligned"][0][-1].delta(n)),
         "bd_perp": float(beta * res[r"$w \perp \mu$"][0][-1].delta(n)),
         "th_mc_aligned": float(abs(al_last.mean("softmax")[0] - al_last.theory_softmax[0])),
         "limit_misses": claims.exceeds(
             "limit_misses", float(abs(al_last.mean("softmax")[0] - al_last.theory_softmax[0])),
-            float(al_last.sem("softmax")[0]), MARGIN, required=False,
+            float(al_last.sem("softmax")[0]), MARGIN, draws=trials, required=False,
             wording=(f"misses it by more than {MARGIN:g}", f"follows it within {MARGIN:g}",
-                     f"is not resolved from a miss of {MARGIN:g}")),
+                     f"is not decided at this profile to miss it by more than {MARGIN:g}")),
         "th_mc_perp": float(abs(last["perp"].mean("softmax")[0] - last["perp"].theory_softmax[0])),
         "th_mc_se": float(max(al_last.sem("softmax")[0], last["perp"].sem("softmax")[0])),
         "sm_first": float(al_first.theory_softmax[0]), "sm_last": float(al_last.theory_softmax[0])}
@@ -331,6 +367,23 @@ def structured(*, n: int, trials: int, seed: int, snrs: Sequence[float],
         f"limit {out['sm_first']:.3f} at SNR {snrs[0]:g}, {out['sm_last']:.3f} at SNR {snrs[-1]:g}",
         wording=("falls", "does not fall", "does not fall"))
     out["tail"] = sm_theory.tail(res["aligned"][0][-1], n)
+    th_last = {key: study.compare_theory(res[name][0][-1], g, n=n)
+               for key, name in (("perp", r"$w \perp \mu$"), ("aligned", "aligned"))}
+    out["th_gap_perp"], out["th_gap_aligned"] = (
+        float(th_last[key]["softmax"][0] - th_last[key]["ridge"][0]) for key in ("perp", "aligned"))
+    fin = th_last["aligned"]["finite"]
+    out["fs_gap_aligned"] = (float("nan") if fin is None else
+                             float(fin[0] - th_last["aligned"]["ridge"][0]))
+    limit = (f"limit gaps at SNR {snrs[-1]:g}: aligned {out['th_gap_aligned']:+.4f}, "
+             f"orthogonal {out['th_gap_perp']:+.4f} (theory)")
+    out["limit_closes"] = claims.exact(
+        "limit_closes", out["th_gap_aligned"] < out["th_gap_perp"], limit,
+        wording=("closes", "does not close", "does not close"))
+    out["limit_reverses"] = claims.exact(
+        "limit_reverses", out["th_gap_aligned"] < 0, limit, required=False,
+        wording=("reverses", "does not reverse", "does not reverse"))
+    out["grade_align"] = _grade([out["limit_closes"], out["aligned_closes"]],
+                                partly=[out["limit_reverses"]])
 
     def fs_miss(cmp: study.Comparison) -> tuple[float, float]:
         if cmp.theory_finite is None:
@@ -342,14 +395,15 @@ def structured(*, n: int, trials: int, seed: int, snrs: Sequence[float],
     fs_all = [fs_miss(c) for name in GEOMETRIES for c in res[name][1]]
     fs_max, fs_max_se = max(fs_all, key=lambda v: -np.inf if np.isnan(v[0]) else v[0])
     follows = (f"follows it within {MARGIN:g}", f"misses it by more than {MARGIN:g}",
-               f"is not resolved within {MARGIN:g} of it")
+               f"is not decided at this profile to follow it within {MARGIN:g}")
 
     def fs_claim(name: str, d: float, se: float) -> claims.Claim:
         if np.isnan(d):     # refused: undecided, with the reason as evidence
             return claims.Claim(name, None, f"not computed: the finite-size theory refuses "
                                 f"2 beta ||M_r|| / sqrt(p) = {out['tail']:.3g} >= 1",
                                 follows, False)
-        return claims.equivalent(name, d, se, margin=MARGIN, required=False, wording=follows)
+        return claims.equivalent(name, d, se, margin=MARGIN, draws=trials, required=False,
+                                 wording=follows)
 
     out.update(fs_mc_aligned=fs_al, fs_mc_max=fs_max,
                fs_follows=fs_claim("fs_follows", fs_al, fs_al_se),
@@ -384,12 +438,14 @@ def breakdown(*, n_ladder: Sequence[int], trials: int, seed: int, n_gamma: int,
         ``err_beta_max_se`` (the largest ``|theory - MC|`` at the largest ``beta``, last ``n``),
         ``err_beta_one`` (at ``beta = 1`` if present, else the first ``beta``); claim
         ``breaks`` (that error beyond :data:`MARGIN`); ``beta_break`` (the first ``beta``
-        whose largest error exceeds :data:`MARGIN` by 3 s.e.; ``nan`` if none);
-        ``eps_ratio_first``, ``eps_ratio_last`` (measured over predicted spread of ``eps`` at the
-        smallest and largest ``beta``, last ``n``); ``eps_pred_last`` (predicted spread there);
-        claims ``eps_agrees`` (the first ratio within 10 % of one) and ``eps_below`` (the last
-        below one); ``err_small_first``, ``err_small_last`` (the largest error at the smallest
-        ``beta``, first and last ``n``) and claim ``small_falls`` (it falls with ``n``);
+        whose largest error exceeds :data:`MARGIN` beyond the Student t threshold of the draws;
+        ``nan`` if none);
+        ``eps_ratio_first``, ``eps_ratio_last`` and their ``_se`` (measured over predicted
+        spread of ``eps`` at the smallest and largest ``beta``, last ``n``); ``eps_pred_last``
+        (predicted spread there); claims ``eps_agrees`` (the first ratio within 10 % of one)
+        and ``eps_below`` (the last below one, :func:`~attn_lib.book.claims.less`);
+        ``err_small_first``, ``err_small_last`` and their ``_se`` (the largest error at the
+        smallest ``beta``, first and last ``n``) and claim ``small_falls`` (it falls with ``n``);
         the finite-size theory's ``fs_err_small_first``, ``fs_err_small_last`` (its largest
         error at the smallest ``beta``, first and last ``n``) and claim ``fs_small_fits``
         (the last within :data:`MARGIN`), ``fs_err_beta_one`` (its largest error at ``beta = 1``,
@@ -439,34 +495,39 @@ def breakdown(*, n_ladder: Sequence[int], trials: int, seed: int, n_gamma: int,
     axes[1].legend(fontsize=7)
     n = ns[-1]
     e, se = errs[n], ses[n]
-    broken = [b for b, v, s_ in zip(betas, e, se) if v - 3 * s_ > MARGIN]
+    k_t = claims.threshold(claims.Z, trials)
+    broken = [b for b, v, s_ in zip(betas, e, se) if v - k_t * s_ > MARGIN]
     j1 = betas.index(1.0) if 1.0 in betas else 0
     return Figure(fig, {
         "sqrt_log_n": float(np.sqrt(np.log(n))), "beta_max": betas[-1], "n_small": ns[0],
         "n_large": n,
         "err_beta_max": float(e[-1]), "err_beta_max_se": float(se[-1]),
         "err_beta_one": float(e[j1]),
-        "breaks": claims.exceeds("breaks", float(e[-1]), float(se[-1]), MARGIN, required=False,
+        "breaks": claims.exceeds("breaks", float(e[-1]), float(se[-1]), MARGIN, draws=trials,
+                                 required=False,
                                  wording=(f"farther than {MARGIN:g} from", f"within {MARGIN:g} of",
-                                          f"not resolved from {MARGIN:g} of")),
+                                          f"not decided at this profile to be farther than "
+                                          f"{MARGIN:g} from")),
         "beta_break": float(broken[0]) if broken else float("nan"),
         "eps_ratio_first": float(ratios[n][0]), "eps_ratio_last": float(ratios[n][-1]),
+        "eps_ratio_first_se": float(eps_se[n][0]), "eps_ratio_last_se": float(eps_se[n][-1]),
         "eps_pred_last": float(preds[n][-1]),
         "err_small_first": float(errs[ns[0]][0]), "err_small_last": float(e[0]),
-        "small_falls": claims.exceeds(
-            "small_falls", float(errs[ns[0]][0]), float(ses[ns[0]][0]), float(e[0]), float(se[0]),
-            wording=("falls", "rises", "does not change distinguishably")),
+        "err_small_first_se": float(ses[ns[0]][0]), "err_small_last_se": float(se[0]),
+        "small_falls": claims.less(
+            "small_falls", float(e[0]), float(se[0]), float(errs[ns[0]][0]), float(ses[ns[0]][0]),
+            draws=trials, wording=("falls", "rises", "is not decided at this profile to fall")),
         "eps_agrees": claims.equivalent(
             "eps_agrees", float(ratios[n][0]), float(eps_se[n][0]), 1.0, margin=0.1,
-            wording=("within 10 % of", "farther than 10 % from", "not resolved within 10 % of")),
-        "eps_below": claims.exceeds(
-            "eps_below", 1.0, 0.0, float(ratios[n][-1]), float(eps_se[n][-1]),
-            wording=("below", "above", "not distinguishable from")),
+            draws=trials, wording=("within 10 % of", "farther than 10 % from",
+                                   "not decided at this profile to be within 10 % of")),
+        "eps_below": claims.less(
+            "eps_below", float(ratios[n][-1]), float(eps_se[n][-1]), 1.0, draws=trials,
+            wording=("below", "above", "not decided at this profile to be below")),
         "fs_err_small_first": float(fs_errs[ns[0]][0]), "fs_err_small_last": float(fs_errs[n][0]),
         "fs_small_fits": claims.equivalent(
             "fs_small_fits", float(fs_errs[n][0]), float(fs_ses[n][0]), margin=MARGIN,
-            required=False, wording=(f"within {MARGIN:g} of", f"farther than {MARGIN:g} from",
-                                     f"not resolved within {MARGIN:g} of")),
+            draws=trials, required=False, wording=_FITS),
         "fs_err_beta_one": float(fs_errs[n][j1]),
         "fs_lim_beta_max": fs_lim[n, betas[-1]], "tail_max": float(max(tails))})
 
@@ -522,8 +583,9 @@ def mask(*, n: int, trials: int, seed: int, n_gamma: int, p_ladder: Sequence[int
         ``p`` of ``p_ladder``, ``p_first``, ``p_last``; ``b`` in ``05``, ``10``),
         ``swp_<b>_first``, ``swp_<b>_last`` (the limit); ``sw_dev`` (largest
         ``|simulated - limit|``); ``um_ridge`` (largest ``|unmasked - ridge|`` over ``g``,
-        paired) and claim ``um_is_ridge`` (within 0.01 at ``g = 0.1``); ``mask_gap`` (masked
-        minus unmasked at ``g = 0.1``) and claim ``mask_matters``.
+        paired), ``um_diff`` and ``um_diff_se`` (unmasked minus ridge at ``g = 0.1``, paired)
+        and claim ``um_is_ridge`` (within 0.01 there); ``mask_gap`` and ``mask_gap_se`` (masked
+        minus unmasked at ``g = 0.1``, paired) and claim ``mask_matters``.
     """
     ps = [check_int(v, "p_ladder") for v in p_ladder]
     fig, axes = plt.subplots(1, 2, figsize=(10.5, 4.0))
@@ -565,14 +627,18 @@ def mask(*, n: int, trials: int, seed: int, n_gamma: int, p_ladder: Sequence[int
     axes[1].legend(fontsize=8)
     d = cmp.unmasked - cmp.ridge
     out["um_ridge"] = float(np.max(np.abs(d.mean(axis=0))))
+    out["um_diff"] = float(d[:, k].mean())
+    out["um_diff_se"] = float(standard_error(d[:, k], axis=0))
     out["um_is_ridge"] = claims.equivalent(
-        "um_is_ridge", float(d[:, k].mean()), float(standard_error(d[:, k], axis=0)), margin=0.01,
-        wording=("within 0.01 of", "farther than 0.01 from", "not resolved within 0.01 of"))
+        "um_is_ridge", out["um_diff"], out["um_diff_se"], margin=0.01, draws=trials,
+        wording=("within 0.01 of", "farther than 0.01 from",
+                 "not decided at this profile to be within 0.01 of"))
     m = cmp.softmax[:, k] - cmp.unmasked[:, k]
-    out["mask_gap"] = float(m.mean())
+    out["mask_gap"], out["mask_gap_se"] = float(m.mean()), float(standard_error(m, axis=0))
     out["mask_matters"] = claims.exceeds(
-        "mask_matters", float(m.mean()), float(standard_error(m, axis=0)),
-        wording=("above", "below", "not distinguishable from"))
+        "mask_matters", out["mask_gap"], out["mask_gap_se"], draws=trials,
+        wording=("lies above", "lies below",
+                 "is not decided at this profile to lie above or below"))
     return Figure(fig, out)
 
 
@@ -626,8 +692,9 @@ def spectrum(*, n_ladder: Sequence[int], trials: int, seed: int, beta: float = 1
     out: dict[str, Any] = {"spectrum_trials": trials}
     for i, end in ((0, "first"), (-1, "last")):
         out[f"w1_{end}"], out[f"w1_se_{end}"], out[f"n_{end}"] = w1[i], w1_se[i], ns[i]
-    out["w1_falls"] = claims.exceeds("w1_falls", w1[0], w1_se[0], w1[-1], w1_se[-1],
-                                     wording=("falls", "rises", "does not change distinguishably"))
+    out["w1_falls"] = claims.less("w1_falls", w1[-1], w1_se[-1], w1[0], w1_se[0], draws=trials,
+                                  wording=("falls", "rises", "is not decided at this profile to "
+                                           "fall"))
     out["top_sm"] = float(r["softmax"][:, 0].mean())
     out["top_ge"] = float(r["equivalent"][:, 0].mean())
     return Figure(fig, out)
