@@ -51,7 +51,7 @@ def test_limit_theory_never_below_the_rank_bound(c):
     bound = np.array([(1 - s.c) / (1 + s.snr) for s in settings])
     assert np.all(E > bound - 1e-9)
     zero = np.array([s.snr == 0 for s in settings])
-    np.testing.assert_allclose(E[zero], 1 - c, atol=1e-7)          # equality without signal
+    np.testing.assert_allclose(E[zero], 1 - c, atol=5e-5)  # equality without signal, up to O(gamma)
     assert np.max(E - bound) > 0.15                                  # a1 = 0 is far above it
     # the ridge theory reaches the bound itself
     np.testing.assert_allclose(sweeps.equivalents(settings[:3], 1e-7, model="ridge"),
