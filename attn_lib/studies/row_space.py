@@ -2,16 +2,16 @@ r"""The row-space bound: at ``c < 1`` the ridgeless error of ``Phi = X K`` again
 
 As ``gamma -> 0`` the interpolation error ``E(gamma) = gamma^2 y^T Q^2 y / n`` of features
 ``Phi`` (``p x n``) tends to the label energy outside the row space of ``Phi``,
-
-    E(0+) = |y - P y|^2 / n,      P the orthogonal projector onto range(Phi^T) (in R^n),
-
-and ``E(gamma)`` does not decrease with ``gamma``. For ``Phi = X K`` the row space is
+``E(0+) = |y - P y|^2 / n`` with ``P`` the orthogonal projector onto ``range(Phi^T)`` (in
+``R^n``), and ``E(gamma)`` does not decrease with ``gamma``. For ``Phi = X K`` the row space is
 ``K^T range(X^T)``. The linear part of the Gaussian-equivalent kernel,
 ``a1 (X^T M X / p - m0 I)``, maps ``range(X^T)`` into itself for every ``M`` and every scalar
 ``m0`` (``X^T M^T X X^T v / p - m0 X^T v`` lies in ``range(X^T)``), so with that part alone the
 attention error at ``gamma -> 0`` is at least ridge's, with equality when the map is onto. The
 exact zero diagonal ``diag(x_i^T M x_i) / p`` is not a multiple of the identity and breaks the
-inclusion by ``O(p^{-1/2})``; the Wigner part and the entry-wise kernel itself leave it.
+inclusion by ``O(p^{-1/2})``. The Wigner part leaves it too but, independent of the labels,
+cannot gain in the limit (the book's section on the row-space bound); the entry-wise kernel at a
+coherent shift of order one leaves it and gains.
 
 :func:`ridgeless_errors` measures, on the same draws, the ridgeless error of ridge regression,
 of that linear part, of the proportional-limit model (that linear part plus an independent
