@@ -79,3 +79,42 @@ def test_attention_kernel_goes_below_the_bound_at_large_delta():
     # y_i = sign(mu^T x_i) for Phi(sqrt 6) = 99.3 % of the tokens
     agree = r["sign_agreement"]
     assert abs(agree.mean() - norm.cdf(np.sqrt(6.0))) < 4 * np.sqrt(0.0072 / 1200)
+
+
+def test_rotation_average_of_the_wigner_tilt():
+    # The identity behind the bound: K^T range(X^T) = range(Q_S A + Q_perp H) (the linear part has
+    # no Q_perp block), the law of H is invariant under H -> O H, and the captured label energy
+    # averaged over Haar O is y_S^T A G^-1 A^T y_S + rho_perp tr(H G^-1 H^T), with
+    # G = A^T A + H^T H and rho_perp = |y_perp|^2 / (n - p)
+    from scipy.linalg import null_space, orth
+    from scipy.stats import ortho_group
+
+    from attn_lib.model import data
+
+    rng = np.random.default_rng(5)
+    n, p, a1, b = 60, 20, 0.8, 0.6
+    mu = np.zeros(p)
+    mu[0] = np.sqrt(2.0)
+    y = data.labels(n, rng)
+    X = np.outer(mu, y) + rng.standard_normal((p, n))
+    M = np.eye(p) + np.outer(rng.standard_normal(p), rng.standard_normal(p)) / np.sqrt(p)
+    L = a1 * (X.T @ M @ X / p - np.trace(M) / p * np.eye(n))
+    K = L + b * data.goe(n, rng) / np.sqrt(p)
+    QS, Qp = orth(X.T), null_space(X)
+    assert np.max(np.abs(Qp.T @ L.T @ QS)) < 1e-12          # the linear part keeps range(X^T)
+    A, H = QS.T @ K.T @ QS, Qp.T @ K.T @ QS
+    yS, yp = QS.T @ y, Qp.T @ y
+    G = A.T @ A + H.T @ H
+
+    def captured(H_):
+        g = A.T @ yS + H_.T @ yp
+        return g @ np.linalg.solve(G, g)
+
+    # with O = I the captured energy is that of the row space of X K
+    assert captured(H) == pytest.approx(n * (1 - row_space.ridgeless_error(X @ K, y)), rel=1e-9)
+    predicted = yS @ A @ np.linalg.solve(G, A.T @ yS) + yp @ yp / (n - p) * np.trace(
+        H @ np.linalg.solve(G, H.T))
+    draws = np.array([captured(O @ H)
+                      for O in ortho_group.rvs(n - p, size=1500, random_state=6)])
+    assert abs(draws.mean() - predicted) < 4 * draws.std(ddof=1) / np.sqrt(draws.size)
+    assert abs(draws.mean() - captured(H)) > 0 and draws.std() > 0.1
