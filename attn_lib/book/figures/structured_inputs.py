@@ -366,8 +366,8 @@ def aspect_ratio(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
         vals[label] = (th, mc)
     for k, ax in enumerate(axes):
         style.label_axes(ax, r"$c = p / n$", r"interpolation error $E(\gamma)$",
-                         title=f"SNR $= 2$, $n = {n}$, ridge at $\\gamma = {c_gammas[k]:g}$, "
-                               f"attention at the same $\\gamma/\\tau$", legend=(k == 1))
+                         title=f"ridge at $\\gamma = {c_gammas[k]:g}$, attention at equal "
+                               f"$\\gamma/\\tau$ (SNR 2, $n = {n}$)", legend=(k == 1))
     inside = (c_th >= 0.1) & (c_th <= 0.9)
     spread = lambda v: float(np.ptp(np.asarray(v)[inside]))  # noqa: E731
     th_al, mc_al = vals[labels[1]]
