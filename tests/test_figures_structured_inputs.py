@@ -54,3 +54,17 @@ def test_aspect_ratio():
 def test_bad_n_points_names_the_parameter():
     with pytest.raises(ValueError, match="n_points"):
         figs.snr(n=16, trials=2, seed=0, n_points=0)
+
+
+def test_row_space_bound():
+    fig = figs.row_space_bound(n=60, trials=2, seed=0)
+    check_figure(fig, ["rsb_grid", "rsb_de_min", "rsb_de_snr0", "rsb_never_below", "rsb_de_excess",
+                       "rsb_linear_max", "rsb_eq_gap", "rsb_eq_gap_sem", "rsb_att", "rsb_att_sem",
+                       "rsb_ridge", "rsb_bound", "rsb_att_gap", "rsb_att_gap_sem", "rsb_att_below",
+                       "rsb_sign", "rsb_sign_th", "rsb_sign_floor", "rsb_delta", "rsb_n", "rsb_p",
+                       "rsb_trials"], 2)
+    nums = fig.numbers
+    assert nums["rsb_never_below"].holds is True and nums["rsb_de_min"] > -1e-9
+    assert nums["rsb_linear_max"] < 1e-12
+    assert nums["rsb_att_below"].holds is None          # two draws decide nothing
+    assert nums["rsb_bound"] == pytest.approx(0.1) and nums["rsb_sign_th"] == pytest.approx(0.99285, abs=1e-5)

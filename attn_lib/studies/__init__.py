@@ -12,11 +12,15 @@
     Finite-size bias and fluctuation of the simulated errors (chapter 7).
 ``atlas``
     The nonlinearity atlas at ``nu = 1`` (chapter 8).
+``row_space``
+    The ridgeless error against ridge's rank bound (the row-space bound, chapter "Signal and
+    alignment").
 ``strong_alignment``
     Latent split of a sample and the kernel's coherent shift (chapter 9).
 """
 
-from . import atlas, convergence, gpt2, hermite_linearisation, phase, strong_alignment, sweeps
+from . import (atlas, convergence, gpt2, hermite_linearisation, phase, row_space,
+               strong_alignment, sweeps)
 
-__all__ = ["atlas", "convergence", "gpt2", "hermite_linearisation", "phase", "strong_alignment",
-           "sweeps"]
+__all__ = ["atlas", "convergence", "gpt2", "hermite_linearisation", "phase", "row_space",
+           "strong_alignment", "sweeps"]

@@ -69,7 +69,7 @@ def _drift(values: np.ndarray) -> Any:
 
     d = values[-1] - values[0]
     return claims.exceeds("cos_drift", float(d.mean()), float(standard_error(d, axis=0)),
-                          wording=("a rise beyond", "a fall beyond", "no drift beyond"),
+                          draws=d.shape[0], wording=("a rise", "a fall", "no change it can decide"),
                           required=False)
 
 
@@ -112,7 +112,8 @@ def snr_and_weights(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
         SNR and the weight sweep), ``cos_level`` (its value), ``cos_snr_spread_mc``,
         ``cos_w_spread_mc`` (range of the simulated means), ``cos_snr_sem_mc`` (mean standard
         error of the simulated means over the SNR sweep); claim ``cos_drift``: the simulated
-        cosine error at SNR 4 minus SNR 0, paired over draws (common seeds), against 3 s.e.; ``tanh_snr0``, ``tanh_snr4`` (tanh's DE at SNR 0
+        cosine error at SNR 4 minus SNR 0, paired over draws (common seeds), at the Student t
+        threshold of ``trials`` draws; ``tanh_snr0``, ``tanh_snr4`` (tanh's DE at SNR 0
         and 4), ``cos_over_tanh`` (their ratio at SNR 4); ``tanh_w_change``, ``sign_w_change``
         (percent change of the DE from ``|w| = 0`` to 2); ``delta_max``, the largest coherent
         shift of the sweeps; ``trials``.
@@ -359,9 +360,10 @@ def finite_size(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
         Numbers, for ``<f>`` in ``cos``, ``quadratic``: ``<f>_fs_drop``, ``<f>_mc_drop`` (percent
         fall of the finite-size theory and of the simulated mean from ``delta = 0`` to 2.5),
         ``<f>_lim_spread`` (range of the limit over ``delta``), claims ``<f>_uses_signal`` (the
-        simulated error at ``delta = 2.5`` below that at ``delta = 0``, paired over draws, beyond
-        3 s.e.) and ``<f>_fs_above`` (the finite-size theory above the simulated mean at
-        ``delta = 2.5``, reported only); ``fs_mc_max`` (largest ``|finite-size - simulation|`` over the ``a1 = 0``
+        simulated error at ``delta = 2.5`` below that at ``delta = 0``, paired over draws, its
+        evidence the difference at 2.5 minus at 0, at the Student t threshold of ``trials``
+        draws) and ``<f>_fs_above`` (the finite-size theory
+        above the simulated mean at ``delta = 2.5``, reported only); ``fs_mc_max`` (largest ``|finite-size - simulation|`` over the ``a1 = 0``
         points) and ``fs_mc_sem`` (the mean standard error of those points).
     """
     from ...theory import attention_error
@@ -394,15 +396,16 @@ def finite_size(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
         numbers[f"{name}_fs_drop"] = 100 * float(1 - fs[-1] / fs[0])
         numbers[f"{name}_mc_drop"] = 100 * float(1 - v[-1].mean() / v[0].mean())
         numbers[f"{name}_lim_spread"] = float(np.ptp(lim))
-        numbers[f"{name}_uses_signal"] = claims.exceeds(
-            f"{name}_uses_signal", float(drop.mean()), float(standard_error(drop, axis=0)),
-            wording=("falls", "rises", "does not move beyond the noise"))
+        numbers[f"{name}_uses_signal"] = claims.less(
+            f"{name}_uses_signal", float(-drop.mean()), float(standard_error(drop, axis=0)),
+            draws=trials, wording=("falls", "rises", "does not move beyond the noise at this profile"))
         fs_mc = np.array([attention_error(s, [g], n=n)[0] for s in at(f, d_mc)])
         gaps.append(np.abs(fs_mc - v.mean(axis=1)))
         sems.append(mc.sem("attention")[:, 0])
         numbers[f"{name}_fs_above"] = claims.exceeds(
             f"{name}_fs_above", float(fs_mc[-1]), 0.0, float(v[-1].mean()), float(sems[-1][-1]),
-            wording=("lies above", "lies below", "is within the noise of"), required=False)
+            draws=trials, wording=("lies above", "lies below", "is within the noise of"),
+            required=False)
     numbers["fs_mc_max"] = float(np.max(gaps))
     numbers["fs_mc_sem"] = float(np.mean(sems))
     style.plot_theory(ax, [], [], color="0.4", linestyle=":", label="proportional limit (theory)")
