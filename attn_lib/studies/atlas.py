@@ -19,7 +19,8 @@ its tails. This module builds the comparison:
   flips the sign of ``a1`` and of every odd coefficient and keeps the even part), and a sweep of
   ``a1`` at fixed ``nu``;
 * :func:`compute` -- their Hermite data, the deterministic equivalents (attention, and ridge
-  for reference) and cached Monte Carlo (:func:`attn_lib.studies.sweeps.simulations`, common random
+  for reference; with ``matched=True`` each ``f`` at ridge's ``gamma / tau``, the book's scale
+  convention) and cached Monte Carlo (:func:`attn_lib.studies.sweeps.simulations`, common random
   numbers: every ``f`` sees the same tokens in each draw) at a few fixed settings
   (:func:`default_settings`), collected in an :class:`Atlas`;
 * :meth:`Atlas.groups_summary` -- for every group of functions with equal ``a1^2 / nu``, the
@@ -58,7 +59,8 @@ __all__ = ["NAMES", "GAMMA", "Entry", "catalogue", "default_settings",
 #: Registered nonlinearities of the atlas (each scaled to ``nu = 1``).
 NAMES: tuple[str, ...] = ("linear", "tanh", "erf", "sign", "relu", "trunc_relu", "trunc_exp",
                           "sin", "poly", "cubic", "cos", "quadratic", "he3")
-#: Ridge parameter of the atlas (see :func:`default_settings` and the chapter for the choice).
+#: Ridge parameter of the atlas: ridge regression's, and with ``compute(..., matched=True)`` every
+#: ``f`` at the same ``gamma / tau`` (see :func:`default_settings` and the chapter for the choice).
 GAMMA: float = 0.1
 #: Ratios ``a1^2 / nu`` closer than this are the same group; smaller ones are ``a1 = 0``.
 _RATIO_TOL = 1e-9
