@@ -14,9 +14,12 @@
     The nonlinearity atlas at ``nu = 1`` (chapter 8).
 ``strong_alignment``
     Latent split of a sample and the kernel's coherent shift (chapter 9).
+``explorer``
+    The grid of theory curves behind the theory explorer page.
 """
 
-from . import atlas, convergence, gpt2, hermite_linearisation, phase, strong_alignment, sweeps
+from . import (atlas, convergence, explorer, gpt2, hermite_linearisation, phase, strong_alignment,
+               sweeps)
 
-__all__ = ["atlas", "convergence", "gpt2", "hermite_linearisation", "phase", "strong_alignment",
-           "sweeps"]
+__all__ = ["atlas", "convergence", "explorer", "gpt2", "hermite_linearisation", "phase",
+           "strong_alignment", "sweeps"]
