@@ -213,7 +213,7 @@ def document(grid: Mapping[str, Any], mc: Mapping[str, Any] | None, mc_points: S
     controls = {a: _control(a, axes[a], axes[a][i]) for a, i in zip(explorer.AXES, initial)}
     note = Div(name="note", sizing_mode="stretch_width")
     delta = np.asarray(grid["delta"], dtype=float)
-    meta = {"axes": axes, "order": list(explorer.AXES), "shape": shape, "g": g.tolist(), "n": ns,
+    meta = {"profile": profile, "axes": axes, "order": list(explorer.AXES), "shape": shape, "g": g.tolist(), "n": ns,
             "delta": delta.reshape(-1).tolist(), "shifts": int(np.prod(shape[1:])),
             "covered": np.asarray(grid["covered"], dtype=bool).reshape(-1).astype(int).tolist(),
             "points": points, "checks": [int(p) for p in mc_points], "check_g": check_g,
@@ -221,7 +221,8 @@ def document(grid: Mapping[str, Any], mc: Mapping[str, Any] | None, mc_points: S
             "check_list": "; ".join(describe(int(p)) for p in mc_points) or "none"}
     callback = CustomJS(args=dict(grid=source, ridges=ridges, curves=curves, observed=observed,
                                   checks=shown, note=note, meta_json=json.dumps(meta),
-                                  **{f"w_{a}": w for a, w in controls.items()}), code=_CALLBACK)
+                                  **{f"w_{a}": w for a, w in controls.items()}),
+                        code=_CALLBACK, name="explorer")
     for w in controls.values():
         w.js_on_change("value", callback)
 
@@ -284,12 +285,13 @@ def document(grid: Mapping[str, Any], mc: Mapping[str, Any] | None, mc_points: S
 def _position(values: Sequence[Any], value: Any, axis: str) -> int:
     if axis == "f":
         if value not in values:
-            raise ValueError(f"{axis}={value!r} is not on the grid's {axis} axis {list(values)}")
+            raise ValueError(f"mc_points: {axis}={value!r} is not on the grid's {axis} axis "
+                             f"{list(values)}")
         return list(values).index(value)
     v = check_real(value, axis)
     hits = np.flatnonzero(np.isclose(np.asarray(values, dtype=float), v, rtol=1e-12, atol=1e-12))
     if hits.size != 1:
-        raise ValueError(f"{axis}={value!r} is not on the grid's {axis} axis "
+        raise ValueError(f"mc_points: {axis}={value!r} is not on the grid's {axis} axis "
                          f"{[float(x) for x in values]}")
     return int(hits[0])
 
@@ -348,15 +350,16 @@ def write(path: str | os.PathLike[str], *, profile: str, f: Sequence[str], c: Se
                          "check the finite-size curve at their n")
     if not mc_points:
         raise ValueError("mc_points must name at least one grid point")
-    grid = explorer.cached_grid(f=list(f), c=c, snr=snr, alignment=alignment, norm=norm,
-                                g=np.geomspace(lo, hi, n_g), n=list(n))
-    axes = {a: grid[a] if a == "f" else np.asarray(grid[a]) for a in explorer.AXES}
-    shape = tuple(len(axes[a]) for a in explorer.AXES)
+    axes = dict(zip(explorer.AXES, (list(f), c, snr, alignment, norm)))
     where = []
     for point in mc_points:
-        if set(point) != set(explorer.AXES):
+        if not isinstance(point, Mapping) or set(point) != set(explorer.AXES):
             raise ValueError(f"each of mc_points must give exactly {explorer.AXES}, got {point!r}")
         where.append(tuple(_position(axes[a], point[a], a) for a in explorer.AXES))
+    grid = explorer.cached_grid(f=list(f), c=c, snr=snr, alignment=alignment, norm=norm,
+                                g=np.geomspace(lo, hi, n_g), n=list(n))
+    axes = {a: grid[a] for a in explorer.AXES}
+    shape = tuple(len(axes[a]) for a in explorer.AXES)
     settings = [explorer.setting(*(axes[a][i] for a, i in zip(explorer.AXES, idx)))
                 for idx in where]
     mc = explorer.monte_carlo(settings, mc_g, n=mc_n, trials=mc_trials, seed=seed)
