@@ -70,7 +70,7 @@ def _control(axis: str, values: Sequence[Any], initial: Any):
     if _evenly_spaced(arr):
         return Slider(title=title, name=axis, start=float(arr[0]), end=float(arr[-1]),
                       step=float(arr[1] - arr[0]), value=float(initial),
-                      sizing_mode="stretch_width")
+                      sizing_mode="stretch_width", margin=(5, 15, 5, 10))
     return Select(title=title, name=axis, value=f"{float(initial):g}",
                   options=[f"{v:g}" for v in arr], sizing_mode="stretch_width")
 
@@ -139,13 +139,15 @@ curves.data = data;
 const rows = meta.checks.indexOf(flat), shown = {g: []};
 for (const name of meta.check_columns) shown[name] = [];
 if (rows >= 0) {
-  for (let j = 0; j < meta.check_g.length; j++) {
+  const K = meta.check_g.length;
+  for (let j = 0; j < K; j++) {
     shown.g.push(meta.check_g[j]);
-    for (const name of meta.check_columns) shown[name].push(observed.data[name][rows * meta.check_g.length + j]);
+    for (const name of meta.check_columns) shown[name].push(observed.data[name][rows * K + j]);
   }
 }
 checks.data = shown;
-note.text = "<b>Coherent shift and finite size.</b> " + (N ? notes.join("; ") + "." : "No finite-size curve in this grid.")
+note.text = "<b>Coherent shift and finite size.</b> "
+  + (N ? notes.join("; ") + "." : "No finite-size curve in this grid.")
   + (rows >= 0 ? " <b>Monte Carlo</b> (markers: mean ± one standard error): " + meta.check_text + "."
                : " No Monte Carlo check at this setting (checked settings: " + meta.check_list + ").");
 """
@@ -213,7 +215,8 @@ def document(grid: Mapping[str, Any], mc: Mapping[str, Any] | None, mc_points: S
     controls = {a: _control(a, axes[a], axes[a][i]) for a, i in zip(explorer.AXES, initial)}
     note = Div(name="note", sizing_mode="stretch_width")
     delta = np.asarray(grid["delta"], dtype=float)
-    meta = {"profile": profile, "axes": axes, "order": list(explorer.AXES), "shape": shape, "g": g.tolist(), "n": ns,
+    meta = {"profile": profile, "axes": axes, "order": list(explorer.AXES), "shape": shape,
+            "g": g.tolist(), "n": ns,
             "delta": delta.reshape(-1).tolist(), "shifts": int(np.prod(shape[1:])),
             "covered": np.asarray(grid["covered"], dtype=bool).reshape(-1).astype(int).tolist(),
             "points": points, "checks": [int(p) for p in mc_points], "check_g": check_g,
@@ -228,13 +231,12 @@ def document(grid: Mapping[str, Any], mc: Mapping[str, Any] | None, mc_points: S
 
     pad = (g[-1] / g[0]) ** 0.03  # room for the markers at the ends
     x_range = Range1d(float(g[0] / pad), float(g[-1] * pad))
-    tools = "pan,box_zoom,wheel_zoom,reset,save"
-    err = figure(name="errors", height=340, sizing_mode="stretch_width", x_axis_type="log",
-                 x_range=x_range, y_range=DataRange1d(start=0.0), tools=tools,
-                 x_axis_label="γ / τ", y_axis_label="interpolation error E")
-    gap = figure(name="differences", height=240, sizing_mode="stretch_width", x_axis_type="log",
-                 x_range=x_range, tools=tools, x_axis_label="γ / τ",
-                 y_axis_label="attention − ridge")
+    common = dict(sizing_mode="stretch_width", x_axis_type="log", x_range=x_range,
+                  toolbar_location="above", tools="pan,box_zoom,wheel_zoom,reset,save",
+                  x_axis_label="γ / τ")
+    err = figure(name="errors", height=400, y_range=DataRange1d(start=0.0),
+                 y_axis_label="interpolation error E", **common)
+    gap = figure(name="differences", height=290, y_axis_label="attention − ridge", **common)
     ca, cr = COLORS["attention"], COLORS["ridge"]
     items, gap_items = [], []
     items.append(("attention, limit", [err.line("g", "attention", source=curves, color=ca,
@@ -261,9 +263,10 @@ def document(grid: Mapping[str, Any], mc: Mapping[str, Any] | None, mc_points: S
                         fill_color="white", line_width=2)]))
     gap.add_layout(Span(location=0.0, dimension="width", line_color="#777777", line_width=1))
     for fig, its in ((err, items), (gap, gap_items)):
-        legend = Legend(items=its, click_policy="hide", location="top_left",
-                        label_text_font_size="9pt", spacing=0, padding=4)
-        fig.add_layout(legend, "right")
+        fig.add_layout(Legend(items=its, click_policy="hide", orientation="horizontal",
+                              ncols=3, label_text_font_size="9pt", padding=2, spacing=14,
+                              location="center", border_line_alpha=0),
+                       "below")
         fig.toolbar.logo = None
     head = Div(sizing_mode="stretch_width", text=(
         f"<b>Theory explorer</b> (profile <b>{profile}</b>): the deterministic equivalents of "
