@@ -419,6 +419,10 @@ def test_explorer_moves_to_a_grid_point_and_plots_its_theory(browser, html_dir):
                     continue
                 theory = attention_error(s, explorer.theory_gammas(s, g, n), n=n)
                 assert np.abs(finite - theory).max() < 1e-9, (point, n)
+                limit_applies = np.abs(theory - limit).max() <= explorer_page.AGREE
+                said = shown["note"].split(f"n = {n}:")[1].split(";")[0]
+                assert ("the limit applies" in said) == limit_applies, said
+                assert ("read the finite-size curve" in said) != limit_applies, said
             if point is first_mc:  # the markers: the cached Monte Carlo of that setting
                 mc = explorer.monte_carlo([s], params["mc_g"], n=params["mc_n"],
                                           trials=params["mc_trials"], seed=params["seed"])

@@ -12,7 +12,7 @@ inlined as binary) and one :class:`bokeh.models.CustomJS` callback, run when the
 and whenever a control moves: it finds the grid point of the controls, copies its curves into
 the plotted source ``"curves"`` and its Monte Carlo checks into ``"checks"``, and rewrites the
 note under the controls (the coherent shift at each ``n``, how far the finite-size curves are
-from the limit). Nothing is computed in the browser but the difference attention minus ridge.
+from the limit, and so which of the two applies at that ``n``: the limit within :data:`AGREE`). Nothing is computed in the browser but the difference attention minus ridge.
 
 Plotted columns of ``"curves"`` (all against ``g = gamma / tau``): ``attention`` (the
 proportional limit), ``ridge``, ``gap`` (``attention - ridge``), and for each ``n`` of the grid
@@ -35,7 +35,7 @@ from ..simulation.trials import standard_error
 from ..studies import explorer
 from .style import COLORS
 
-__all__ = ["LABELS", "document", "checks", "write"]
+__all__ = ["AGREE", "LABELS", "document", "checks", "write"]
 
 #: Names of the controls (Bokeh models, ``name=``), one per axis of the grid.
 CONTROLS = {"f": "nonlinearity", "c": "c", "snr": "SNR", "alignment": "alignment",
@@ -43,6 +43,10 @@ CONTROLS = {"f": "nonlinearity", "c": "c", "snr": "SNR", "alignment": "alignment
 #: How the page names a nonlinearity of the grid.
 LABELS = {"tanh": "tanh", "relu": "ReLU", "sign": "sign", "cos": "cos"}
 _DASHES = ("dashed", "dotted", "dashdot")
+#: Where the finite-size curve at ``n`` stays this close to the limit over the plotted range,
+#: the page says that the limit applies at that ``n``; otherwise it points to the finite-size
+#: curve (the accuracy the book asks of its theories against Monte Carlo).
+AGREE = 0.01
 
 
 def _label(f: str) -> str:
@@ -129,7 +133,9 @@ for (let i = 0; i < N; i++) {
   let text = "n = " + meta.n[i] + ": δ = " + delta.toFixed(3);
   if (meta.covered[i * meta.points + flat]) {
     const off = Math.max(...fin.map((a, j) => Math.abs(a - att[j])));
-    text += ", finite size − limit up to " + off.toFixed(3);
+    text += ", finite size − limit up to " + off.toFixed(3) + (off <= meta.agree
+      ? " ≤ " + meta.agree + ": the limit applies at this n"
+      : " > " + meta.agree + ": read the finite-size curve at this n");
   } else {
     text += ", the finite-size theory does not cover this setting (2β‖M_r‖/√p ≥ 1)";
   }
@@ -216,7 +222,7 @@ def document(grid: Mapping[str, Any], mc: Mapping[str, Any] | None, mc_points: S
     note = Div(name="note", sizing_mode="stretch_width")
     delta = np.asarray(grid["delta"], dtype=float)
     meta = {"profile": profile, "axes": axes, "order": list(explorer.AXES), "shape": shape,
-            "g": g.tolist(), "n": ns,
+            "g": g.tolist(), "n": ns, "agree": AGREE,
             "delta": delta.reshape(-1).tolist(), "shifts": int(np.prod(shape[1:])),
             "covered": np.asarray(grid["covered"], dtype=bool).reshape(-1).astype(int).tolist(),
             "points": points, "checks": [int(p) for p in mc_points], "check_g": check_g,
