@@ -12,7 +12,8 @@ This script does only what Jupyter Book does not; the rest is the toolchain's:
 1. **Execute.** Each chapter notebook of ``_toc.yml`` (read with ``sphinx_external_toc``, the
    parser Jupyter Book uses) runs with papermill (kernel ``python3``; working directory
    ``book/``; parameters ``{"profile": <profile>, **params[<stem>]}`` from
-   ``book/params/<profile>.yaml``, whose top-level keys are the chapter stems) into the ignored
+   ``book/params/<profile>.yaml``, whose top-level keys are the chapter stems and the generated
+   pages of :data:`GENERATED_PAGES` that the toc lists) into the ignored
    staging folder ``_executed/``, which mirrors the repository (``_executed/book/NN_<stem>.ipynb``).
    The notebook's own ``parameters`` cell is hidden; the page shows papermill's injected one.
    A chapter is executed when ``--chapter`` names it or when its executed copy is missing or
@@ -29,6 +30,12 @@ This script does only what Jupyter Book does not; the rest is the toolchain's:
    the offline MathJax kit (npm package ``mathjax@3.2.2``, fetched once with ``npm pack`` into
    ``.cache/mathjax/``) in ``_executed/_mathjax/mathjax/``, which ``html_extra_path`` serves as
    ``_build/html/mathjax/``.
+   The generated pages go to ``_executed/_generated/``, which ``html_extra_path`` serves at the
+   site's root: when ``_toc.yml`` lists ``book/explorer`` (:data:`EXPLORER`), the theory
+   explorer's standalone HTML (``attn_lib.book.explorer.write`` with the profile's ``explorer``
+   parameters; its grid and checks come from the result cache) as
+   ``_build/html/interactive/theory_explorer.html``, which ``book/explorer.md`` shows in an
+   ``<iframe>``.
 4. **Build.** ``jupyter-book build _executed --path-output . -W --keep-going`` writes a clean
    ``_build/html`` with notebook execution off. Every warning is fatal: among them any output on
    stderr (``nb_output_stderr: warn``), a broken reference or a missing page of the toc.
@@ -73,6 +80,14 @@ PROGRESS_ENV = "ATTN_BOOK_PROGRESS"
 #: every chapter follows the chapter style; ``--style-checks`` turns them on before.
 STYLE_CHECKS = True
 MAX_CELL_LINES = 15  # non-blank lines of a code cell other than the parameters
+#: The folder of ``_executed/`` whose files ``html_extra_path`` copies to the site's root.
+GENERATED_NAME = "_generated"
+#: The theory explorer: its page (toc entry) and the HTML it shows, under ``_generated/``.
+EXPLORER = "explorer"
+EXPLORER_PAGE = "book/explorer"
+EXPLORER_HTML = Path("interactive") / "theory_explorer.html"
+#: Pages of the toc whose content the build writes, keyed by their params key.
+GENERATED_PAGES = {EXPLORER: EXPLORER_PAGE}
 GLUE_MIME = "application/papermill.record/"  # glued outputs, e.g. .../image/png for a figure
 _PREFIX = re.compile(r"^\d+_")
 _GLUE_FIGURE = re.compile(r"^(?P<fence>`{3,}|:{3,})\{glue:figure\}[ \t]+(?P<key>\S+)[ \t]*\n"
@@ -122,6 +137,14 @@ def chapters(root: Path = REPO) -> list[Chapter]:
     if len(set(stems)) < len(stems):
         raise BuildError(f"chapter stems must be unique: {stems}")
     return found
+
+
+def generated_pages(root: Path = REPO) -> list[str]:
+    """Params keys of the generated pages (:data:`GENERATED_PAGES`) that ``_toc.yml`` lists."""
+    from sphinx_external_toc.parsing import parse_toc_yaml
+
+    docs = set(parse_toc_yaml(root / "_toc.yml"))
+    return [key for key, doc in GENERATED_PAGES.items() if doc in docs]
 
 
 def load_params(root: Path, profile: str) -> dict:
@@ -370,9 +393,28 @@ def stage_sources(root: Path, stage: Path, chapters_: list[Chapter]) -> None:
             continue
         (stage / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, stage / rel)
+    generated = stage / GENERATED_NAME  # html_extra_path: must exist, even empty
+    shutil.rmtree(generated, ignore_errors=True)
+    generated.mkdir()
     mj = stage / "_mathjax" / "mathjax"
     shutil.rmtree(mj, ignore_errors=True)
     shutil.copytree(mathjax_kit(root), mj)
+
+
+def write_explorer(stage: Path, profile: str, params: dict) -> float:
+    """Write the theory explorer's HTML into the staged ``_generated/``; return the wall time (s)."""
+    from attn_lib.book import explorer
+
+    t0 = time.perf_counter()
+    path = stage / GENERATED_NAME / EXPLORER_HTML
+    try:
+        info = explorer.write(path, profile=profile, **params)
+    except (TypeError, ValueError) as exc:
+        raise BuildError(f"page {EXPLORER!r}: {exc}") from None
+    dt = time.perf_counter() - t0
+    log(f"page {EXPLORER!r}: {info['points']} settings, {info['checks']} Monte Carlo checks, "
+        f"{info['bytes']:,} bytes, {dt:.1f} s: {path.relative_to(stage)}")
+    return dt
 
 
 def build_html(root: Path, stage: Path) -> float:
@@ -404,9 +446,13 @@ def run(root: Path, profile: str, chapter: str | None, style: bool = STYLE_CHECK
     if not chs:
         raise BuildError("_toc.yml lists no chapter notebook")
     params = load_params(root, profile)
-    unknown = sorted(set(params) - {c.stem for c in chs})
+    pages = generated_pages(root)
+    unknown = sorted(set(params) - {c.stem for c in chs} - set(pages))
     if unknown:
         raise BuildError(f"book/params/{profile}.yaml has entries for unknown chapters: {unknown}")
+    missing = sorted(set(pages) - set(params))
+    if missing:
+        raise BuildError(f"book/params/{profile}.yaml has no entry for the pages {missing}")
     if chapter is not None and chapter not in {c.stem for c in chs}:
         raise BuildError(f"no chapter {chapter!r}; chapters: {[c.stem for c in chs]}")
     manifest_path = stage / "manifest.json"
@@ -433,6 +479,8 @@ def run(root: Path, profile: str, chapter: str | None, style: bool = STYLE_CHECK
     if failures:
         raise BuildError(f"{len(failures)} chapter(s) failed:\n  " + "\n  ".join(failures))
     stage_sources(root, stage, chs)
+    if EXPLORER in pages:
+        times[EXPLORER] = write_explorer(stage, profile, params[EXPLORER])
     t_html = build_html(root, stage)
     log("timings (s): " + "".join(f"{k} {v:.1f}, " for k, v in times.items())
         + f"html {t_html:.1f}, total {time.perf_counter() - t_all:.1f}")

@@ -20,9 +20,11 @@ import tempfile
 import threading
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from book_helpers import HTML, REPO, figure_rows, load_build_script, public_modules
+from devtools import Browser
 
 bb = load_build_script()
 CHAPTERS = bb.chapters(REPO)
@@ -317,3 +319,119 @@ def test_no_display_equation_is_cut_off(browser, html_dir):
         if r["width"] == 1280:
             assert not r["scrolled"], f"{where}: {len(r['scrolled'])} display equations do " \
                                       f"not fit the column, e.g. {r['scrolled'][0]}"
+
+
+# ----------------------------------------------------------------------------- theory explorer
+_WAIT_FOR_EXPLORER = """(async () => {
+  for (let i = 0; i < 400; i++) {
+    const doc = window.Bokeh && Bokeh.documents[0], curves = doc && doc.get_model_by_name("curves");
+    if (curves && curves.data.g && curves.data.g.length)
+      return {g: curves.data.g.length, meta: (a => a instanceof Map ? a.get("meta_json") : a.meta_json)(
+                doc.get_model_by_name("explorer").args),
+              canvas: document.querySelectorAll("div.bk-Column").length};
+    await new Promise(ok => setTimeout(ok, 50));
+  }
+  return null;
+})()"""
+
+# Set the controls (a Select takes the text, a Slider the number), wait for the callback to have
+# redrawn, and read the plotted sources back.
+_MOVE = """(async (values) => {
+  const sleep = ms => new Promise(ok => setTimeout(ok, ms));
+  const doc = Bokeh.documents[0], curves = doc.get_model_by_name("curves"), before = curves.data;
+  for (const [name, v] of Object.entries(values)) {
+    const w = doc.get_model_by_name(name);
+    w.value = typeof w.value === "string" ? v[0] : v[1];
+  }
+  for (let i = 0; i < 400 && curves.data === before; i++) await sleep(25);
+  let last;
+  do { last = curves.data; await sleep(100); } while (curves.data !== last);
+  const plain = o => Object.fromEntries(Object.entries(o).map(([k, v]) => [k, Array.from(v)]));
+  return {curves: plain(curves.data), checks: plain(doc.get_model_by_name("checks").data),
+          note: doc.get_model_by_name("note").text};
+})(__VALUES__)"""
+
+
+def explorer_file(html_dir: Path) -> Path:
+    path = html_dir / bb.EXPLORER_HTML
+    assert path.is_file(), f"the build wrote no explorer page {path}"
+    return path
+
+
+def test_explorer_page_loads_from_file_without_the_network(browser, html_dir):
+    """The book's explorer page, opened from file://, shows the explorer in its iframe (BokehJS
+    drew the curves) and makes no request but to file: and data: URLs."""
+    target = explorer_file(html_dir)
+    with Browser(browser) as chrome:
+        tab = chrome.open((html_dir / "book" / "explorer.html").as_uri())
+        ready = tab.evaluate(_WAIT_FOR_EXPLORER, tab.frame_context(target.name), timeout=60)
+        urls = tab.requests()
+    assert ready is not None, "BokehJS did not draw the explorer in the iframe"
+    meta = json.loads(ready["meta"])
+    assert ready["g"] == len(meta["g"]) > 1
+    assert target.as_uri() in urls  # the iframe, and the book page's own MathJax
+    assert any(u.startswith((html_dir / "mathjax" / "tex-chtml.js").as_uri()) for u in urls)
+    remote = [u for u in urls if not u.startswith(("file:", "data:"))]
+    assert not remote, f"the explorer page made network requests: {remote[:5]}"
+
+
+def _plotted(values: list) -> np.ndarray:
+    return np.array([np.nan if v is None else v for v in values], dtype=float)
+
+
+def test_explorer_moves_to_a_grid_point_and_plots_its_theory(browser, html_dir):
+    """Moving the controls redraws the theory of that setting: the plotted curves equal
+    attention_error (limit and finite size) and ridge_error there within 1e-9, and the Monte
+    Carlo markers are the cached checks' means and error bars."""
+    from attn_lib.book import explorer as explorer_page
+    from attn_lib.studies import explorer
+    from attn_lib.theory import attention_error, ridge_error
+
+    with Browser(browser) as chrome:
+        tab = chrome.open(explorer_file(html_dir).as_uri())
+        ready = tab.evaluate(_WAIT_FOR_EXPLORER, timeout=60)
+        assert ready is not None, "BokehJS did not draw the explorer"
+        meta = json.loads(ready["meta"])
+        axes, g = meta["axes"], np.array(meta["g"])
+        params = bb.load_params(REPO, meta["profile"])[bb.EXPLORER]
+        first_mc = params["mc_points"][0]
+        points = [{a: axes[a][-1] for a in explorer.AXES},  # the last value of every axis
+                  {"f": axes["f"][min(1, len(axes["f"]) - 1)], "c": axes["c"][0],
+                   "snr": axes["snr"][0], "alignment": axes["alignment"][0],
+                   "norm": axes["norm"][-1]},
+                  first_mc]
+        for point in points:
+            values = {a: [v if a == "f" else f"{v:g}", v] for a, v in point.items()}
+            shown = tab.evaluate(_MOVE.replace("__VALUES__", json.dumps(values)), timeout=60)
+            s = explorer.setting(*(point[a] for a in explorer.AXES))
+            curves = {k: _plotted(v) for k, v in shown["curves"].items()}
+            assert np.array_equal(curves["g"], g)
+            limit = attention_error(s, explorer.theory_gammas(s, g))
+            ridge = ridge_error(s, s.c * g)
+            assert np.abs(curves["attention"] - limit).max() < 1e-9, point
+            assert np.abs(curves["ridge"] - ridge).max() < 1e-9, point
+            assert np.abs(curves["gap"] - (limit - ridge)).max() < 1e-9, point
+            for i, n in enumerate(meta["n"]):
+                finite = curves[f"finite_{i}"]
+                assert f"n = {n}: δ = {s.delta(n):.3f}" in shown["note"], shown["note"]
+                if "does not cover" in shown["note"].split(f"n = {n}:")[1].split(";")[0]:
+                    assert np.isnan(finite).all()
+                    continue
+                theory = attention_error(s, explorer.theory_gammas(s, g, n), n=n)
+                assert np.abs(finite - theory).max() < 1e-9, (point, n)
+                limit_applies = np.abs(theory - limit).max() <= explorer_page.AGREE
+                said = shown["note"].split(f"n = {n}:")[1].split(";")[0]
+                assert ("the limit applies" in said) == limit_applies, said
+                assert ("read the finite-size curve" in said) != limit_applies, said
+            if point is first_mc:  # the markers: the cached Monte Carlo of that setting
+                mc = explorer.monte_carlo([s], params["mc_g"], n=params["mc_n"],
+                                          trials=params["mc_trials"], seed=params["seed"])
+                bars = explorer_page.checks(mc)
+                assert np.array_equal(shown["checks"]["g"], params["mc_g"])
+                for name, value in bars.items():
+                    assert np.allclose(shown["checks"][name], value[0], rtol=0, atol=1e-12), name
+            elif point not in params["mc_points"]:
+                assert shown["checks"]["g"] == [] and "No Monte Carlo check" in shown["note"]
+        thrown = [e["params"]["exceptionDetails"] for e in chrome.events
+                  if e.get("method") == "Runtime.exceptionThrown"]
+    assert not thrown, f"the explorer's JavaScript raised: {thrown[0]}"

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+import yaml
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from book_helpers import REPO, figure_rows, load_build_script
@@ -172,6 +173,24 @@ def test_unknown_chapter_and_profile_fail_fast(tmp_path):
         proc = run_script(tmp_path, *args, timeout=120)
         assert proc.returncode != 0
         assert msg in proc.stderr, proc.stderr
+
+
+def test_the_explorer_page_needs_its_parameters_and_a_bad_one_is_named(tmp_path):
+    """A toc listing book/explorer needs an ``explorer`` section (the build stops before
+    executing anything), and a bad value in it fails the page's step naming the page."""
+    tiny_book(tmp_path, "pass")
+    toc = tmp_path / "_toc.yml"
+    toc.write_text(toc.read_text() + f"  - file: {bb.EXPLORER_PAGE}\n")
+    (tmp_path / f"{bb.EXPLORER_PAGE}.md").write_text("# Explorer\n")
+    assert bb.generated_pages(tmp_path) == [bb.EXPLORER]
+    with pytest.raises(bb.BuildError, match=r"book/params/quick.yaml has no entry for the pages "
+                                            r"\['explorer'\]"):
+        bb.run(tmp_path, "quick", None)
+    assert not (tmp_path / "_executed" / "book").exists()  # nothing was executed
+    explorer = yaml.safe_load((REPO / "book" / "params" / "quick.yaml").read_text())["explorer"]
+    with pytest.raises(bb.BuildError, match=r"page 'explorer': mc_n=7 must be one of n="):
+        bb.write_explorer(tmp_path, "quick", {**explorer, "mc_n": 7})
+    assert not list(tmp_path.rglob("*.html"))
 
 
 def style_chapter(stem: str, size: int) -> nbformat.NotebookNode:

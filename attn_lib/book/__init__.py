@@ -10,6 +10,9 @@
     :func:`~attn_lib.book.page.glue`.
 ``figures``
     One module per chapter, one function per figure.
+``explorer``
+    The theory explorer: a standalone Bokeh page over a precomputed grid of curves.
 
-Nothing is imported eagerly: ``style``, ``page`` and ``figures`` import matplotlib.
+Nothing is imported eagerly: ``style``, ``page`` and ``figures`` import matplotlib, ``explorer``
+imports Bokeh.
 """
