@@ -57,7 +57,7 @@ from ..model.data import latent_coordinates
 from ..model.kernel import logits
 from ..model.setting import ENTRYWISE, BaseSetting, RankSetting, Setting, Softmax
 
-_S = TypeVar("_S", Setting, RankSetting)
+_S = TypeVar("_S", bound="Setting | RankSetting")
 
 __all__ = ["entrywise_equivalent", "canonical", "scale", "tail", "query_mean", "effective_gamma", "normalisation_std", "Parts",
            "decompose"]
