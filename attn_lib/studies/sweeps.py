@@ -20,7 +20,7 @@ hashable and have a stable description, so settings that use them are keys of th
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence, cast
+from typing import Any, Sequence, cast, overload
 
 import numpy as np
 
@@ -294,6 +294,10 @@ def feature_scale(setting: Setting, model: str = "attention", keep_diagonal: boo
     return float(tau)
 
 
+@overload
+def matched_gamma(setting: Setting, gamma: float, keep_diagonal: bool = False) -> float: ...
+@overload
+def matched_gamma(setting: Setting, gamma: object, keep_diagonal: bool = False) -> np.ndarray | float: ...
 def matched_gamma(setting: Setting, gamma: object, keep_diagonal: bool = False) -> np.ndarray | float:
     r"""Attention's ridge parameter at the same ``gamma / tau`` as ridge regression's ``gamma``.
 
