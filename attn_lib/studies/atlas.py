@@ -121,7 +121,7 @@ def mixture_for_ratio(ratio: float, h: str = "cos") -> Nonlinearity:
 
 
 def catalogue(names: Sequence[str] = NAMES, partners: Sequence[str] = ("cos",),
-              reflect: Sequence[str] = ("relu",), sweep_ratios: Sequence[float] = ()
+              reflect: Sequence[str] = ("relu",), sweep_ratios: Sequence[float] | np.ndarray = ()
               ) -> list[Entry]:
     """The nonlinearities of the atlas, all at ``nu = 1``.
 
