@@ -19,6 +19,7 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
+from numpy.typing import ArrayLike
 from IPython.display import Markdown
 from scipy.special import erf
 
@@ -35,7 +36,7 @@ __all__ = ["F", "VARIANTS", "EXAMPLE", "theory_and_simulation", "random_inputs",
 #: The nonlinearity of the chapter.
 F = "tanh"
 #: Attention variants: weights ``w_K = w_Q = w`` with ``|w|`` and ``cos(mu, w)`` (default 1).
-VARIANTS: dict[str, dict[str, float]] = {
+VARIANTS: dict[str, dict[str, Any]] = {  # keyword arguments of Setting
     "attention, $w \\perp \\mu$": dict(wk_norm=2.0, wq_norm=2.0, cos_mu_wk=0.0, cos_mu_wq=0.0),
     "attention, aligned, $\\|w\\| = 1$": dict(wk_norm=1.0, wq_norm=1.0),
     "attention, aligned, $\\|w\\| = 2$": dict(wk_norm=2.0, wq_norm=2.0),
@@ -51,10 +52,10 @@ EXAMPLE_GAMMAS = np.array([1e-3, 1e-1, 1.0])
 C, GAMMA = 0.5, 1.0
 
 
-def theory_and_simulation(ax: Any, x_th: Sequence[float], settings_th: Sequence[Setting],
-                          x_mc: Sequence[float], settings_mc: Sequence[Setting],
-                          gammas: Sequence[float], *, n: int, trials: int, seed: int,
-                          label: str, color: str, k: int = 0, model: str = "attention",
+def theory_and_simulation(ax: Any, x_th: ArrayLike, settings_th: Sequence[Setting],
+                          x_mc: ArrayLike, settings_mc: Sequence[Setting],
+                          gammas: Sequence[float] | np.ndarray, *, n: int, trials: int, seed: int,
+                          label: str, color: str | None, k: int = 0, model: str = "attention",
                           marker: str = "o") -> tuple[np.ndarray, sweeps.SweepResult]:
     """DE line along ``settings_th`` and Monte Carlo markers along ``settings_mc`` at ``gammas[k]``.
 
@@ -211,7 +212,7 @@ def snr(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
     snr_mc = np.linspace(0.0, 4.0, check_int(n_points, "n_points"))
     snr_th = np.linspace(0.0, 4.0, 81)
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    common = dict(n=n, trials=trials, seed=seed)
+    common: dict[str, Any] = dict(n=n, trials=trials, seed=seed)
     g_att = sweeps.matched_gamma(Setting(c=C, f=F), GAMMA)  # the scale convention
     th_r, mc_r = theory_and_simulation(ax, snr_th, [Setting(c=C, snr=float(s)) for s in snr_th],
                                        snr_mc, [Setting(c=C, snr=float(s), f=F) for s in snr_mc],
@@ -356,7 +357,9 @@ def aspect_ratio(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
                          title=f"SNR $= 2$, $n = {n}$, $\\gamma = {gamma:g}$",
                          legend=(gamma == 1.0))
     inside = (c_th >= 0.1) & (c_th <= 0.9)
-    spread = lambda v: float(np.ptp(np.asarray(v)[inside]))  # noqa: E731
+
+    def spread(v: ArrayLike) -> float:
+        return float(np.ptp(np.asarray(v)[inside]))
     return Figure(fig, {
         "c_spread_ridge": spread(vals[(1.0, "ridge")][0]),
         "c_spread_att": spread(vals[(1.0, labels[1])][0]),
@@ -457,8 +460,9 @@ def coherent_shift(*, n: int, n_ladder: Sequence[int], trials: int, seed: int,
     n_ladder = [check_int(k, "n_ladder") for k in n_ladder]
     snr_d_mc = np.geomspace(0.25, 6.0, check_int(n_points, "n_points"))
     snr_d_th = np.geomspace(0.2, 6.5, 80)
-    delta_of = lambda snrs, nn: np.array([Setting(snr=float(s), **EXAMPLE).delta(nn)  # noqa: E731
-                                          for s in snrs])
+
+    def delta_of(snrs: np.ndarray, nn: int) -> np.ndarray:
+        return np.array([Setting(snr=float(s), **EXAMPLE).delta(nn) for s in snrs])
     sweep_th = [Setting(snr=float(s), **EXAMPLE) for s in snr_d_th]
     sweep_mc = [Setting(snr=float(s), **EXAMPLE) for s in snr_d_mc]
     att_th = sweeps.equivalents(sweep_th, gamma)
@@ -471,7 +475,9 @@ def coherent_shift(*, n: int, n_ladder: Sequence[int], trials: int, seed: int,
     th_ex = sweeps.equivalents([ex], g_ex)[0]
     d_th, d_mc = delta_of(snr_d_th, n), delta_of(snr_d_mc, n)
     d_n = np.array([ex.delta(k) for k in n_ladder])
-    ratio = lambda mc, model, th: mc.values(model)[:, :, 0] / th[:, None]  # noqa: E731
+
+    def ratio(mc: sweeps.SweepResult, model: str, th: np.ndarray) -> np.ndarray:
+        return mc.values(model)[:, :, 0] / th[:, None]
     r_att = ratio(mc_d, "attention", att_th_mc)
     r_ladder = ratio(mc_n, "attention", np.full(len(n_ladder), th_ex[0]))
     r_ridge = ratio(mc_d, "ridge", ridge_th_mc)
