@@ -353,7 +353,7 @@ def solve_bulk(c, rho, b2, gammas, *, max_iter: int = 50, max_steps: int = 10000
     order = np.argsort(-g, axis=1, kind="stable")
     gs = np.take_along_axis(g, order, axis=1)
 
-    where = label if label is not None else (lambda b: f"batch element {b}")  # noqa: E731
+    where = label if label is not None else (lambda b: f"batch element {b}")
 
     # state
     gam = np.maximum(_start(c, rho, b2), gs[:, 0])

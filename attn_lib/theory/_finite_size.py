@@ -433,7 +433,7 @@ class _Model:
         sk, left, right = _factor(S2, w, _NOISE_TOL, None)
         factors = [_factor(np.sqrt(S2 * S2.T), w, _NOISE_TOL, None),
                    (sk, left, right), (sk, right, left)]   # S2^T: the transposed factors of S2
-        self.noise = [(self.phi * l * sv, (r * w[:, None]).T) for sv, l, r in factors]
+        self.noise = [(self.phi * lf * sv, (rf * w[:, None]).T) for sv, lf, rf in factors]
 
 
 def _pad(arrays: list[np.ndarray], shape: tuple[int, ...], dtype=float) -> np.ndarray:
@@ -569,7 +569,7 @@ class _Stack:
         out = _Stack()
         for k, x in self.__dict__.items():
             if k == "noise":
-                x = [(l[idx], r[idx]) for l, r in x]
+                x = [(lf[idx], rf[idx]) for lf, rf in x]
             elif k == "wa":
                 x = [a[idx] for a in x]
             elif k not in _SHARED:
@@ -838,7 +838,7 @@ def _solve(st: _Stack, targets: list[np.ndarray], label: Callable[[int], str]) -
 
 def _chunks(models: list[_Model]) -> list[list[int]]:
     """Groups of model indices of similar size, each small enough to solve as one batch."""
-    size = np.array([len(m.delta) * (len(m.delta) + 4 * max(l.shape[1] for l, _ in m.noise))
+    size = np.array([len(m.delta) * (len(m.delta) + 4 * max(lf.shape[1] for lf, _ in m.noise))
                      for m in models])
     order = np.argsort(size, kind="stable")
     groups: list[list[int]] = []

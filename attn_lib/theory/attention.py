@@ -113,8 +113,8 @@ def _params(settings: Sequence[Setting | RankSetting]
     ``1 + 2r`` may differ)."""
     c = np.array([s.c for s in settings])
     lin = [linearisation(s) for s in settings]
-    rho = np.array([l.rho for l in lin])
-    b2 = np.array([l.b2 for l in lin])
+    rho = np.array([li.rho for li in lin])
+    b2 = np.array([li.b2 for li in lin])
     canon = [s.canonical() for s in settings]
     snr = np.array([s.snr for s in canon])
     gram = [np.asarray(s.gram) for s in canon]
@@ -244,8 +244,8 @@ def _finite_size(settings: Sequence[Setting | RankSetting | MatrixSetting], gamm
              for s in fs]
     lam = [(softmax.scale(s, n) / softmax.scale(c, n)) ** 2 if isinstance(s.attention, Softmax)
            else 1.0 for s, c in zip(fs, canon)]
-    out = finite_size_resolvent_form_batch(canon, [l * np.asarray(g) for l, g in zip(lam, gammas)], n)
-    out = [(l * q, l * l * dq) for l, (q, dq) in zip(lam, out)]
+    out = finite_size_resolvent_form_batch(canon, [lam_b * np.asarray(g) for lam_b, g in zip(lam, gammas)], n)
+    out = [(lam_b * q, lam_b * lam_b * dq) for lam_b, (q, dq) in zip(lam, out)]
     for b in np.flatnonzero(~np.array(exact, dtype=bool)).tolist():
         g = np.asarray(gammas[b], dtype=float)
         p = settings[b].p(n)
