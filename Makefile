@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test book chapter clean
+.PHONY: venv test lint book chapter clean
 .DEFAULT_GOAL := book
 
 # The environment: created when missing, reinstalled when the pins or the project change.
@@ -19,6 +19,12 @@ venv: $(STAMP)
 
 include mk/book.mk
 
-test: $(STAMP)
+# The lint and the type check ([tool.ruff], [tool.mypy] in pyproject.toml); make test runs them
+# first, so that a finding fails it fast.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check attn_lib tests benchmarks scripts
+	$(VENV)/bin/mypy
+
+test: lint
 	$(MAKE) --no-print-directory book PROFILE=quick
 	$(PY) -m pytest

@@ -16,12 +16,19 @@ Objects: :func:`check_callable`, :func:`check_setting`, :func:`check_settings`.
 from __future__ import annotations
 
 import numbers
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence, TypeAlias, TypeGuard, TypeVar, cast, overload
 
 import numpy as np
 
 if TYPE_CHECKING:
-    from .model.setting import BaseSetting
+    from .model.setting import Attention, BaseSetting, Setting
+
+# The setting types a caller accepts (``types=``), for the return type of check_setting(s).
+_A = TypeVar("_A", bound="BaseSetting")
+_B = TypeVar("_B", bound="BaseSetting")
+_C = TypeVar("_C", bound="BaseSetting")
+_D = TypeVar("_D", bound="BaseSetting")
+_Kinds: TypeAlias = "tuple[type[Attention], ...] | None"  # the attention kinds accepted
 
 #: The fewest tokens of a draw: the balanced labels need one token per class.
 MIN_TOKENS = 2
@@ -65,7 +72,7 @@ def check_real(value: object, name: str, *, low: float | None = None,
     return x
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeGuard[numbers.Integral | np.integer[Any]]:
     return not isinstance(value, bool) and isinstance(value, (numbers.Integral, np.integer))
 
 
@@ -269,9 +276,26 @@ def check_callable(value: object, name: str, signature: str) -> Any:
     return value
 
 
+@overload
+def check_setting(setting: object, name: str = ..., *, types: None = None,
+                  attention: _Kinds = None) -> Setting: ...
+@overload
+def check_setting(setting: object, name: str = ..., *, types: tuple[type[_A]],
+                  attention: _Kinds = None) -> _A: ...
+@overload
+def check_setting(setting: object, name: str = ..., *, types: tuple[type[_A], type[_B]],
+                  attention: _Kinds = None) -> _A | _B: ...
+@overload
+def check_setting(setting: object, name: str = ..., *,
+                  types: tuple[type[_A], type[_B], type[_C]],
+                  attention: _Kinds = None) -> _A | _B | _C: ...
+@overload
+def check_setting(setting: object, name: str = ..., *,
+                  types: tuple[type[_A], type[_B], type[_C], type[_D]],
+                  attention: _Kinds = None) -> _A | _B | _C | _D: ...
 def check_setting(setting: object, name: str = "setting", *,
-                  types: tuple[type, ...] | None = None,
-                  attention: tuple[type, ...] | None = None) -> BaseSetting:
+                  types: tuple[type[BaseSetting], ...] | None = None,
+                  attention: tuple[type[Attention], ...] | None = None) -> BaseSetting:
     """``setting`` if it is a setting type and attention kind the caller supports.
 
     Parameters
@@ -305,7 +329,14 @@ def check_setting(setting: object, name: str = "setting", *,
     return setting
 
 
-def check_settings(settings: object, name: str = "settings", **kinds: Any) -> list[BaseSetting]:
+@overload
+def check_settings(settings: object, name: str = ..., *, types: None = None,
+                   attention: _Kinds = None) -> list[Setting]: ...
+@overload
+def check_settings(settings: object, name: str = ..., *,
+                   types: tuple[type[_A], type[_B], type[_C], type[_D]],
+                   attention: _Kinds = None) -> list[_A | _B | _C | _D]: ...
+def check_settings(settings: object, name: str = "settings", **kinds: Any) -> list[Any]:
     """``settings`` (one setting or a non-empty sequence of them) as a list.
 
     Each entry goes through :func:`check_setting` (``kinds``: its ``types`` and ``attention``).
@@ -313,12 +344,11 @@ def check_settings(settings: object, name: str = "settings", **kinds: Any) -> li
     from .model.setting import BaseSetting
 
     try:
-        out = [settings] if isinstance(settings, BaseSetting) else list(settings)
+        out = ([settings] if isinstance(settings, BaseSetting)
+               else list(cast("Iterable[object]", settings)))
     except TypeError as exc:
         raise TypeError(f"{name} must be a setting or a sequence of settings, got "
                         f"{type(settings).__name__}") from exc
     if not out:
         raise ValueError(f"{name} must not be empty")
-    for s in out:
-        check_setting(s, name, **kinds)
-    return out
+    return [check_setting(s, name, **kinds) for s in out]

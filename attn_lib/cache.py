@@ -94,9 +94,12 @@ import tempfile
 import textwrap
 import zipfile
 from pathlib import Path
-from typing import Any, Callable, Iterator, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeVar
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 __all__ = ["cache_dir", "dependencies", "code_hash", "key", "Entry", "entry", "cached", "memoize",
            "clear", "RESULT_TYPES"]
@@ -126,7 +129,7 @@ RESULT_TYPES = (
 # A target of a name: ("def", module, name) a definition of the library, ("module", module) a
 # module of the library (standing for all its definitions), ("external", package) a package
 # outside it, ("foreign", object) a function or class defined outside any package.
-_Target = tuple
+_Target = tuple[Any, ...]
 
 
 def cache_dir() -> Path:
@@ -173,7 +176,8 @@ def _chains(tree: ast.AST) -> Iterator[tuple[str, ...]]:
     while stack:
         node = stack.pop()
         if isinstance(node, ast.Attribute):
-            attrs, base = [], node
+            attrs: list[str] = []
+            base: ast.expr = node
             while isinstance(base, ast.Attribute):
                 attrs.append(base.attr)
                 base = base.value
@@ -195,7 +199,7 @@ def _stored_names(stmt: ast.stmt) -> set[str]:
     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return {stmt.name}
     if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-        scope = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        scope: Sequence[ast.AST] = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
     else:
         scope = [stmt]
     names: set[str] = set()
@@ -308,7 +312,7 @@ def _parse(root: Path, name: str) -> _Module | None:
                    imports=imports, stars=tuple(stars))
 
 
-def _lookup(root: Path, module: str, name: str, seen: frozenset = frozenset()) -> list[_Target]:
+def _lookup(root: Path, module: str, name: str, seen: frozenset[tuple[str, str]] = frozenset()) -> list[_Target]:
     """Targets of the global ``name`` of the library module ``module`` (``[]`` if not global)."""
     mod = _parse(root, module)
     if mod is None or (module, name) in seen:
@@ -325,7 +329,7 @@ def _lookup(root: Path, module: str, name: str, seen: frozenset = frozenset()) -
     return out
 
 
-def _resolve_attribute(root: Path, target: _Target, seen: frozenset = frozenset()) -> list[_Target]:
+def _resolve_attribute(root: Path, target: _Target, seen: frozenset[tuple[str, str]] = frozenset()) -> list[_Target]:
     """Resolve ``("attribute", module, name)`` (``from module import name``) to targets."""
     if target[0] != "attribute":
         return [target]
@@ -363,6 +367,7 @@ def _edges(root: Path, target: _Target) -> list[_Target]:
                 for t in _lookup(root, target[1], n)]
     _, module, name = target
     mod = _parse(root, module)
+    assert mod is not None  # an "attribute" target names a module of the library
     out: list[_Target] = []
     for chain in mod.uses[name]:
         base = mod.local_imports[name].get(chain[0])
@@ -452,7 +457,7 @@ def _closure(obj: Any, root: Path) -> tuple[tuple[str, str], ...]:
     """``(name, hash or version)`` of everything ``obj`` depends on, sorted (memoised)."""
     found: dict[str, str] = {"python": _PYTHON}
     stack = _runtime_targets(obj, root)
-    seen: set = set()
+    seen: set[_Target] = set()
     while stack:
         target = stack.pop()
         if target in seen:
@@ -471,7 +476,9 @@ def _closure(obj: Any, root: Path) -> tuple[tuple[str, str], ...]:
             if target[1] not in _NOT_FOLLOWED:
                 stack.extend(_edges(root, target))
         elif target[1] not in _NOT_FOLLOWED:  # a definition (see _NOT_FOLLOWED)
-            found[f"{target[1]}.{target[2]}"] = _parse(root, target[1]).definitions[target[2]]
+            mod = _parse(root, target[1])
+            assert mod is not None  # a "def" target names a module of the library
+            found[f"{target[1]}.{target[2]}"] = mod.definitions[target[2]]
             stack.extend(_edges(root, target))
     return tuple(sorted(found.items()))
 
@@ -595,7 +602,7 @@ class _Unknown(ValueError):
 
 
 @functools.lru_cache(maxsize=None)
-def _result_type(name: str) -> type:
+def _result_type(name: str) -> type[DataclassInstance]:
     """The class ``name`` of :data:`RESULT_TYPES` (imported through the table only)."""
     if name not in RESULT_TYPES:
         raise _Unknown(f"{name!r} is not one of cache.RESULT_TYPES")
@@ -633,7 +640,8 @@ def _encode(obj: Any, arrays: list[np.ndarray]) -> Any:
         return {"dict": items}
     name = f"{type(obj).__module__}.{type(obj).__qualname__}"
     if name in RESULT_TYPES and _result_type(name) is type(obj):
-        fields = {f.name: _encode(getattr(obj, f.name), arrays) for f in dataclasses.fields(obj)}
+        fields = {f.name: _encode(getattr(obj, f.name), arrays)
+                  for f in dataclasses.fields(_result_type(name))}
         return {"dataclass": name, "fields": fields}
     raise TypeError(f"the cache cannot store an object of type {name}: add it to "
                     "cache.RESULT_TYPES if it is a result dataclass of the library")

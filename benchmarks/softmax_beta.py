@@ -89,7 +89,7 @@ from attn_lib.studies.softmax import kurtosis
 from attn_lib.theory import softmax
 
 sys.path.insert(0, str(Path(__file__).parent))
-import softmax_grid as sg  # noqa: E402  (the grid's informative gammas: a sibling script)
+import softmax_grid as sg
 
 #: Random-input settings of the grid, (c, snr): no weights.
 SETTINGS = ((1.5, 0.0), (0.3, 0.0))

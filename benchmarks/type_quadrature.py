@@ -409,7 +409,7 @@ def _product(X1, X2, X3) -> list:
 
 def _derivative(mult: float, *products: tuple) -> list:
     """``mult`` times the sum of the :func:`_product` terms, each term tagged with ``mult``."""
-    return [(c, s, l, r, mult) for prod in products for c, s, l, r in _product(*prod)]
+    return [(c, s, lt, r, mult) for prod in products for c, s, lt, r in _product(*prod)]
 
 
 _A_T = _derivative(1.0, (_DK, FULL, FULL), (FULL, FULL, _DK), (FULL, _DG, FULL))

@@ -30,7 +30,7 @@ GEOMETRIES = [
 def _linear_bulk_closed_form(c: float, gamma: float) -> float:
     """Linear f, mu = 0: ``Phi^T Phi / n = c S (S - 1)^2`` so ``E = gamma^2 int dmu / (gamma + c l (l-1)^2)^2``."""
     lo, hi = mp.edges(c)
-    f = lambda l: mp.density(np.array([l]), c)[0] * gamma ** 2 / (gamma + c * l * (l - 1) ** 2) ** 2  # noqa: E731
+    f = lambda lam: mp.density(np.array([lam]), c)[0] * gamma ** 2 / (gamma + c * lam * (lam - 1) ** 2) ** 2  # noqa: E731
     pts = [1.0] if lo < 1.0 < hi else None
     v, _ = integrate.quad(f, lo, hi, points=pts, limit=800, epsabs=1e-14, epsrel=1e-13)
     return v + mp.atom(c)
@@ -81,8 +81,8 @@ def _linear_spiked_closed_form(setting: Setting, gamma: float) -> float:
     rho = np.sqrt(setting.c) * setting.hermite.a1
     c = setting.c
     roots = np.roots([rho ** 2, -2 * rho ** 2, rho ** 2, gamma])
-    dD = lambda l: 3 * rho ** 2 * l ** 2 - 4 * rho ** 2 * l + rho ** 2  # noqa: E731
-    j = lambda l: rho * (l - 1)  # noqa: E731
+    dD = lambda lam: 3 * rho ** 2 * lam ** 2 - 4 * rho ** 2 * lam + rho ** 2  # noqa: E731
+    j = lambda lam: rho * (lam - 1)  # noqa: E731
     g = setting.gram
     yh = (1.0, np.zeros(3))
     u = (g[0, 1] / np.sqrt(c), np.array([0, 1.0, 0]))

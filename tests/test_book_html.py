@@ -160,7 +160,7 @@ def find_browser() -> str:
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format, *args):  # noqa: A002 - signature of the base class
+    def log_message(self, format, *args):
         pass
 
 
@@ -278,7 +278,7 @@ def measure_equations(browser: str, html_dir: Path, pages: list[str]) -> list[di
                       .replace("__WIDTHS__", json.dumps(list(WIDTHS))).encode()
 
     class Handler(_QuietHandler):
-        def do_GET(self):  # noqa: N802 - name of the base class
+        def do_GET(self):
             if self.path != "/__measure__.html":
                 return super().do_GET()
             self.send_response(200)

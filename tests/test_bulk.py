@@ -65,7 +65,7 @@ def test_step_limit_raises():
 def _linear_g1_closed_form(c: float, z: complex) -> complex:
     """Linear f, mu = 0: ``Phi^T Phi / n = c S (S - 1)^2``, so ``g1(z) = int dmu_MP / (c l (l - 1)^2 - z)``."""
     lo, hi = mp.edges(c)
-    f = lambda l, part: part(mp.density(np.array([l]), c)[0] / (c * l * (l - 1) ** 2 - z))  # noqa: E731
+    f = lambda lam, part: part(mp.density(np.array([lam]), c)[0] / (c * lam * (lam - 1) ** 2 - z))  # noqa: E731
     pts = [1.0] if lo < 1.0 < hi else None
     re, im = (integrate.quad(f, lo, hi, args=(part,), points=pts, limit=800, epsabs=1e-13)[0]
               for part in (np.real, np.imag))

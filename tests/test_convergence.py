@@ -130,7 +130,9 @@ def test_fluctuation_error_matches_the_spread_of_the_std_for_gaussian_draws():
 def test_resolution_threshold_is_two_standard_errors():
     # two draws a -+ d: mean a, std(ddof=1) = d sqrt(2), se = d. Bias a - theory.
     d = 0.01
-    pair = lambda b: np.array([b - d, b + d])
+
+    def pair(b):
+        return np.array([b - d, b + d])
     s = cv.series([pair(2.0 * d), pair(1.99 * d), pair(-2.5 * d), pair(0.0)],
                      [1, 2, 3, 4], theory=0.0)
     np.testing.assert_allclose(s.bias_se, d)

@@ -40,10 +40,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
     """GET with ``Range: bytes=a-b``; ``server.mode`` selects a failure, ``server.log`` the
     ranges served."""
 
-    def log_message(self, format, *args):  # noqa: A002 - signature of the base class
+    def log_message(self, format, *args):
         pass
 
-    def do_GET(self):  # noqa: N802 - name of the base class
+    def do_GET(self):
         try:
             self._get()
         except (BrokenPipeError, ConnectionResetError):   # the client gave up: its test's case

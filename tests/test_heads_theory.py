@@ -171,7 +171,7 @@ def test_setting_validation():
     np.testing.assert_allclose(s.logit_scales, 1.0)
     assert [b.tolist() for b in s.blocks] == [[0, 1, 2], [3, 4, 5]]
     with pytest.raises(AttributeError, match="one logit scale per head"):
-        s.logit_scale  # noqa: B018
+        s.logit_scale
     assert not s.heads.flags.writeable and not s.mu.flags.writeable
     assert s == al.HeadsSetting(c=0.5, heads=B.copy(), mu=np.ones(6))
     assert hash(s) == hash(al.HeadsSetting(c=0.5, heads=B.copy(), mu=np.ones(6)))

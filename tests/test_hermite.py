@@ -56,9 +56,13 @@ def test_trunc_exp_against_high_order_quadrature():
     def expect(g):
         lo = 0.5 * (x + 1) * (2 + 12) - 12      # [-12, 2]
         hi = 0.5 * (x + 1) * 12 + 2             # [2, 14]
-        pdf = lambda t: np.exp(-t * t / 2) / SQ2PI
+
+        def pdf(t):
+            return np.exp(-t * t / 2) / SQ2PI
         return (w * g(lo) * pdf(lo)).sum() * 7 + (w * g(hi) * pdf(hi)).sum() * 6
-    f = lambda t: np.exp(np.minimum(t, 2.0))
+
+    def f(t):
+        return np.exp(np.minimum(t, 2.0))
     a0 = expect(f)
     h = coefficients("trunc_exp")
     assert h.a0 == pytest.approx(a0, abs=1e-10)

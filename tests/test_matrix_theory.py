@@ -43,10 +43,10 @@ def test_orthogonal_invariance():
     M = 0.2 * np.eye(p) + rng.standard_normal((p, p)) / np.sqrt(p)
     mu = rng.standard_normal(p)
     mu /= np.linalg.norm(mu)
-    O, _ = np.linalg.qr(rng.standard_normal((p, p)))
+    R, _ = np.linalg.qr(rng.standard_normal((p, p)))  # a random rotation
     with threadpool_limits(1):
         E = _matrix.matrix_error(0.5, M, mu, "tanh", GAMMAS)
-        E2 = _matrix.matrix_error(0.5, O @ M @ O.T, O @ mu, "tanh", GAMMAS)
+        E2 = _matrix.matrix_error(0.5, R @ M @ R.T, R @ mu, "tanh", GAMMAS)
     np.testing.assert_allclose(E2, E, rtol=0, atol=1e-8)
 
 

@@ -44,8 +44,9 @@ def test_interpolation_for_p_at_least_n_and_large_gamma(c):
 def test_derivative_matches_finite_difference():
     s = al.Setting(c=0.7, snr=2.0)
     g, h = 0.3, 1e-5
-    F = lambda gam: al.theory.marchenko_pastur and (  # y^T Q y / n = q(-gamma/c)/c
-        al.theory.ridge.ridge_resolvent_form(s, np.array(-gam / s.c))[0] / s.c)
+
+    def F(gam):  # y^T Q y / n = q(-gamma/c)/c
+        return al.theory.ridge.ridge_resolvent_form(s, np.array(-gam / s.c))[0] / s.c
     num = -g ** 2 * (F(g + h) - F(g - h)) / (2 * h)
     assert al.theory.ridge_error(s, g) == pytest.approx(num, rel=1e-7)
 

@@ -51,7 +51,9 @@ def test_attention_kernel_definition():
                    cos_mu_wq=0.8, cos_wk_wq=0.1, alpha=1.3)
     smp = al.data.draw(s, 40, np.random.default_rng(2))
     p = smp.X.shape[0]
-    f = lambda t: np.maximum(t, 0) - s.hermite.a0
+
+    def f(t):
+        return np.maximum(t, 0) - s.hermite.a0
     K = al.kernel.attention_kernel(smp.X, f, smp.w_K, smp.w_Q, alpha=1.3)
     M = 1.3 * np.eye(p) + np.outer(smp.w_K, smp.w_Q)
     want = f(smp.X.T @ M @ smp.X / np.sqrt(p)) / np.sqrt(p)

@@ -98,7 +98,7 @@ def _wording(wording: object) -> tuple[str, str, str]:
     if len(w) != 3 or not all(isinstance(x, str) for x in w):
         raise TypeError("wording must be three strings: for a claim that holds, is "
                         "contradicted, and is undecided")
-    return w  # type: ignore[return-value]
+    return w
 
 
 def _name(name: object) -> str:

@@ -11,9 +11,12 @@ chapter (see :data:`COLORS`); several settings of one model are drawn in shades 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
 
 __all__ = ["COLORS", "use", "color", "shades", "plot_theory", "plot_sim", "plot_theory_vs_sim",
            "label_axes", "gap_map", "log_ticks"]
@@ -38,7 +41,7 @@ COLORS: dict[str, str] = {
     "quadratic": "#5d3a9b",
 }
 
-_RC: dict[str, Any] = {
+_RC: dict[RcKeyType, Any] = {
     "figure.figsize": (6.4, 4.0),
     "figure.dpi": 100,
     "savefig.dpi": 150,
@@ -55,7 +58,7 @@ _RC: dict[str, Any] = {
 }
 
 
-def use(context: str = "notebook") -> None:
+def use(context: Literal["paper", "notebook", "talk", "poster"] = "notebook") -> None:
     """Apply the book's style: seaborn ``whitegrid`` + ``colorblind`` palette + :data:`_RC`.
 
     Parameters
@@ -96,7 +99,7 @@ def shades(name: str, k: int) -> list[str]:
         raise ValueError(f"name must be a key of COLORS, got {name!r}")
     base = np.array(to_rgb(COLORS[name]))
     mix = [0.6 * (k - 1 - i) / (k - 1) if k > 1 else 0.0 for i in range(k)]
-    return [to_hex(base + w * (1.0 - base)) for w in mix]
+    return [to_hex(tuple(base + w * (1.0 - base))) for w in mix]
 
 
 def plot_theory(ax: Any, x: Any, y: Any, label: str | None = None, **kwargs: Any) -> Any:
@@ -121,7 +124,7 @@ def plot_sim(ax: Any, x: Any, mean: Any, err: Any = None, label: str | None = No
 
 def plot_theory_vs_sim(ax: Any, x: Any, theory: Any, sim_mean: Any, sim_err: Any = None,
                        label: str = "", color: str | None = None, x_sim: Any = None,
-                       fmt: str = "o") -> tuple:
+                       fmt: str = "o") -> tuple[Any, ...]:
     """Theory (line) and simulation (markers ± error bars) of one model in one colour.
 
     Parameters

@@ -30,12 +30,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 import numpy as np
 from scipy.linalg import blas
 from threadpoolctl import ThreadpoolController
 
 from .nonlinearity import Nonlinearity
+
+_Name = TypeVar("_Name", bound=Hashable)  # the names of the signals in head_features
 
 #: The BLAS thread pools (their thread count is the one the entry-wise passes use).
 BLAS = ThreadpoolController().select(user_api="blas")
@@ -148,9 +151,9 @@ def head_blocks(p: int, H: int) -> list[np.ndarray]:
     return np.array_split(np.arange(p), H)
 
 
-def head_features(Z: np.ndarray, y: np.ndarray, X: Mapping[Hashable, np.ndarray],
-                  mus: Mapping[Hashable, np.ndarray], heads: Sequence[np.ndarray],
-                  step: Callable[[int, np.ndarray], np.ndarray]) -> dict[Hashable, np.ndarray]:
+def head_features(Z: np.ndarray, y: np.ndarray, X: Mapping[_Name, np.ndarray],
+                  mus: Mapping[_Name, np.ndarray], heads: Sequence[np.ndarray] | np.ndarray,
+                  step: Callable[[int, np.ndarray], np.ndarray]) -> dict[_Name, np.ndarray]:
     """Multi-head features ``Phi = [X_1 K_1; ...; X_H K_H]`` of one noise draw, per signal.
 
     For each head ``h`` (matrix ``B_h``), ``Z^T B_h Z`` is formed once and shared by the
@@ -192,7 +195,7 @@ def blas_threads() -> int:
     return max(1, min((lib.num_threads for lib in BLAS.lib_controllers), default=1))
 
 
-def _by_rows(step: Callable[[slice], None], shape: tuple[int, int]) -> None:
+def _by_rows(step: Callable[[slice], None], shape: tuple[int, ...]) -> None:
     """Call ``step`` on consecutive row blocks of an ``(m, n)`` float array, in threads.
 
     The blocks have about ``_BLOCK_BYTES`` each; there are as many threads as BLAS has

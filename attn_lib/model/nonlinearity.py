@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Union
+from typing import TYPE_CHECKING, Callable, Union, cast
 
 import numpy as np
 from scipy import special
@@ -223,12 +223,12 @@ class Nonlinearity:
                             f"{type(self.base).__name__}")
         if self.nu is not None:
             set_("nu", check_real(self.nu, "nu", low=0.0, low_open=True))
-            if _hermite(self.base).nu <= 0.0:
+            if _hermite(cast(str, self.base)).nu <= 0.0:  # a name (checked above)
                 raise ValueError(f"base {self.base!r} is constant under N(0, 1); it cannot be "
                                  "normalised")
         if self.theta is not None:
             set_("theta", check_real(self.theta, "theta", low=0.0, high=float(np.pi / 2)))
-            if _hermite(self.base).b2 <= _LINEAR_TOL:
+            if _hermite(cast(str, self.base)).b2 <= _LINEAR_TOL:  # a name (checked above)
                 raise ValueError(f"h={self.base!r} is linear under N(0, 1): it has no non-linear "
                                  "part")
 
@@ -249,7 +249,7 @@ class Nonlinearity:
         """Output factor ``sqrt(nu / nu_g)`` (``1`` when ``nu`` is unset)."""
         if self.nu is None:
             return 1.0
-        return float(np.sqrt(self.nu / _hermite(self.base).nu))
+        return float(np.sqrt(self.nu / _hermite(cast(str, self.base)).nu))  # nu: base is a name
 
     @property
     def plain(self) -> bool:
@@ -279,7 +279,7 @@ class Nonlinearity:
         u = t if self.scale == 1.0 else self.scale * t
         g = self._function
         if self.theta is not None:
-            d = _hermite(self.base)
+            d = _hermite(cast(str, self.base))  # theta: base is a name
             h = (np.asarray(g(u), dtype=float) - d.a0 - d.a1 * u) / np.sqrt(d.b2)
             return np.cos(self.theta) * u + np.sin(self.theta) * h
         if self.nu is not None:
@@ -321,7 +321,7 @@ def check_nonlinearity(f: object, name: str = "f") -> Nonlinearity:
                              f"got {f!r}")
         return REGISTRY[f]
     _check_callable(f, name)
-    return Nonlinearity(f)
+    return Nonlinearity(cast("Callable[[np.ndarray], np.ndarray]", f))
 
 
 def normalised(base: str, nu: float = 1.0) -> Nonlinearity:

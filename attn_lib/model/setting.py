@@ -37,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -155,6 +156,13 @@ class BaseSetting:
 
     c: float
 
+    if TYPE_CHECKING:  # fields of every subclass (declared there, for their order)
+        @property
+        def f(self) -> NonlinearityLike: ...
+
+        @property
+        def attention(self) -> Attention: ...
+
     def __post_init__(self) -> None:
         self._set("c", check_real(self.c, "c", low=0.0, low_open=True))
         check_nonlinearity(self.f)
@@ -167,7 +175,7 @@ class BaseSetting:
         """Store a validated (converted) field of the frozen instance."""
         object.__setattr__(self, name, value)
 
-    def _values(self) -> tuple:
+    def _values(self) -> tuple[Any, ...]:
         """The fields' values, in declaration order."""
         return tuple(getattr(self, f.name) for f in dataclasses.fields(self))
 

@@ -43,9 +43,12 @@ import contextlib
 import functools
 import os
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
+
+if TYPE_CHECKING:
+    from threadpoolctl import ThreadpoolController
 
 from .._validation import check_scheduler
 
@@ -131,7 +134,7 @@ def shutdown() -> None:
 
 
 @functools.lru_cache(maxsize=1)
-def _blas():
+def _blas() -> ThreadpoolController:
     from threadpoolctl import ThreadpoolController
     return ThreadpoolController()
 
@@ -198,7 +201,7 @@ def run(jobs: Sequence[Job], scheduler: str | None = None,
         from dask.distributed import as_completed
 
         where: dict[Any, tuple[int, int]] = {}
-        results = [[None] * len(args) for _, args in jobs]
+        results: list[list[Any]] = [[None] * len(args) for _, args in jobs]
         left = [len(args) for _, args in jobs]
         try:
             shared = c.scatter([func for func, _ in jobs], hash=False)  # one round trip
@@ -216,7 +219,7 @@ def run(jobs: Sequence[Job], scheduler: str | None = None,
                 left[j] -= 1
                 if left[j] == 0:
                     yield j, results[j]
-                    results[j] = None
+                    results[j] = []  # free them
         finally:
             if where:
                 c.cancel(list(where))

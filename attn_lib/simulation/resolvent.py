@@ -12,12 +12,16 @@ of several feature matrices of one draw share one call (:func:`interpolation_err
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 from scipy.linalg import blas, lapack
 
 from ..model.kernel import BLAS
+
+# ``(A, v, finish)``: the matrix and start vector of a Lanczos run (``None`` when there is
+# none), and ``finish(d, e)`` of its tridiagonal matrix (called ``finish(None, None)`` then).
+_Problem = tuple["np.ndarray | None", "np.ndarray | None", Callable[..., np.ndarray]]
 
 __all__ = ["krylov_tridiagonal", "resolvent_moments", "gram_error", "interpolation_error",
            "interpolation_errors"]
@@ -84,7 +88,7 @@ def resolvent_moments(d: np.ndarray, e: np.ndarray, gammas: np.ndarray
     return r1.reshape(g.shape), r2.reshape(g.shape)
 
 
-def _gram_problem(A: np.ndarray, y: np.ndarray, g: np.ndarray) -> tuple:
+def _gram_problem(A: np.ndarray, y: np.ndarray, g: np.ndarray) -> _Problem:
     """``(A, y, finish)``: ``finish(d, e)`` is the error of :func:`gram_error` from ``T``."""
     def finish(d: np.ndarray, e: np.ndarray) -> np.ndarray:
         _, r2 = resolvent_moments(d, e, g)
@@ -92,7 +96,7 @@ def _gram_problem(A: np.ndarray, y: np.ndarray, g: np.ndarray) -> tuple:
     return A, y, finish
 
 
-def _feature_problem(Phi: np.ndarray, y: np.ndarray, g: np.ndarray) -> tuple:
+def _feature_problem(Phi: np.ndarray, y: np.ndarray, g: np.ndarray) -> _Problem:
     """``(B, v, finish)`` of :func:`interpolation_error`; ``B`` is ``None`` if ``v = 0``."""
     p, n = Phi.shape
     if p >= n:
@@ -110,9 +114,9 @@ def _feature_problem(Phi: np.ndarray, y: np.ndarray, g: np.ndarray) -> tuple:
     return B, v, finish
 
 
-def _solve(problems: list[tuple]) -> list[np.ndarray]:
+def _solve(problems: list[_Problem]) -> list[np.ndarray]:
     """Finish each ``(A, v, finish)`` from the Lanczos matrix of ``A`` at ``v`` (one BLAS thread)."""
-    todo = [(A, v) for A, v, _ in problems if A is not None]
+    todo = [(A, v) for A, v, _ in problems if A is not None and v is not None]  # both or neither
     with BLAS.limit(limits=1):
         tri = [_krylov(A, v) for A, v in todo]
     out, it = [], iter(tri)

@@ -52,16 +52,19 @@ def _kernel(setting: Setting | RankSetting | MatrixSetting, s: data.Sample, keep
         a0 = setting.hermite.a0  # E f(sigma xi): the off-diagonal logits are ~ N(0, sigma^2)
     if isinstance(setting, MatrixSetting):
         def kern(gram: np.ndarray | None = None, use_symmetry: bool = False) -> np.ndarray:
+            assert s.Z is not None  # a MatrixSetting's draw keeps its noise
             T = kernel.matrix_logits(s.Z, s.y, s.mu, setting.M)
             if isinstance(kind, Softmax):
                 return kernel.softmax_columns(T, kind.beta, kind.mask)
             return kernel.apply(f, T, p, keep_diagonal, a0, overwrite=True)
     elif isinstance(kind, Softmax):
         def kern(gram: np.ndarray | None = None, use_symmetry: bool = False) -> np.ndarray:
+            assert s.w_K is not None and s.w_Q is not None  # drawn for these settings
             return kernel.softmax_kernel(s.X, s.w_K, s.w_Q, kind.beta, setting.alpha, kind.mask,
                                          gram)
     else:
         def kern(gram: np.ndarray | None = None, use_symmetry: bool = False) -> np.ndarray:
+            assert s.w_K is not None and s.w_Q is not None  # drawn for these settings
             return kernel.attention_kernel(s.X, f, s.w_K, s.w_Q, setting.alpha, keep_diagonal,
                                            gram, a0, use_symmetry)
     return kern
@@ -83,6 +86,7 @@ def _head_features(setting: HeadsSetting, s: data.Sample, keep_diagonal: bool) -
 
         def step(h: int, T: np.ndarray) -> np.ndarray:
             return kernel.apply(func, T, p, keep_diagonal, setting.hermites[h].a0, overwrite=True)
+    assert s.Z is not None  # a HeadsSetting's draw keeps its noise
     return kernel.head_features(s.Z, s.y, {0: s.X}, {0: s.mu}, setting.heads, step)[0]
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -28,7 +28,8 @@ from . import executor
 __all__ = ["standard_error", "Stats", "Trials", "TrialFunction", "Plan", "run_plans"]
 
 #: A trial: draws from the generator it is given and returns named curves (arrays of fixed shape).
-TrialFunction = Callable[[np.random.Generator], Mapping[Hashable, ArrayLike]]
+#: (Keys ``Any``: a ``Mapping`` is invariant in its keys, so ``Hashable`` would refuse ``dict[str, ...]``.)
+TrialFunction = Callable[[np.random.Generator], Mapping[Any, ArrayLike]]
 
 R = TypeVar("R", bound="Trials")
 
@@ -99,7 +100,7 @@ class Trials:
         Tokens and token dimension.
     """
 
-    values: dict
+    values: dict[Any, np.ndarray]
     gammas: np.ndarray
     n: int
     p: int
@@ -175,7 +176,7 @@ class Trials:
         return self.stats(model).sem
 
 
-def _draw(trial: TrialFunction, seed: np.random.SeedSequence) -> Mapping[Hashable, ArrayLike]:
+def _draw(trial: TrialFunction, seed: np.random.SeedSequence) -> Mapping[Any, ArrayLike]:
     """One task: the curves of ``trial`` on the generator of its child seed."""
     return trial(np.random.default_rng(seed))
 
@@ -197,12 +198,12 @@ class Plan(Generic[R]):
 
     result: type[R]
     trial: TrialFunction
-    seeds: tuple
+    seeds: tuple[np.random.SeedSequence, ...]
     gammas: np.ndarray
     n: int
     p: int
 
-    def assemble(self, curves: Sequence[Mapping[Hashable, ArrayLike]]) -> R:
+    def assemble(self, curves: Sequence[Mapping[Any, ArrayLike]]) -> R:
         """Stack the tasks' curves (in seed order) into ``values[name]`` of shape ``(T, ...)``."""
         values = {k: np.empty((len(curves), *np.shape(v))) for k, v in curves[0].items()}
         for t, c in enumerate(curves):
@@ -216,8 +217,8 @@ class Plan(Generic[R]):
         return out
 
 
-def run_plans(plans: Sequence[Plan], progress: bool = False,
-              scheduler: str | None = None) -> Iterator[tuple[int, Trials]]:
+def run_plans(plans: Sequence[Plan[R]], progress: bool = False,
+              scheduler: str | None = None) -> Iterator[tuple[int, R]]:
     """Run the tasks of every plan together; yield ``(i, result of plans[i])`` as each completes.
 
     Serially the plans complete in order; on a cluster all their tasks are in flight at once

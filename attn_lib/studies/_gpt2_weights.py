@@ -35,8 +35,12 @@ import tempfile
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
 
 #: Hugging Face revision (commit) of ``openai-community/gpt2`` the download is pinned to.
 REVISION = "607a30d783dfa663caf39e06633721c8d4cfcd7e"
@@ -90,7 +94,7 @@ def sha256(a: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(a, dtype="<f4").tobytes()).hexdigest()
 
 
-def _get(address: str, start: int, stop: int, bar, timeout: float) -> bytes:
+def _get(address: str, start: int, stop: int, bar: tqdm[Any] | None, timeout: float) -> bytes:
     """Bytes ``start .. stop - 1`` of ``address`` by one ranged GET (``206`` required)."""
     req = urllib.request.Request(address, headers={"Range": f"bytes={start}-{stop - 1}",
                                                    "User-Agent": "attn-book"})
@@ -128,7 +132,7 @@ def _get(address: str, start: int, stop: int, bar, timeout: float) -> bytes:
     return b"".join(parts)
 
 
-def _tensor(header: dict, name: str, address: str) -> tuple[tuple[int, ...], int, int]:
+def _tensor(header: dict[str, Any], name: str, address: str) -> tuple[tuple[int, ...], int, int]:
     for key in (name, "transformer." + name):
         if key in header:
             info = header[key]
@@ -218,7 +222,7 @@ def download(dest: Path | None = None, *, progress: bool | None = None,
     fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
     try:
         with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, **arrays)
+            np.savez(fh, **arrays)  # type: ignore[arg-type]  # numpy's stub: **kwds vs allow_pickle
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, dest)

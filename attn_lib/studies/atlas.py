@@ -37,9 +37,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..model import hermite
 from ..simulation.trials import standard_error
@@ -51,6 +52,9 @@ from ..model.hermite import Hermite
 from ..model.nonlinearity import (Nonlinearity, NonlinearityLike, check_nonlinearity,
                                   check_registered, mixture, normalised, reflected)
 from ..model.setting import Setting
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["NAMES", "GAMMA", "Entry", "catalogue", "default_settings",
            "mixture_for_ratio", "mixture_theory", "finite_size_theory", "compute", "Atlas",
@@ -119,7 +123,7 @@ def mixture_for_ratio(ratio: float, h: str = "cos") -> Nonlinearity:
 
 
 def catalogue(names: Sequence[str] = NAMES, partners: Sequence[str] = ("cos",),
-              reflect: Sequence[str] = ("relu",), sweep_ratios: Sequence[float] = ()
+              reflect: Sequence[str] = ("relu",), sweep_ratios: Sequence[float] | np.ndarray = ()
               ) -> list[Entry]:
     """The nonlinearities of the atlas, all at ``nu = 1``.
 
@@ -157,7 +161,7 @@ def catalogue(names: Sequence[str] = NAMES, partners: Sequence[str] = ("cos",),
         for name in group:
             check_registered(name, what)
     entries: list[Entry] = []
-    seen: set = set()
+    seen: set[object] = set()  # (base, angle) of a mixture, else the Nonlinearity
 
     def add(label: str, f: Nonlinearity, kind: str) -> None:
         # mixtures are equal when their angles agree to rounding (e.g. a sweep point at t^3's 0.6)
@@ -202,7 +206,7 @@ def default_settings(c: float = 2.0) -> dict[str, Setting]:
     }
 
 
-def mixture_theory(setting: Setting, ratios: object, gammas: object = GAMMA,
+def mixture_theory(setting: Setting, ratios: ArrayLike, gammas: object = GAMMA,
                    h: str = "cos", matched: bool = False) -> np.ndarray:
     """Deterministic-equivalent attention error along the mixture family at fixed ``nu = 1``.
 
@@ -362,7 +366,7 @@ class Atlas:
             out[", ".join(named) if named else self.entries[g[0]].label] = g
         return out
 
-    def table(self):
+    def table(self) -> pd.DataFrame:
         """The atlas as a :class:`pandas.DataFrame`, one row per entry.
 
         Columns ``kind, a1, a2, nu, a1^2/nu`` and, for every setting ``s``,
@@ -397,7 +401,7 @@ class Atlas:
         d = self.attention[i] - self.attention[j]
         return d.mean(axis=1), standard_error(d, axis=1)
 
-    def groups_summary(self):
+    def groups_summary(self) -> pd.DataFrame:
         """Spread of the simulated errors within every group of equal ``a1^2 / nu``.
 
         Returns

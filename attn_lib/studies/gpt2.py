@@ -57,7 +57,7 @@ import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, overload
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -410,6 +410,10 @@ class Fit:
         """``alpha sqrt(p) / ||A||_F`` (signed): the identity's Frobenius norm over ``A``'s."""
         return float(self.alpha * np.sqrt(self.p / self.frob2))
 
+    @overload
+    def share(self, k: int) -> float: ...
+    @overload
+    def share(self, k: np.ndarray) -> np.ndarray: ...
     def share(self, k: int | np.ndarray) -> float | np.ndarray:
         """Energy share of ``alpha I + top-k spikes``: ``1 - ||A - alpha I - A_k||_F^2 / ||A||_F^2``."""
         tail = np.concatenate([np.cumsum((self.s ** 2)[::-1])[::-1], [0.0]])  # tail[k] = sum_{>=k}
@@ -595,7 +599,9 @@ def fit_setting(f: Fit, mu: np.ndarray, c: float, nonlinearity: NonlinearityLike
     snr = float(mu @ mu)
     u, v = f.U[:, 0], f.V[:, 0]
     mhat = mu / np.sqrt(snr) if snr > 0 else u
-    clip = lambda x: float(np.clip(x, -1.0, 1.0))  # noqa: E731
+
+    def clip(x: float) -> float:
+        return float(np.clip(x, -1.0, 1.0))
     w = float(np.sqrt(f.s[0]))
     return Setting(c=c, snr=snr, f=func, wk_norm=w, wq_norm=w, cos_mu_wk=clip(sign * (mhat @ u)),
                    cos_mu_wq=clip(mhat @ v), cos_wk_wq=clip(sign * (u @ v)), alpha=alpha)
@@ -876,19 +882,20 @@ def simulate_matrices(matrices: Mapping[str, np.ndarray], mus: Mapping[str, np.n
 
     def kern(c0: list[float], h: int, T: np.ndarray) -> np.ndarray:
         """Head ``h``'s kernel of its logits ``T`` (``c0``: the centring constants of the heads)."""
-        if softmax:
+        if isinstance(attention, Softmax):
             return kernel.softmax_columns(T, attention.beta, attention.mask)
+        assert func is not None  # entry-wise
         return kernel.apply(func, T, p, keep_diagonal, c0[h], overwrite=True)
 
     def error(Phi: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
         tau = float(np.sum(Phi * Phi)) / n ** 2
         return interpolation_error(Phi, y, g * tau if relative else g), tau
 
-    def trial(rng: np.random.Generator) -> dict[tuple[str, ...], np.ndarray]:
+    def trial(rng: np.random.Generator) -> dict[tuple[str, ...], np.ndarray | float]:
         y = data.labels(n, rng)
         Z = rng.standard_normal((p, n))
         X = {d: Z + np.outer(mu, y) for d, mu in mu_arr.items()}
-        out = {}
+        out: dict[tuple[str, ...], np.ndarray | float] = {}
         for d in mu_arr:
             out["ridge", d], out["ridge_scale", d] = error(X[d], y)
         for m, stack in mats.items():  # one matrix is one head writing every row

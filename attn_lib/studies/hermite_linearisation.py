@@ -66,6 +66,7 @@ def linearised_kernel(sample: data.Sample, setting: Setting, G: np.ndarray,
     p, n = X.shape
     h = setting.hermite
     b = np.sqrt(h.b2)
+    assert sample.w_K is not None and sample.w_Q is not None  # a Setting's draw
     T = kernel.logits(X, sample.w_K, sample.w_Q, setting.alpha, gram) / (setting.alpha * np.sqrt(p))  # X^T M X / p
     diag = np.diag(T).copy()
     K = h.a1 * T
@@ -88,6 +89,7 @@ def kernel_pair(setting: Setting, n: int, rng: np.random.Generator) -> KernelPai
     func = check_nonlinearity(setting.f)
     a0 = setting.hermite.a0
     XtX = s.X.T @ s.X                 # shared by the true kernel and both linearisations
+    assert s.w_K is not None and s.w_Q is not None  # a Setting's draw
     K = kernel.attention_kernel(s.X, func, s.w_K, s.w_Q, setting.alpha, a0=a0, gram=XtX)
     G = data.goe(n, rng)
     return KernelPair(sample=s, K=K, K_lin=linearised_kernel(s, setting, G, True, XtX),
@@ -148,7 +150,7 @@ def error_gap(setting: Setting, gammas: object, n: int, trials: int = 1,
     def trial(rng: np.random.Generator) -> dict[str, np.ndarray | float]:
         kp = kernel_pair(setting, n, rng)
         X, y = kp.sample.X, kp.sample.y
-        E = {name: interpolation_error(X @ K, y, g)
+        E: dict[str, np.ndarray | float] = {name: interpolation_error(X @ K, y, g)
              for name, K in (("E_true", kp.K), ("E_lin", kp.K_lin), ("E_lin_no_a2", kp.K_lin_no_a2))}
         E["gap"] = E["E_lin"] - E["E_true"]
         E["op_K_minus_Klin"] = operator_norm(kp.K - kp.K_lin)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -85,7 +85,7 @@ def symmetric_weights(c: float, snr: float, norm: float, theta: float,
                    cos_wk_wq=1.0)
 
 
-def _build(make: MakeSetting, xs: Sequence[float], ys: Sequence[float]) -> list[Setting]:
+def _build(make: MakeSetting, xs: Iterable[float], ys: Iterable[float]) -> list[Setting]:
     out = []
     for x, y in zip(xs, ys):
         s = make(float(x), float(y))

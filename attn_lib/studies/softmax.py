@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import TypedDict, cast
 
 import numpy as np
 from scipy.optimize import brentq
@@ -50,7 +51,7 @@ __all__ = ["Comparison", "compare", "compare_theory", "attention_draw", "unmaske
 
 def _softmax(setting: object, mask: bool = True) -> Setting:
     s = check_setting(setting, attention=(Softmax,))
-    if s.attention.mask is not mask:
+    if cast(Softmax, s.attention).mask is not mask:
         raise ValueError(f"setting.attention: expected Softmax(beta, mask={mask}), got "
                          f"{s.attention!r}")
     return s
@@ -59,7 +60,7 @@ def _softmax(setting: object, mask: bool = True) -> Setting:
 def unmasked(setting: Setting) -> Setting:
     """The same softmax setting without the self-pair mask (``Softmax(beta, mask=False)``)."""
     s = _softmax(setting)
-    return dataclasses.replace(s, attention=Softmax(s.attention.beta, mask=False))
+    return dataclasses.replace(s, attention=Softmax(cast(Softmax, s.attention).beta, mask=False))
 
 
 @dataclass(frozen=True)
@@ -154,19 +155,27 @@ def compare(setting: Setting, g: object, *, n: int, trials: int, seed: int = 0,
     tau_k = sweeps.feature_scale(ew)
     grid = np.concatenate([tau_a * g, s.c * g])
     mc = sweeps.simulations([s], grid, n=n, trials=trials, seed=seed)
-    att, ridge = mc.attention[0], mc.ridge[0]
-    ew_mc = (sweeps.simulations([ew], tau_k * g, n=n, trials=trials, seed=seed).attention[0]
+    att, ridge = mc.values("attention")[0], mc.ridge[0]
+    ew_mc = (sweeps.simulations([ew], tau_k * g, n=n, trials=trials, seed=seed).values("attention")[0]
              if entrywise else None)
-    um = (sweeps.simulations([unmasked(s)], grid, n=n, trials=trials, seed=seed).attention[0, :, G:]
+    um = (sweeps.simulations([unmasked(s)], grid, n=n, trials=trials, seed=seed).values("attention")[0, :, G:]
           if with_unmasked else None)
     th = compare_theory(s, g, n=n)
     return Comparison(
         g=g, softmax=att[:, :G], ridge=ridge[:, G:], entrywise=ew_mc, unmasked=um,
         theory_softmax=th["softmax"], theory_entrywise=th["entrywise"], theory_ridge=th["ridge"],
-        theory_finite=th["finite"], n=n, p=s.p(n), beta=s.attention.beta, delta=s.delta(n))
+        theory_finite=th["finite"], n=n, p=s.p(n), beta=cast(Softmax, s.attention).beta,
+        delta=s.delta(n))
 
 
-def compare_theory(setting: Setting, g: object, *, n: int) -> dict[str, np.ndarray | None]:
+class _Theories(TypedDict):
+    softmax: np.ndarray
+    finite: np.ndarray | None
+    entrywise: np.ndarray
+    ridge: np.ndarray
+
+
+def compare_theory(setting: Setting, g: object, *, n: int) -> _Theories:
     """The theories of :func:`compare` at ``g`` (``"softmax"``, ``"finite"``, ``"entrywise"``, ``"ridge"``).
 
     Softmax: :func:`attn_lib.theory.attention_error` at ``gamma / s_n^2`` with ``gamma = tau_A
@@ -193,7 +202,9 @@ def attention_draw(setting: Setting, n: int, seed: int = 0) -> np.ndarray:
     n, seed = check_int(n, "n", low=2), check_seed(seed)
     rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0])
     d = data.draw(s, n, rng)
-    return kernel.softmax_kernel(d.X, d.w_K, d.w_Q, s.attention.beta, s.alpha, s.attention.mask)
+    assert d.w_K is not None and d.w_Q is not None  # a Setting's draw
+    kind = cast(Softmax, s.attention)
+    return kernel.softmax_kernel(d.X, d.w_K, d.w_Q, kind.beta, s.alpha, kind.mask)
 
 
 def normalisation_draws(setting: Setting, n: int, trials: int, seed: int = 0) -> Trials:
@@ -211,11 +222,12 @@ def normalisation_draws(setting: Setting, n: int, trials: int, seed: int = 0) ->
     """
     s = _softmax(setting)
     n, trials, seed = check_int(n, "n", low=2), check_int(trials, "trials"), check_seed(seed)
-    b, alpha = s.attention.beta, s.alpha
+    b, alpha = cast(Softmax, s.attention).beta, s.alpha
     data.geometry(s, s.p(n))
 
     def trial(rng: np.random.Generator) -> dict[str, float]:
         d = data.draw(s, n, rng)
+        assert d.w_K is not None and d.w_Q is not None  # a Setting's draw
         G = kernel.logits(d.X, d.w_K, d.w_Q, alpha)
         G *= b
         G -= 0.5 * (b * alpha) ** 2
@@ -252,7 +264,7 @@ def self_weight_limit(setting: Setting, n: int, nodes: int = 40) -> float:
         raise ValueError("setting: self_weight_limit is derived for mu = 0 and no weights "
                          "(snr = wk_norm = wq_norm = 0)")
     n, nodes = check_int(n, "n", low=2), check_int(nodes, "nodes")
-    b, a, p = s.attention.beta, s.alpha, s.p(n)
+    b, a, p = cast(Softmax, s.attention).beta, s.alpha, s.p(n)
     x, w = np.polynomial.hermite_e.hermegauss(nodes)
     arg = 0.5 * (b * a) ** 2 - b * a * (np.sqrt(p) + np.sqrt(2.0) * x) + np.log(n - 1.0)
     return float(np.sum(w / (1.0 + np.exp(arg))) / np.sqrt(2.0 * np.pi))
@@ -343,10 +355,11 @@ def spectrum_draws(setting: Setting, n: int, trials: int, seed: int = 0) -> Tria
         raise ValueError("setting: the Gaussian equivalent is written for M = I (alpha = 1, "
                          "wk_norm = wq_norm = 0)")
     n, trials, seed = check_int(n, "n", low=2), check_int(trials, "trials"), check_seed(seed)
-    b = s.attention.beta
+    b = cast(Softmax, s.attention).beta
 
     def trial(rng: np.random.Generator) -> dict[str, np.ndarray]:
         d = data.draw(s, n, rng)
+        assert d.w_K is not None and d.w_Q is not None  # a Setting's draw
         A = kernel.softmax_kernel(d.X, d.w_K, d.w_Q, b, 1.0, True)
         sv_a = np.linalg.svd(A, compute_uv=False)
         del A

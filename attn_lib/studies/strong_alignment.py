@@ -201,6 +201,9 @@ def latent_split(sample: data.Sample) -> LatentSplit:
     """
     if not isinstance(sample, data.Sample):
         raise TypeError(f"sample must be an attn_lib.model.data.Sample, got {type(sample).__name__}")
+    if sample.w_K is None or sample.w_Q is None:
+        raise ValueError("sample must be a draw of an attn_lib.Setting (with w_K and w_Q), got one "
+                         "without weight vectors")
     B, coords = data.latent_basis(np.stack([sample.mu, sample.w_K, sample.w_Q], axis=1))
     return LatentSplit(basis=B, xi=B.T @ sample.X, m_r=_restricted_m(coords), p=sample.X.shape[0])
 
@@ -372,6 +375,7 @@ def surrogate_errors(setting: Setting, gammas: object, n: int, trials: int = 2,
         sample = data.draw(s, n, rng)
         X, y = sample.X, sample.y
         W = data.goe(n, rng)
+        assert sample.w_K is not None and sample.w_Q is not None  # a Setting's draw
         T = kernel.logits(X, sample.w_K, sample.w_Q)
         split = latent_split(sample)
         shifts = {"latent": split.shift(), "coherent": delta * np.outer(y, y)}

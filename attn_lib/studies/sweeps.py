@@ -20,7 +20,7 @@ hashable and have a stable description, so settings that use them are keys of th
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence, cast, overload
 
 import numpy as np
 
@@ -29,7 +29,7 @@ from ..simulation import simulate
 from ..simulation.trials import Stats, run_plans
 from .._validation import (check_bool, check_choice, check_gammas, check_int, check_seed,
                            check_setting, check_settings)
-from ..model.setting import Setting, Softmax
+from ..model.setting import HeadsSetting, MatrixSetting, RankSetting, Setting, Softmax
 from ..theory import softmax
 
 __all__ = ["equivalents", "simulations", "SweepResult", "MODELS", "feature_scale", "matched_gamma"]
@@ -127,7 +127,7 @@ class SweepResult:
         return self.stats(model).sem
 
 
-def simulations(settings: Sequence[Setting], gammas: object, n: int | Sequence[int],
+def simulations(settings: Sequence[Setting | RankSetting | MatrixSetting | HeadsSetting], gammas: object, n: int | Sequence[int],
                 trials: int, seed: int = 0, attention: bool = True,
                 use_cache: bool = True, scheduler: str | None = None) -> SweepResult:
     """Simulate every setting of a sweep (:func:`attn_lib.simulation.simulate.errors`), cached on disk.
@@ -163,29 +163,31 @@ def simulations(settings: Sequence[Setting], gammas: object, n: int | Sequence[i
     -------
     SweepResult
     """
-    settings = check_settings(settings, types=simulate.TYPES, attention=simulate.KINDS)
+    checked = check_settings(settings, types=simulate.TYPES, attention=simulate.KINDS)
     g = np.atleast_1d(check_gammas(gammas))
-    ns = [n] * len(settings) if isinstance(n, (int, np.integer)) and not isinstance(n, bool) else list(n)
-    if len(ns) != len(settings):
-        raise ValueError(f"n must be an int or have one entry per setting ({len(settings)}), "
+    ns = ([n] * len(checked) if isinstance(n, (int, np.integer)) and not isinstance(n, bool)
+          else list(cast("Sequence[int]", n)))  # a bool raises TypeError here
+    if len(ns) != len(checked):
+        raise ValueError(f"n must be an int or have one entry per setting ({len(checked)}), "
                          f"got {len(ns)}")
     ns = [check_int(v, "n") for v in ns]
-    for s, k in zip(settings, ns):
+    for s, k in zip(checked, ns):
         s.p(k)  # before any cache look-up: a MatrixSetting refuses an n that misses its p
     trials = check_int(trials, "trials")
     seed = check_seed(seed)
     if not isinstance(attention, bool) or not isinstance(use_cache, bool):
         raise TypeError("attention and use_cache must be bool")
-    calls = [dict(setting=s, gammas=g, n=k, trials=trials, seed=seed, attention=attention)
-             for s, k in zip(settings, ns)]
+    calls: list[dict[str, Any]] = [
+        dict(setting=s, gammas=g, n=k, trials=trials, seed=seed, attention=attention)
+        for s, k in zip(checked, ns)]
     found = [cache.entry(simulate.errors, **kw) if use_cache else None for kw in calls]
-    results = [e.value if e is not None and e.hit else None for e in found]
+    results: list[Any] = [e.value if e is not None and e.hit else None for e in found]
     todo = [b for b, r in enumerate(results) if r is None]
     plans = [simulate.errors_plan(**calls[b]) for b in todo]
     for j, res in run_plans(plans, scheduler=scheduler):
         results[todo[j]] = res
-        if found[todo[j]] is not None:
-            found[todo[j]].store(res)
+        if (e := found[todo[j]]) is not None:
+            e.store(res)
     att = np.stack([r.attention.values for r in results]) if attention else None
     ridge = np.stack([r.ridge.values for r in results])
     return SweepResult(attention=att, ridge=ridge, n=np.array([r.n for r in results]),
@@ -292,6 +294,10 @@ def feature_scale(setting: Setting, model: str = "attention", keep_diagonal: boo
     return float(tau)
 
 
+@overload
+def matched_gamma(setting: Setting, gamma: float, keep_diagonal: bool = False) -> float: ...
+@overload
+def matched_gamma(setting: Setting, gamma: object, keep_diagonal: bool = False) -> np.ndarray | float: ...
 def matched_gamma(setting: Setting, gamma: object, keep_diagonal: bool = False) -> np.ndarray | float:
     r"""Attention's ridge parameter at the same ``gamma / tau`` as ridge regression's ``gamma``.
 

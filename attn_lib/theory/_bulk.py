@@ -194,7 +194,7 @@ def _moments(c, rho, alpha, kappa, tau, n_nodes, jac: bool = True):
         sel = nn == N
         Is, dIs = _moments_fixed(c[sel], rho[sel], alpha[sel], kappa[sel], tau[sel], int(N), jac)
         I[:, sel] = Is
-        if jac:
+        if dI is not None:  # jac
             dI[:, :, sel] = dIs
     return I, dI
 
@@ -353,7 +353,7 @@ def solve_bulk(c, rho, b2, gammas, *, max_iter: int = 50, max_steps: int = 10000
     order = np.argsort(-g, axis=1, kind="stable")
     gs = np.take_along_axis(g, order, axis=1)
 
-    where = label if label is not None else (lambda b: f"batch element {b}")  # noqa: E731
+    where = label if label is not None else (lambda b: f"batch element {b}")
 
     # state
     gam = np.maximum(_start(c, rho, b2), gs[:, 0])
@@ -485,14 +485,14 @@ def spectral_g1(c: float, rho: float, b2: float, x: np.ndarray, eta: float, *,
     """
     half = 2.0 * np.sqrt(1.0 / c)
     n_nodes = int(min(2 ** 16, max(2048, 2 ** np.ceil(np.log2(14.0 * half / eta)))))
-    c, rho, b2 = (np.array([v], dtype=float) for v in (c, rho, b2))
-    x0 = max(_start(c, rho, b2).item(), x.max() * 2 + 10)
+    cb, rhob, b2b = (np.array([v], dtype=float) for v in (c, rho, b2))  # batches of one
+    x0 = max(_start(cb, rhob, b2b).item(), x.max() * 2 + 10)
     gamma = -complex(x0, eta)
-    th = np.array([gamma, 0.0, b2[0] / gamma], dtype=complex)
+    th = np.array([gamma, 0.0, b2b[0] / gamma], dtype=complex)
 
     def step(idx, x_from, x_to):
         nonlocal th
-        new, res = _spectral_newton(c, rho, b2, np.array([-complex(x_to[0], eta)]), th, n_nodes)
+        new, res = _spectral_newton(cb, rhob, b2b, np.array([-complex(x_to[0], eta)]), th, n_nodes)
         ok = new is not None and np.max(np.abs(new - th) / (np.abs(th) + 1e-3)) < _SPECTRAL_MAX_CHANGE
         if ok:
             th = new
@@ -504,6 +504,6 @@ def spectral_g1(c: float, rho: float, b2: float, x: np.ndarray, eta: float, *,
         continue_to(cur, x[i], step, max_ratio=None, max_attempts=_SPECTRAL_MAX_ATTEMPTS,
                     problem="spectral fixed point", label=lambda b: label,
                     point=lambda v: f"z={v:.6g}+{eta:g}i")
-        I = _moments(c, rho, th[0:1], th[1:2], th[2:3], n_nodes, jac=False)[0]
+        I = _moments(cb, rhob, th[0:1], th[1:2], th[2:3], n_nodes, jac=False)[0]
         out[i] = (1.0 - I[2, 0]) / th[0]
     return out

@@ -68,7 +68,7 @@ def continue_to(t: np.ndarray, target: np.ndarray, step: Step, *, max_ratio: flo
         When an element cannot advance (see the module docstring).
     """
     target = np.broadcast_to(np.asarray(target, dtype=float), t.shape)
-    where = label if label is not None else (lambda b: f"batch element {b}")  # noqa: E731
+    where = label if label is not None else (lambda b: f"batch element {b}")
     residual = np.full(t.shape, np.inf)
     for _ in range(max_steps):
         moving = t > target * (1 + _SAME)

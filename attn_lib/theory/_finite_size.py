@@ -82,6 +82,7 @@ import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, cast
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -169,7 +170,7 @@ def _frame(coords: np.ndarray) -> np.ndarray:
     for v in [*coords[:, 1:].T, coords[:, 0], *np.eye(r)]:
         for u in rows:
             v = v - (u @ v) * u
-        if len(rows) < r and np.linalg.norm(v) > 1e-8 * max(1.0, np.linalg.norm(coords)):
+        if len(rows) < r and np.linalg.norm(v) > 1e-8 * max(1.0, float(np.linalg.norm(coords))):
             rows.append(v / np.linalg.norm(v))
     return np.array(rows).reshape(r, r)
 
@@ -398,7 +399,7 @@ def _factor(kernel: np.ndarray, weight: np.ndarray, rel_tol: float, max_terms: i
 class _Model:
     """The type-space data of one setting at one size (everything that does not depend on gamma)."""
 
-    def __init__(self, setting: Setting, n: int, nodes: int | tuple[int, ...] | LatentLaw | None = None):
+    def __init__(self, setting: Setting | RankSetting, n: int, nodes: int | tuple[int, ...] | LatentLaw | None = None):
         p = setting.p(n)
         if isinstance(nodes, LatentLaw):
             if nodes.p != p:
@@ -409,7 +410,7 @@ class _Model:
         H = law.shifts()
         w = law.weight
         softmax = isinstance(setting.attention, Softmax)
-        f = setting.attention.f if softmax else setting.f
+        f = cast(Softmax, setting.attention).f if softmax else setting.f
         F0, F1, S2 = shift_functions(f, 1.0, np.max(np.abs(H)) + 1.0)(H)
         if softmax:
             # columns normalised by their means (masked softmax, book/derivation_softmax.md):
@@ -432,14 +433,14 @@ class _Model:
         sk, left, right = _factor(S2, w, _NOISE_TOL, None)
         factors = [_factor(np.sqrt(S2 * S2.T), w, _NOISE_TOL, None),
                    (sk, left, right), (sk, right, left)]   # S2^T: the transposed factors of S2
-        self.noise = [(self.phi * l * sv, (r * w[:, None]).T) for sv, l, r in factors]
+        self.noise = [(self.phi * lf * sv, (rf * w[:, None]).T) for sv, lf, rf in factors]
 
 
 def _pad(arrays: list[np.ndarray], shape: tuple[int, ...], dtype=float) -> np.ndarray:
     """Stack ``arrays`` into one ``(len(arrays), *shape)`` array, zero-padded at the ends of each axis."""
     out = np.zeros((len(arrays), *shape), dtype=dtype)
     for i, x in enumerate(arrays):
-        out[(i, *(slice(0, k) for k in x.shape))] = x
+        out[i][tuple(slice(0, k) for k in x.shape)] = x
     return out
 
 
@@ -568,7 +569,7 @@ class _Stack:
         out = _Stack()
         for k, x in self.__dict__.items():
             if k == "noise":
-                x = [(l[idx], r[idx]) for l, r in x]
+                x = [(lf[idx], rf[idx]) for lf, rf in x]
             elif k == "wa":
                 x = [a[idx] for a in x]
             elif k not in _SHARED:
@@ -693,7 +694,9 @@ def _anderson(st: _Stack, gamma: np.ndarray, z0: np.ndarray, max_iter: int | Non
     D = np.zeros((E, _MEMORY, 2 * N))
     U = np.zeros((E, _MEMORY, N), dtype=complex)
     gram = np.zeros((E, _MEMORY, _MEMORY))
-    z_prev = f_prev = r_prev = None   # the previous iterate, its update and residual (from it = 1)
+    z_prev: Any = None   # the previous iterate, its update and residual (arrays from it = 1)
+    f_prev: Any = None
+    r_prev: Any = None
     for it in range(_MAX_ITER if max_iter is None else max_iter):
         G = st.resolvent(H0, z)
         gz = st.update(G)
@@ -735,7 +738,7 @@ def _anderson(st: _Stack, gamma: np.ndarray, z0: np.ndarray, max_iter: int | Non
     return ok, label, z_out, dz_out, err
 
 
-def _solve(st: _Stack, targets: list[np.ndarray], label: Callable[[int], str]) -> np.ndarray:
+def _solve(st: _Stack, targets: list[np.ndarray], label: Callable[[int], str]) -> list[np.ndarray]:
     """The label form ``E_pi[y_t x(t)]`` at ``gamma + i eps`` for each model's targets.
 
     Continuation (module docstring of :mod:`attn_lib.theory._continuation` for the rule): each
@@ -783,15 +786,21 @@ def _solve(st: _Stack, targets: list[np.ndarray], label: Callable[[int], str]) -
     while any(todo):
         paths = [m for m in range(M) if todo[m]]
         # elements: each path's next point, then its targets strictly inside (goal, t)
-        owner, gam, tgt = [], [], []
+        owners: list[int] = []
+        gams: list[float] = []
+        tgt: list[int] = []
         for m in paths:
-            owner.append(m), gam.append(goal[m]), tgt.append(-1)
+            owners.append(m)
+            gams.append(goal[m])
+            tgt.append(-1)
             for j in todo[m]:
                 gj = targets[m][j]
                 if gj <= goal[m] * (1 + _SAME):
                     break
-                owner.append(m), gam.append(gj), tgt.append(j)
-        owner, gam = np.array(owner), np.array(gam)
+                owners.append(m)
+                gams.append(gj)
+                tgt.append(j)
+        owner, gam = np.array(owners), np.array(gams)
         step = (gam - t[owner])[:, None]
         z0 = (z[owner] + step * dz[owner] + 0.5 * step ** 2 * d2z[owner]
               + 1j * (_STEP * gam)[:, None] * (dz[owner] + step * d2z[owner]))
@@ -829,10 +838,12 @@ def _solve(st: _Stack, targets: list[np.ndarray], label: Callable[[int], str]) -
 
 def _chunks(models: list[_Model]) -> list[list[int]]:
     """Groups of model indices of similar size, each small enough to solve as one batch."""
-    size = np.array([len(m.delta) * (len(m.delta) + 4 * max(l.shape[1] for l, _ in m.noise))
+    size = np.array([len(m.delta) * (len(m.delta) + 4 * max(lf.shape[1] for lf, _ in m.noise))
                      for m in models])
     order = np.argsort(size, kind="stable")
-    groups, cur, total = [], [], 0
+    groups: list[list[int]] = []
+    cur: list[int] = []
+    total = 0
     for i in order:
         if cur and (total + size[i] > _BATCH_CELLS or size[i] > 2 * size[cur[0]]):
             groups.append(cur)
@@ -842,7 +853,7 @@ def _chunks(models: list[_Model]) -> list[list[int]]:
     return groups + [cur]
 
 
-def finite_size_resolvent_form_batch(settings: Sequence[Setting], gammas: Sequence[np.ndarray], n: int,
+def finite_size_resolvent_form_batch(settings: Sequence[Setting | RankSetting], gammas: Sequence[np.ndarray], n: int,
                                      nodes: int | tuple[int, ...] | LatentLaw | None = None
                                      ) -> list[tuple[np.ndarray, np.ndarray]]:
     """``y^T Q y / n`` and its gamma-derivative from the finite-size equivalent, for many settings.
@@ -852,7 +863,7 @@ def finite_size_resolvent_form_batch(settings: Sequence[Setting], gammas: Sequen
 
     Parameters
     ----------
-    settings : sequence of Setting, length B
+    settings : sequence of Setting or RankSetting, length B
         Any settings (reduced to ``alpha = 1`` through :meth:`Setting.canonical`).
     gammas : sequence of B ndarrays
         Positive ridge parameters of each setting, any shapes (validated by the caller).
@@ -874,7 +885,7 @@ def finite_size_resolvent_form_batch(settings: Sequence[Setting], gammas: Sequen
         When a fixed point does not converge (never returns NaN).
     """
     gs = [np.asarray(g, dtype=float) for g in gammas]
-    out: list = [None] * len(settings)
+    out: list[Any] = [None] * len(settings)
     with threadpool_limits(limits=1, user_api="blas"):  # small matrices: threads only cost
         models = [_Model(s.canonical(), n, nodes) for s in settings]
         for group in _chunks(models):

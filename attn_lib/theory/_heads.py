@@ -119,7 +119,7 @@ minute for three ``gamma``).
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 from scipy import linalg
@@ -398,7 +398,9 @@ def _anderson(fun: Callable[[np.ndarray], np.ndarray], g: np.ndarray, tol: float
     Converged when ``max |r| <= tol max |g|`` (then ``fun(g)`` is returned); raises
     :class:`ConvergenceError` (naming ``what`` and the last residual) after ``_MAX_ITER``
     evaluations."""
-    dG, dR, prev = [], [], None
+    dG: list[np.ndarray] = []
+    dR: list[np.ndarray] = []
+    prev = None
     for _ in range(_MAX_ITER):
         r = fun(g) - g
         res = np.abs(r).max() / np.abs(g).max()
@@ -472,7 +474,8 @@ def heads_resolvent_form(c: float, heads: np.ndarray, mu: np.ndarray, f: Nonline
     targets = np.unique(g_arr)[::-1]
     path = _path(targets)
     g = np.linalg.inv(model.initial(path[0]))
-    points, out = [], {}
+    points: list[tuple[Any, np.ndarray, np.ndarray | None]] = []
+    out: dict[Any, tuple[float, Any]] = {}
     for gam in path:
         if points:
             g = _predict(points, gam)

@@ -97,7 +97,7 @@ path points; 24-32 for the three ``gamma`` 1e-3, 0.1, 1, 9 path points); a GPT-2
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 from scipy import linalg
@@ -153,7 +153,7 @@ class _Oracle:
         self.I = np.eye(self.p)
         self.scale = np.linalg.norm(M) / np.sqrt(self.p)
         self.evaluations = 0
-        self._key = None
+        self._key: tuple[float, float, float] | None = None
 
     def _factor(self, a1: float, b: float, a4: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(B, N, S^{-1})`` at ``(alpha_1, b, alpha_4)``; the last one is kept.
@@ -448,11 +448,11 @@ def _form(g, lin, unit, c, rho):
         for j, sg in enumerate(u_m):
             K[i, j] = t[pi, sg]
     K[3:, 3:] = g
-    r = np.zeros(6, dtype=g.dtype)
-    r[3:] = g[0, :]
+    row = np.zeros(6, dtype=g.dtype)
+    row[3:] = g[0, :]
     ell = np.zeros(6, dtype=g.dtype)
     ell[3:] = g[:, 0]
-    return g[0, 0] - r @ np.linalg.solve(np.eye(6) + C @ K, C @ ell)
+    return g[0, 0] - row @ np.linalg.solve(np.eye(6) + C @ K, C @ ell)
 
 
 def matrix_resolvent_form(c, M, mu, f: NonlinearityLike, gammas, *, scale=None, bulk=None,
@@ -516,7 +516,8 @@ def matrix_resolvent_form(c, M, mu, f: NonlinearityLike, gammas, *, scale=None, 
     targets = np.unique(g_arr)[::-1]
     path = _path(targets)
     g = np.linalg.inv(np.array([[path[0], 0.0, -k0], [k0, 1.0, 0.0], [0.0, 0.0, 1.0]]))
-    out, points = {}, []
+    out: dict[Any, tuple[Any, Any]] = {}
+    points: list[tuple[Any, np.ndarray, np.ndarray]] = []
     for gam in path:
         if points:
             g = _predict(points, gam)
@@ -533,6 +534,7 @@ def matrix_resolvent_form(c, M, mu, f: NonlinearityLike, gammas, *, scale=None, 
                 q, dq = g[0, 0], dg[0]
             else:
                 lin = (*quad.forms(a), a)
+                assert m is not None  # quad needs the signal m
                 qk, grad = _complex_step(lambda e: _form(e, lin, float(m @ m), c, rho), gk)
                 q, dq = float(qk) + grad[0] @ (g - gk).ravel(), grad[0] @ dg
             out[gam] = (q, -gam ** 2 * dq)

@@ -53,7 +53,7 @@ not depend on ``snr`` or the weights), linear ``f`` (``b2 = 0``: ``alpha = gamma
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Sequence, cast
 
 import numpy as np
 
@@ -107,20 +107,22 @@ def linearisation(setting: Setting | RankSetting) -> Linearisation:
     return Linearisation(a1=h.a1, a2=h.a2, nu=h.nu, b2=b2, rho=float(np.sqrt(s.c) * h.a1))
 
 
-def _params(settings: Sequence[Setting | RankSetting]):
+def _params(settings: Sequence[Setting | RankSetting]
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]:
     """``c, rho, b2, snr`` (shape ``(B,)``) and the canonical Gram matrices (a list: their size
     ``1 + 2r`` may differ)."""
     c = np.array([s.c for s in settings])
     lin = [linearisation(s) for s in settings]
-    rho = np.array([l.rho for l in lin])
-    b2 = np.array([l.b2 for l in lin])
+    rho = np.array([li.rho for li in lin])
+    b2 = np.array([li.b2 for li in lin])
     canon = [s.canonical() for s in settings]
     snr = np.array([s.snr for s in canon])
     gram = [np.asarray(s.gram) for s in canon]
     return c, rho, b2, snr, gram
 
 
-def _label_forms(flat: BulkSolution, snr: np.ndarray, gram: list[np.ndarray], G: int):
+def _label_forms(flat: BulkSolution, snr: np.ndarray, gram: list[np.ndarray], G: int
+                 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`~._spiked.label_quadratic_form` of every (setting, gamma), flat ``(B G,)``.
 
     The settings are grouped by the size of their Gram matrix (one Woodbury size per group);
@@ -144,7 +146,8 @@ _CONTINUATIONS = ("parallel", "grid")
 _TYPES = (Setting, RankSetting)
 
 
-def _solve(settings: Sequence[Setting | RankSetting], g: np.ndarray, max_iter: int, continuation: str = "parallel"):
+def _solve(settings: Sequence[Setting | RankSetting], g: np.ndarray, max_iter: int, continuation: str = "parallel"
+           ) -> tuple[BulkSolution, np.ndarray, np.ndarray]:
     """Bulk solution and label form for settings (B,) x gammas (B, G); returns (bulk, q, dq).
 
     ``continuation="grid"`` follows each row's sorted gamma grid with warm starts (tangent
@@ -211,7 +214,7 @@ def _exact(setting: Setting | RankSetting) -> bool:
 
 
 def _finite_size(settings: Sequence[Setting | RankSetting | MatrixSetting], gammas: Sequence[np.ndarray],
-                 n: object):
+                 n: int) -> list[tuple[np.ndarray, np.ndarray]]:
     """``(q, dq)`` of the finite-size theory for each setting (checked by :func:`_check_n`).
 
     A softmax setting is solved in its canonical form (:func:`~attn_lib.theory.softmax.canonical`,
@@ -228,19 +231,22 @@ def _finite_size(settings: Sequence[Setting | RankSetting | MatrixSetting], gamm
     """
     for s in settings:
         n = _check_n(n, s)
-        if isinstance(s.attention, Softmax) and softmax.tail(s, n) >= 1.0:
-            raise ValueError(f"n={n}: 2 beta ||M_r|| / sqrt(p) = {softmax.tail(s, n):.3g} >= 1 for "
+        if isinstance(s.attention, Softmax) and softmax.tail(cast(Setting, s), n) >= 1.0:  # _check_n
+            raise ValueError(f"n={n}: 2 beta ||M_r|| / sqrt(p) = {softmax.tail(cast(Setting, s), n):.3g} >= 1 for "
                              f"{s!r}: the softmax weights have an infinite variance over the latent "
                              "types (a few keys carry the normalising sums), and the finite-size "
                              "theory does not apply; a larger n or a smaller beta")
     exact = [not isinstance(s, MatrixSetting) and _exact(s) for s in settings]
-    fs = [s if e else reduced_setting(s, n) for s, e in zip(settings, exact)]
-    canon = [softmax.canonical(s) if isinstance(s.attention, Softmax) else s for s in fs]
+    # exact: a Setting or a RankSetting; else a RankSetting or a MatrixSetting (_exact)
+    fs = [cast("Setting | RankSetting", s) if e else reduced_setting(cast("RankSetting | MatrixSetting", s), n)
+          for s, e in zip(settings, exact)]
+    canon = [softmax.canonical(cast(Setting, s)) if isinstance(s.attention, Softmax) else s  # _check_n
+             for s in fs]
     lam = [(softmax.scale(s, n) / softmax.scale(c, n)) ** 2 if isinstance(s.attention, Softmax)
            else 1.0 for s, c in zip(fs, canon)]
-    out = finite_size_resolvent_form_batch(canon, [l * np.asarray(g) for l, g in zip(lam, gammas)], n)
-    out = [(l * q, l * l * dq) for l, (q, dq) in zip(lam, out)]
-    for b in np.flatnonzero(~np.array(exact, dtype=bool)):
+    out = finite_size_resolvent_form_batch(canon, [lam_b * np.asarray(g) for lam_b, g in zip(lam, gammas)], n)
+    out = [(lam_b * q, lam_b * lam_b * dq) for lam_b, (q, dq) in zip(lam, out)]
+    for b in np.flatnonzero(~np.array(exact, dtype=bool)).tolist():
         g = np.asarray(gammas[b], dtype=float)
         p = settings[b].p(n)
         # the any-matrix limit of the concrete p x p matrices of s and s_B (so that M = s_B's
@@ -252,7 +258,8 @@ def _finite_size(settings: Sequence[Setting | RankSetting | MatrixSetting], gamm
     return out
 
 
-def _limit_form(setting: Setting | RankSetting | MatrixSetting, g: np.ndarray, p: int | None = None):
+def _limit_form(setting: Setting | RankSetting | MatrixSetting, g: np.ndarray, p: int | None = None
+                ) -> tuple[np.ndarray, np.ndarray]:
     """``(q, dq)`` of the proportional limit (entry-wise attention), shaped like ``g``.
 
     With ``p``, a ``RankSetting`` takes the any-matrix theory of its concrete matrix
@@ -282,7 +289,7 @@ def _refuse_softmax(s: MatrixSetting | HeadsSetting, weights: str) -> None:
                          "simulate it with attn_lib.simulate.errors")
 
 
-def _matrix_form(setting: MatrixSetting, g: np.ndarray, n: object):
+def _matrix_form(setting: MatrixSetting, g: np.ndarray, n: int | None) -> tuple[np.ndarray, np.ndarray]:
     """``(q, dq)`` of the any-matrix theory (:mod:`attn_lib.theory._matrix`) for ``setting``.
 
     Entry-wise attention only (a softmax setting raises ``ValueError``). With ``n``, the
@@ -296,7 +303,7 @@ def _matrix_form(setting: MatrixSetting, g: np.ndarray, n: object):
     return _limit_form(s, g)
 
 
-def _heads_form(setting: HeadsSetting, g: np.ndarray, n: object):
+def _heads_form(setting: HeadsSetting, g: np.ndarray, n: int | None) -> tuple[np.ndarray, np.ndarray]:
     """``(q, dq)`` of the multi-head theory (:mod:`attn_lib.theory._heads`) for ``setting``,
     shaped like ``g``; entry-wise attention and the proportional limit only (``ValueError``
     otherwise)."""
@@ -312,7 +319,7 @@ def _heads_form(setting: HeadsSetting, g: np.ndarray, n: object):
 def attention_resolvent_form(setting: Setting | RankSetting | MatrixSetting | HeadsSetting,
                              gammas: object, *,
                              n: int | None = None, max_iter: int = 50,
-                             continuation: str = "parallel"):
+                             continuation: str = "parallel") -> tuple[np.ndarray, np.ndarray]:
     """``yh^T Qbar yh`` (the limit of ``y^T Q y / n``) and its ``gamma``-derivative, each shaped like ``gammas``.
 
     With ``n`` given, the finite-size equivalent (``attn_lib.theory._finite_size``;

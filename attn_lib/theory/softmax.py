@@ -48,6 +48,7 @@ refuses settings where the weights' variance over the types is infinite (:func:`
 from __future__ import annotations
 
 import dataclasses
+from typing import TypeVar, cast
 
 import numpy as np
 
@@ -56,6 +57,8 @@ from ..model.data import latent_coordinates
 from ..model.kernel import logits
 from ..model.setting import ENTRYWISE, BaseSetting, RankSetting, Setting, Softmax
 
+_S = TypeVar("_S", bound="Setting | RankSetting")
+
 __all__ = ["entrywise_equivalent", "canonical", "scale", "tail", "query_mean", "effective_gamma", "normalisation_std", "Parts",
            "decompose"]
 
@@ -63,13 +66,13 @@ __all__ = ["entrywise_equivalent", "canonical", "scale", "tail", "query_mean", "
 def _softmax_setting(setting: object) -> Setting | RankSetting:
     """``setting`` if it has masked :class:`Softmax` attention (the one the reduction covers)."""
     s = check_setting(setting, types=(Setting, RankSetting), attention=(Softmax,))
-    if not s.attention.mask:
+    if not cast(Softmax, s.attention).mask:
         raise ValueError("setting.attention: the softmax theory needs the self-pairs masked "
                          "(Softmax(beta, mask=True)); without the mask A is close to the identity")
     return s
 
 
-def entrywise_equivalent(setting: Setting | RankSetting) -> Setting | RankSetting:
+def entrywise_equivalent(setting: _S) -> _S:
     """The entry-wise setting whose kernel is the softmax's: ``f = f_beta``, ``Entrywise`` attention.
 
     Parameters
@@ -82,8 +85,8 @@ def entrywise_equivalent(setting: Setting | RankSetting) -> Setting | RankSettin
     Setting or RankSetting
         The same scalars with ``f = exponential(beta)`` and entry-wise attention.
     """
-    s = _softmax_setting(setting)
-    return dataclasses.replace(s, f=s.attention.f, attention=ENTRYWISE)
+    s = cast(_S, _softmax_setting(setting))
+    return dataclasses.replace(s, f=cast(Softmax, s.attention).f, attention=ENTRYWISE)
 
 
 def canonical(setting: Setting) -> Setting:
@@ -94,12 +97,12 @@ def canonical(setting: Setting) -> Setting:
     Its :func:`scale` is ``sqrt(p) / (n - 1)``, that of ``setting`` is ``e^{-beta^2 (alpha^2 -
     1) / 2}`` times it.
     """
-    s = _softmax_setting(setting)
+    s = cast(Setting, _softmax_setting(setting))  # a RankSetting has no canonical form here
     a = s.alpha
     if a == 1.0:
         return s
     return dataclasses.replace(s, wk_norm=s.wk_norm / a, alpha=1.0,
-                               attention=Softmax(s.attention.beta * a))
+                               attention=Softmax(cast(Softmax, s.attention).beta * a))
 
 
 def scale(setting: BaseSetting, n: int) -> float:
@@ -110,7 +113,7 @@ def scale(setting: BaseSetting, n: int) -> float:
     """
     s = _softmax_setting(setting)
     n = check_int(n, "n", low=2)
-    b, sigma = s.attention.beta, s.logit_scale
+    b, sigma = cast(Softmax, s.attention).beta, s.logit_scale
     return float(np.sqrt(s.p(n)) * np.exp(-0.5 * b * b * (sigma * sigma - 1.0)) / (n - 1))
 
 
@@ -137,7 +140,7 @@ def normalisation_std(setting: BaseSetting, n: int) -> float:
     """
     s = _softmax_setting(setting)
     n = check_int(n, "n", low=2)
-    b = s.attention.beta * s.logit_scale
+    b = cast(Softmax, s.attention).beta * s.logit_scale
     return float(np.sqrt(np.expm1(b * b) / (n - 1) + b ** 4 / (2.0 * s.p(n))))
 
 
@@ -156,7 +159,7 @@ def tail(setting: Setting, n: int) -> float:
     if coords.shape[0] == 0:
         return 0.0
     M = np.eye(coords.shape[0]) + np.outer(coords[:, 1], coords[:, 2])
-    return float(2.0 * s.attention.beta * np.linalg.norm(M, 2) / np.sqrt(s.p(n)))
+    return float(2.0 * cast(Softmax, s.attention).beta * np.linalg.norm(M, 2) / np.sqrt(s.p(n)))
 
 
 def query_mean(xi: np.ndarray, mu_r: np.ndarray, m_r: np.ndarray, beta: float, p: int,

@@ -123,7 +123,7 @@ def snr_and_weights(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
     w_mc, w_th = np.linspace(0.0, 2.0, n_points), np.linspace(0.0, 2.0, 31)
     fig, axes = plt.subplots(1, 2, figsize=(10.5, 4.3), sharey=True)
     res_snr, res_w = {}, {}
-    common = dict(n=n, trials=trials, seed=seed)
+    common: dict[str, Any] = dict(n=n, trials=trials, seed=seed)
     for name, f in FUNCS.items():
         label, color = f"{name}, $a_1 = {_a1(name):.2f}$", style.color(name)
         g = [_matched(f)]
@@ -207,9 +207,11 @@ def universality(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
     ax = axes[0]
     res_c = {}
     # each c at its own matched gamma (tau depends on c): one setting per call
-    de = lambda name, snr, cs: np.array([  # noqa: E731
-        sweeps.equivalents([_aligned(FUNCS[name], snr, c=c)], _matched(FUNCS[name], c))[0]
-        for c in cs])
+
+    def de(name: str, snr: float, cs: np.ndarray) -> np.ndarray:
+        return np.array([
+            sweeps.equivalents([_aligned(FUNCS[name], snr, c=c)], _matched(FUNCS[name], c))[0]
+            for c in cs])
     for k, snr in enumerate(snr_set):
         mc = [sweeps.simulations([_aligned(FUNCS["cos"], snr, c=c)], _matched(FUNCS["cos"], c),
                                  n=n, trials=trials, seed=seed) for c in c_mc]
@@ -241,9 +243,9 @@ def universality(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
     res_u = {}
     for k, (label, f) in enumerate(zero_a1.items()):
         s = _aligned(f, 2.0)
-        mc = sweeps.simulations([s], g_mc, n=n, trials=trials, seed=seed)
-        res_u[label] = (sweeps.equivalents([s], g_th)[0], mc, hermite.coefficients(f))
-        style.plot_sim(ax, g_mc, mc.mean("attention")[0], mc.sem("attention")[0],
+        mc_u = sweeps.simulations([s], g_mc, n=n, trials=trials, seed=seed)
+        res_u[label] = (sweeps.equivalents([s], g_th)[0], mc_u, hermite.coefficients(f))
+        style.plot_sim(ax, g_mc, mc_u.mean("attention")[0], mc_u.sem("attention")[0],
                        color=("#d55e00", "#029e73", "#0173b2")[k], fmt="osD"[k],
                        label=f"{label} (simulation)")
     style.plot_theory(ax, g_th, res_u["centred cos"][0],
@@ -309,8 +311,10 @@ def mixture(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
     res_m = {}
     snr_mix = (0.0, 1.0, 4.0)
     # each f_theta at its own matched gamma (tau = 1 + a1^2 / c varies along the sweep)
-    point = lambda a, snr: (_aligned(nonlinearity.mixture(_theta(a)), snr),  # noqa: E731
-                            _matched(nonlinearity.mixture(_theta(a))))
+
+    def point(a: float, snr: float) -> tuple[Setting, float]:
+        return (_aligned(nonlinearity.mixture(_theta(a)), snr),
+                _matched(nonlinearity.mixture(_theta(a))))
     for k, snr in enumerate(snr_mix):
         th = np.array([sweeps.equivalents([s_], g_)[0] for s_, g_ in
                        (point(a, snr) for a in a1_th)])

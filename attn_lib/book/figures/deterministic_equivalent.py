@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ... import Setting, simulate, theory
 from ..._validation import check_int
@@ -32,7 +33,7 @@ __all__ = ["controls", "gamma_sweep", "c_sweep", "snr_sweep"]
 LINE_POINTS = 200
 
 
-def _run(settings: Sequence[Setting], gammas: object, n: int, trials: int,
+def _run(settings: Sequence[Setting], gammas: ArrayLike, n: int, trials: int,
          seed: int) -> SweepResult:
     """Monte Carlo of attention and ridge at every setting (cached on disk, all trials sent at once)."""
     return sweeps.simulations(settings, np.atleast_1d(gammas), n, trials, seed)

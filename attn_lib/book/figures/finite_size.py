@@ -103,7 +103,7 @@ def _jitter(n: np.ndarray, i: int, m: int) -> np.ndarray:
     return n * 1.04 ** (i - (m - 1) / 2)
 
 
-def _bias_points(ax: Any, x: np.ndarray, s: convergence.Series, name: str, color: str,
+def _bias_points(ax: Any, x: np.ndarray, s: convergence.Series, name: str, color: str | None,
                  marker: str) -> None:
     """Resolved biases as filled markers (± one se), unresolved ones as upper limits (v)."""
     r = s.resolved
@@ -115,7 +115,7 @@ def _bias_points(ax: Any, x: np.ndarray, s: convergence.Series, name: str, color
                        label=None if r.any() else f"{name} (upper limits only)")
 
 
-def _fit_line(ax: Any, x: np.ndarray, fit: convergence.PowerLawFit | None, color: str) -> None:
+def _fit_line(ax: Any, x: np.ndarray, fit: convergence.PowerLawFit | None, color: str | None) -> None:
     if fit is not None:
         ax.plot(x, fit(x), color=color, linestyle="--", linewidth=1.0)
 
@@ -130,6 +130,14 @@ def _chi(fit: convergence.PowerLawFit | None) -> str:
 
 def _nan_if_none(fit: convergence.PowerLawFit | None, attr: str) -> float:
     return float("nan") if fit is None else getattr(fit, attr)
+
+
+def _fitted(fit: convergence.PowerLawFit | None, what: str) -> convergence.PowerLawFit:
+    """``fit``, which the figure needs: ``ValueError`` naming ``what`` when there is none."""
+    if fit is None:
+        raise ValueError(f"{what}: no power law (fewer than two resolved points of one sign); "
+                         "a longer n_ladder or more trials")
+    return fit
 
 
 def overview(*, n_ladder: Sequence[int], trials: Sequence[int] | int, gamma: float,
@@ -181,8 +189,9 @@ def bias_fluctuation(*, n_ladder: Sequence[int], trials: Sequence[int] | int, ga
     n = ch.n
     ridge_colors, ridge_markers = _ridge_style(ch)
     fig, axes = plt.subplots(2, 2, figsize=(10.5, 8), sharex=True)
-    for col, (series, colors, markers) in enumerate(((ch.att, _COLORS, _MARKERS),
-                                                      (ch.ridge, ridge_colors, ridge_markers))):
+    panels: tuple[tuple[dict[str, convergence.Series], dict[str, str | None], dict[str, str]], ...] = (
+        (ch.att, _COLORS, _MARKERS), (ch.ridge, dict(ridge_colors), ridge_markers))
+    for col, (series, colors, markers) in enumerate(panels):
         for i, (name, s) in enumerate(series.items()):
             x, c = _jitter(n, i, len(series)), colors[name]
             _bias_points(axes[0, col], x, s, name, c, markers[name])
@@ -193,7 +202,8 @@ def bias_fluctuation(*, n_ladder: Sequence[int], trials: Sequence[int] | int, ga
     for ax, title in zip(axes[0], ("attention", "ridge")):
         style.label_axes(ax, "", r"$|b_n| = |\bar E_n - E_{\mathrm{DE}}|$", logx=True, logy=True,
                          title=f"{title}: bias, $\\gamma = {gamma:g}$", legend=False)
-    handles, labels = [], []
+    handles: list[Any] = []
+    labels: list[str] = []
     for ax in axes[1]:
         h, lab = ax.get_legend_handles_labels()
         handles, labels = handles + h, labels + lab
@@ -215,15 +225,15 @@ def _ladder_ticks(axes: Any, n: np.ndarray) -> None:
     from matplotlib.ticker import FixedLocator, FormatStrFormatter, NullFormatter
 
     for ax in axes:
-        ax.xaxis.set_major_locator(FixedLocator(n))
+        ax.xaxis.set_major_locator(FixedLocator(n.tolist()))
         ax.xaxis.set_major_formatter(FormatStrFormatter("%d"))
         ax.xaxis.set_minor_formatter(NullFormatter())
 
 
 def _bias_fluctuation_numbers(ch: _Chapter) -> dict[str, Any]:
     att, ridge = ch.att, ch.ridge
-    fl = {**{f"attention, {k}": s.fluctuation_fit() for k, s in att.items()},
-          **{k: s.fluctuation_fit() for k, s in ridge.items()}}
+    fl = {**{f"attention, {k}": _fitted(s.fluctuation_fit(), k) for k, s in att.items()},
+          **{k: _fitted(s.fluctuation_fit(), k) for k, s in ridge.items()}}
     slopes = np.array([f.slope for f in fl.values()])
     ses = np.array([f.slope_se for f in fl.values()])
     out: dict[str, Any] = {
@@ -392,13 +402,14 @@ def slowest(*, n_ladder: Sequence[int], trials: Sequence[int] | int, gamma: floa
     ch = _load(n_ladder, trials, gamma, seed)
     att, delta, dfit = ch.att, ch.delta, _delta_fits(ch)
     b_last = {k: abs(s.bias[-1]) for k, s in att.items()}
-    slow = max(b_last, key=b_last.get)
+    slow = max(b_last, key=lambda k: b_last[k])
     s_slow = att[slow]
     fits = {k: s.bias_fit() for k, s in att.items()}
     fitted = {k: f for k, f in fits.items() if f is not None}
     shallow = max(fitted, key=lambda k: fitted[k].slope)
-    f_sh, f_slow = fitted[shallow], fits[slow]
-    d_star = dfit[_AL1].inverse(TARGET)
+    f_sh, f_slow = fitted[shallow], _fitted(fits[slow], slow)
+    d_al1 = _fitted(dfit[_AL1], _AL1)
+    d_star = d_al1.inverse(TARGET)
     d_coef = SETTINGS[slow].delta(1) * np.sqrt(SETTINGS[slow].p(1))
     out: dict[str, Any] = {
         "slowest": Markdown(f"*{slow}*"),
@@ -415,7 +426,7 @@ def slowest(*, n_ladder: Sequence[int], trials: Sequence[int] | int, gamma: floa
         "slow_slope": f_slow.slope, "slow_slope_se": f_slow.slope_se,
         "slow_n_needed": f_slow.inverse(TARGET),
         "slow_delta_star": d_star, "slow_n_delta": (d_coef / d_star) ** 2 / C,
-        "al1_beta": -dfit[_AL1].slope / 2, "slow_k": dfit[slow].slope,
+        "al1_beta": -d_al1.slope / 2, "slow_k": _fitted(dfit[slow], slow).slope,
     }
     for key, name in (("cos_beta", _COS), ("al1_beta_n", _AL1)):
         out[key] = _nan_if_none(fits[name], "slope")
@@ -427,7 +438,6 @@ def slowest(*, n_ladder: Sequence[int], trials: Sequence[int] | int, gamma: floa
         two = convergence.fit_power_law(ch.n[idx], np.abs(s_slow.bias[idx]), s_slow.bias_se[idx])
         out[f"slow_slope_{tag}"], out[f"slow_slope_{tag}_se"] = two.slope, two.slope_se
     out["slow_law_misfit"] = _misfit_claim(f_slow)
-    d_al1 = dfit[_AL1]
     out["al1_law_chi"] = d_al1.chi2 / d_al1.dof if d_al1.dof > 0 else float("nan")
     return out
 

@@ -17,7 +17,7 @@ Error bars are one standard deviation over trials (``ddof=0``: none for a single
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence, cast
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -49,7 +49,7 @@ def _layer_color(layer: int) -> Any:
     return plt.cm.viridis(np.linspace(0.0, 0.92, gpt2.N_LAYERS))[layer]
 
 
-def _raw_matrices(layers: Sequence[int]) -> dict[int, np.ndarray]:
+def _raw_matrices(layers: Iterable[int]) -> dict[int, np.ndarray]:
     """``A = W_K W_Q^T`` of each layer, as stored (not normalised)."""
     out = {}
     for layer in layers:
@@ -102,7 +102,7 @@ def _monte_carlo(summary: dict[int, gpt2.Summary], f: str, c: float, snrs: Seque
     return mc
 
 
-def _gap_table(summary: dict[int, gpt2.Summary], mc: dict, snrs: Sequence[float], trials: int,
+def _gap_table(summary: dict[int, gpt2.Summary], mc: dict[tuple[int, float], gpt2.MonteCarlo], snrs: Sequence[float], trials: int,
                i_rep: int) -> pd.DataFrame:
     """Errors at ``gammas[i_rep]`` per ``(layer, SNR)``: aligned, random, their gap, ridge."""
     rows = []
@@ -136,7 +136,7 @@ def _renamed(table: pd.DataFrame, formats: dict[str, str],
              headers: dict[str, str]) -> tuple[pd.DataFrame, dict[str, str]]:
     """``table`` and ``formats`` with the columns (and index levels) renamed by ``headers``."""
     out = table.rename(columns=headers)
-    out.index.names = [headers.get(n, n) for n in table.index.names]
+    out.index.names = [headers.get(cast(str, n), n) for n in table.index.names]
     return out, {headers.get(k, k): v for k, v in formats.items()}
 
 
@@ -200,12 +200,12 @@ def scale(*, k_max: int, seed: int, layers: Sequence[int] = LAYERS) -> Figure:
     A_raw = _raw_matrices(layers)
     scale_ = np.array([summary[l].scale for l in layers])
     id_ratio = np.array([summary[l].fit.identity_norm_ratio for l in layers])
-    id_ratio_ln = []
+    ratios_ln = []
     for l in layers:
         g = gpt2.load_layer(l).ln_weight
         A_ln = g[:, None] * A_raw[l] * g[None, :]
-        id_ratio_ln.append(np.trace(A_ln) / (np.sqrt(gpt2.P) * np.linalg.norm(A_ln)))
-    id_ratio_ln = np.array(id_ratio_ln)
+        ratios_ln.append(np.trace(A_ln) / (np.sqrt(gpt2.P) * np.linalg.norm(A_ln)))
+    id_ratio_ln = np.array(ratios_ln)
 
     colors = [_layer_color(l) for l in layers]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.6))
@@ -530,7 +530,8 @@ def theory_vs_simulation(*, f: str, c: float, snrs: Sequence[float], detail_laye
     return Figure(fig, numbers)
 
 
-def _sign_claim(key: str, mc: dict, curves: dict, ridge: dict, detail_layers: Sequence[int],
+def _sign_claim(key: str, mc: dict[tuple[int, float], gpt2.MonteCarlo], curves: dict[tuple[int, float, str], np.ndarray],
+                ridge: dict[float, np.ndarray], detail_layers: Sequence[int],
                 snrs: Sequence[float], trials: int, i_rep: int) -> Claim:
     """Does the DE of the fit get the sign of attention minus ridge of the fit's simulation?
 
@@ -598,8 +599,8 @@ def takeaway(*, f: str, c: float, snrs: Sequence[float], detail_layers: Sequence
         beats_ridge = int(np.sum(sub["E aligned"] < sub["E ridge"]))
         lines.append(
             f"* SNR {snr:g}: aligned minus random gap {g_.mean():.3f} on average over the {nl} layers "
-            f"(from {g_.min():.3f} in layer {int(g_.idxmin())} to {g_.max():.3f} in layer "
-            f"{int(g_.idxmax())}); the aligned error is below the random one in "
+            f"(from {g_.min():.3f} in layer {int(cast(int, g_.idxmin()))} to {g_.max():.3f} in layer "
+            f"{int(cast(int, g_.idxmax()))}); the aligned error is below the random one in "
             f"{int(np.sum(g_ > 0))} of {nl} layers and below ridge in {beats_ridge} of {nl}; with a "
             f"random $\\mu$ attention is above ridge in "
             f"{int(np.sum(sub['E random'] > sub['E ridge']))} of {nl}.")
@@ -722,7 +723,7 @@ def real_matrix_theory(*, f: str, c: float, snr: float, theory_layers: Sequence[
             th[l, key] = cache.cached(gpt2.matrix_theory, M=M, mu=mus[key], c=c, nonlinearity=f,
                                       gammas=gammas)
             for r in _RANKS:
-                rr = sm.fit.k_for(0.5) if r == "k50" else r
+                rr = sm.fit.k_for(0.5) if r == "k50" else int(r)
                 lim[l, key, r] = theory.attention_error(
                     gpt2.fit_rank_setting(sm.fit, mus[key], c, f, rr), gammas)
             delta = abs(mus[key] @ M @ mus[key]) / np.sqrt(gpt2.P)
@@ -764,7 +765,7 @@ def real_matrix_theory(*, f: str, c: float, snr: float, theory_layers: Sequence[
     handles, labels = axes[0, 0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=8)
 
-    def diffs(key: str, source: dict, r=None) -> np.ndarray:
+    def diffs(key: str, source: dict[Any, np.ndarray], r: int | str | None = None) -> np.ndarray:
         return np.array([(source[l, key] if r is None else source[l, key, r]) - mcs[l, key].mean
                          for l in layers])
 
@@ -831,8 +832,10 @@ def real_matrix_theory(*, f: str, c: float, snr: float, theory_layers: Sequence[
     order = np.argsort(deltas)
     lo, hi = order[:len(layers) // 2], order[len(layers) - len(layers) // 2:]
     if len(layers) >= 2:
-        part = lambda idx: (float(d_al[idx].mean()),  # noqa: E731
-                            float(np.sqrt(np.sum(sem["aligned"][idx] ** 2)) / sem["aligned"][idx].size))
+
+        def part(idx: np.ndarray) -> tuple[float, float]:
+            return (float(d_al[idx].mean()),
+                    float(np.sqrt(np.sum(sem["aligned"][idx] ** 2)) / sem["aligned"][idx].size))
         (m_hi, s_hi), (m_lo, s_lo) = part(hi), part(lo)
         numbers["gpt2_mt_aligned_grows"] = exceeds(
             "gpt2_mt_aligned_grows", m_hi, s_hi, m_lo, s_lo,

@@ -229,10 +229,12 @@ def interpolation_error(*, n: int, trials: int, seed: int, n_gamma: int) -> Figu
     ridge_setting = Setting(c=0.5, snr=1.0)
     tau = {name: feature_scale(Setting(c=0.5, snr=1.0, f=name)) for name in ("tanh", "cos")}
     tau["ridge"] = feature_scale(ridge_setting, "ridge")
-    run = lambda s, g, att=True: cache.cached(simulate.errors, setting=s, gammas=g, n=n,  # noqa: E731
-                                              trials=trials, seed=seed, attention=att)
+
+    def run(s: Setting, g: np.ndarray, att: bool = True) -> simulate.SimulationResult:
+        return cache.cached(simulate.errors, setting=s, gammas=g, n=n, trials=trials, seed=seed,
+                            attention=att)
     raw = {name: run(Setting(c=0.5, snr=1.0, f=name), gammas) for name in ("tanh", "cos")}
-    scaled = {name: run(Setting(c=0.5, snr=1.0, f=name), tau[name] * gammas).attention
+    scaled = {name: run(Setting(c=0.5, snr=1.0, f=name), tau[name] * gammas).stats("attention")
               for name in ("tanh", "cos")}
     scaled["ridge"] = run(ridge_setting, tau["ridge"] * gammas, False).ridge
 
@@ -242,7 +244,7 @@ def interpolation_error(*, n: int, trials: int, seed: int, n_gamma: int) -> Figu
           "scaled": (theory.attention_error(tanh, tau["tanh"] * fine),
                      theory.ridge_error(ridge_setting, tau["ridge"] * fine))}
     fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
-    curves = {"raw": {**{k: v.attention for k, v in raw.items()}, "ridge": raw["tanh"].ridge},
+    curves = {"raw": {**{k: v.stats("attention") for k, v in raw.items()}, "ridge": raw["tanh"].ridge},
               "scaled": scaled}
     for ax, key, xlabel in ((axes[0], "raw", r"ridge parameter $\gamma$"),
                             (axes[1], "scaled", r"rescaled $\gamma / \tau$")):
@@ -267,8 +269,8 @@ def interpolation_error(*, n: int, trials: int, seed: int, n_gamma: int) -> Figu
             wording=("is below", "is above", "is not distinguishable from"))
     return Figure(fig, {
         "gamma_min": float(gammas[0]),
-        "err_att_tanh": float(raw["tanh"].attention.mean[0]),
-        "err_att_cos": float(raw["cos"].attention.mean[0]),
+        "err_att_tanh": float(raw["tanh"].stats("attention").mean[0]),
+        "err_att_cos": float(raw["cos"].stats("attention").mean[0]),
         "err_ridge": float(raw["tanh"].ridge.mean[0]), "err_ridge_theory": float(th["raw"][1][0]),
         "tau_tanh": tau["tanh"], "tau_cos": tau["cos"], "tau_ridge": tau["ridge"],
         "cross_raw": cross["raw"], "cross_scaled": cross["scaled"],

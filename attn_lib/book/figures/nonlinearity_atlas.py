@@ -20,14 +20,18 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, cast
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 from .. import style
 from ..claims import Z, Claim, equivalent, exceeds, less, threshold
 from ..page import Figure, markdown_table
 from ...model import nonlinearity
+from ...model.setting import Setting
 from ...simulation.trials import standard_error
 from ...studies import atlas, sweeps
 
@@ -48,7 +52,7 @@ _KIND_STYLE = {
 _FINE = np.linspace(0.0, 1.0, 21)  # a1^2/nu of the DE curves (one Hermite quadrature each)
 
 
-def _settings() -> dict:
+def _settings() -> dict[str, Setting]:
     return atlas.default_settings()  # c = 2: random, aligned, orthogonal, strong
 
 
@@ -72,7 +76,15 @@ def _load(names: Sequence[str], partners: Sequence[str], reflect: Sequence[str],
 
 def _category(entry: atlas.Entry) -> str:
     """Key of :data:`_KIND_STYLE`: the kind, with the mixed-in ``h`` for partners and sweeps."""
-    return f"{entry.kind} [{entry.f.base}]" if entry.kind in ("partner", "sweep") else entry.kind
+    if entry.kind in ("partner", "sweep"):  # a mixture: a Nonlinearity with its base h
+        return f"{entry.kind} [{cast(nonlinearity.Nonlinearity, entry.f).base}]"
+    return entry.kind
+
+
+def _finite(A: atlas.Atlas) -> np.ndarray:
+    """The finite-size theory of an atlas computed with ``finite_size=True``."""
+    assert A.finite is not None
+    return A.finite
 
 
 def _categories(A: atlas.Atlas) -> np.ndarray:
@@ -179,7 +191,7 @@ def tables(*, names: Sequence[str], partners: Sequence[str], reflect: Sequence[s
                                     values=["rel. spread", "max |z|"])
     wide = wide.reindex(columns=settings, level=1)
     wide.columns = [f"{'max $|z|$' if value == 'max |z|' else value} ({key})"
-                    for value, key in wide.columns]
+                    for value, key in cast("pd.MultiIndex", wide.columns)]
     de_cols = ["a1^2/nu"] + [c for c in errors.columns if c.startswith("DE")]
     out: dict[str, Any] = {
         "nu_err": float(np.abs(table["nu"] - 1.0).max()),
@@ -397,7 +409,7 @@ def _strong_deviations(A: atlas.Atlas, cats: np.ndarray) -> dict[str, Any]:
         "dev_named_strong": dev[named].mean(),
         "dev_min_strong": dev[lo], "dev_max_strong": dev[hi],
         "dev_min_label": Markdown(A.labels[lo]), "dev_max_label": Markdown(A.labels[hi]),
-        "closest_kind": Markdown(f"*{min(closeness, key=closeness.get)}*"),
+        "closest_kind": Markdown(f"*{min(closeness, key=lambda c: closeness[c])}*"),
     }
 
 
@@ -465,11 +477,11 @@ def shift_ladder(*, names: Sequence[str], partners: Sequence[str], reflect: Sequ
 
 
 def _ladder(A: atlas.Atlas, trials: int, n_ladder: Sequence[int], seed: int,
-            finite_size: bool = False) -> tuple[dict[str, list[int]], list[atlas.Entry], list]:
+            finite_size: bool = False) -> tuple[dict[str, list[int]], list[atlas.Entry], list[atlas.Atlas]]:
     """The groups of tanh and ReLU (those in ``A``), their members, and one strong-setting
     :class:`~attn_lib.studies.atlas.Atlas` of the members per ``n`` of ``n_ladder``."""
     groups = A.groups()
-    ladder_groups = {g: groups[g] for g in ("tanh", "relu") if g in groups}
+    ladder_groups: dict[str, list[int]] = {g: groups[g] for g in ("tanh", "relu") if g in groups}
     members = [A.entries[i] for idx in ladder_groups.values() for i in idx]
     strong_only = {"strong": A.settings["strong"]}
     ladder = [atlas.compute(members, strong_only, atlas.GAMMA, n=k, trials=trials, seed=seed,
@@ -540,6 +552,7 @@ def finite_size(*, names: Sequence[str], partners: Sequence[str], reflect: Seque
     import matplotlib.pyplot as plt
 
     A = _load(names, partners, reflect, n_sweep, n, trials, seed, finite_size=True)
+    assert A.finite is not None  # finite_size=True
     k = list(A.settings).index("strong")
     cats = _categories(A)
     fig, axes = plt.subplots(1, 2, figsize=(11.5, 4.8))
@@ -560,9 +573,9 @@ def finite_size(*, names: Sequence[str], partners: Sequence[str], reflect: Seque
     ladder = _ladder(A, trials, n_ladder, seed, finite_size=True)[2]
     ax = axes[1]
     for run, col in zip(ladder, plt.cm.viridis(np.linspace(0.0, 0.85, len(ladder)))):
-        style.plot_sim(ax, run.finite[:, 0], run.mean[:, 0], run.sem[:, 0], fmt="o", color=col,
+        style.plot_sim(ax, _finite(run)[:, 0], run.mean[:, 0], run.sem[:, 0], fmt="o", color=col,
                        label=f"$n = {run.n}$ ($\\delta =$ {run.deltas()['strong']:.2f})")
-    _diagonal(ax, *[run.finite[:, 0] for run in ladder], *[run.mean[:, 0] for run in ladder])
+    _diagonal(ax, *[_finite(run)[:, 0] for run in ladder], *[run.mean[:, 0] for run in ladder])
     style.label_axes(ax, r"finite-size theory $E(\gamma)$", r"simulation $E(\gamma)$",
                      title="groups of tanh and ReLU, strong setting", legend=False)
     ax.legend(fontsize=8, loc="upper left")
@@ -574,7 +587,7 @@ def finite_size(*, names: Sequence[str], partners: Sequence[str], reflect: Seque
     out["fs_within_r2_aligned"] = float(A.explained("finite", within_groups=True)[ka])
     out["fs_spread_aligned_median"] = 100 * float(np.median(_relative_spreads(A, A.finite, ka)))
     out["mc_spread_aligned_median"] = 100 * float(np.median(_relative_spreads(A, A.mean, ka)))
-    spread = [100 * np.ptp(run.finite[:, 0] / run.theory[:, 0]) for run in ladder]
+    spread = [100 * np.ptp(_finite(run)[:, 0] / run.theory[:, 0]) for run in ladder]
     dev = np.array([run.deviation()[0][:, 0] for run in ladder])   # (N, members)
     se = np.array([run.deviation()[1][:, 0] for run in ladder])
     out.update({"fs_ladder_spread0": spread[0], "fs_ladder_spread1": spread[-1],
@@ -624,6 +637,7 @@ def _finite_numbers(A: atlas.Atlas, k: int) -> dict[str, Any]:
     their draws); ``fs_cos_above``: claim (reported, :func:`~attn_lib.book.claims.less`) that
     the simulation lies below the finite-size theory there, ``fs_cos_dev < 0``.
     """
+    assert A.finite is not None  # an atlas computed with finite_size=True
     from IPython.display import Markdown
 
     T = A.attention.shape[2]

@@ -155,7 +155,8 @@ def _spot_table(spots: phase.SpotChecks, xname: str, yname: str, xfmt: str,
 def _maps(plane: int, grid: Sequence[int]) -> tuple[phase.PhaseMap, phase.PhaseMap]:
     """Plane 1 or 2 at :data:`GAMMA`: the matched map and the raw one."""
     make, axes = (_plane1(), _axes1(grid)) if plane == 1 else (_plane2(), _axes2(grid))
-    return tuple(phase.phase_map(make, *axes, GAMMA, scale=sc) for sc in ("matched", "raw"))
+    return (phase.phase_map(make, *axes, GAMMA, scale="matched"),
+            phase.phase_map(make, *axes, GAMMA, scale="raw"))
 
 
 def _spots(plane: int, n: int, trials: int, seed: int) -> phase.SpotChecks:
@@ -203,6 +204,7 @@ def snr_angle(*, grid: Sequence[int], n: int, trials: int, seed: int) -> Figure:
         (Markdown table of the spot checks).
     """
     m1, r1 = _maps(1, grid)
+    assert m1.gamma_attention is not None  # a matched map
     s1 = _spots(1, n, trials, seed)
     fig, ax = plt.subplots(figsize=(7.6, 5.2))
     _draw_map(ax, m1, r1, s1, n, r"$\mathrm{SNR} = \|\mu\|^2$",
@@ -270,6 +272,7 @@ def aspect_norm(*, grid: Sequence[int], n: int, trials: int, seed: int) -> Figur
         matched ``gamma``); ``table2`` (Markdown table of the spot checks).
     """
     m2, r2 = _maps(2, grid)
+    assert m2.gamma_attention is not None  # a matched map
     s2 = _spots(2, n, trials, seed)
     fig, ax = plt.subplots(figsize=(7.6, 5.2))
     _draw_map(ax, m2, r2, s2, n, r"$c = p / n$", r"weight norm $\|w\|$", logx=True)
@@ -278,7 +281,9 @@ def aspect_norm(*, grid: Sequence[int], n: int, trials: int, seed: int) -> Figur
                  fr"($\gamma = {m2.gamma_attention[0, 0]:.1f}$ to "
                  fr"${m2.gamma_attention[0, -1]:.2f}$; {m2.x.size} $\times$ {m2.y.size} grid)")
     # the same boundary without weights, on random inputs (SNR 0), under both conventions
-    random = lambda c, snr: phase.symmetric_weights(c, snr, 0.0, 0.0)  # noqa: E731
+
+    def random(c: float, snr: float) -> Setting:
+        return phase.symmetric_weights(c, snr, 0.0, 0.0)
     m0, r0 = (phase.phase_map(random, _axes2(grid)[0], [0.0, SNR2], GAMMA, scale=sc)
               for sc in ("matched", "raw"))
     random_min = float(m0.gap[0].min())
@@ -379,10 +384,10 @@ def win_fraction(*, summary_grid: Sequence[int], n_gamma: int) -> Figure:
     small = gammas <= 0.1 + 1e-12
     i1 = int(np.argmin(np.abs(gammas - 1.0)))
 
-    def spread(frac: dict, sc: str) -> float:
+    def spread(frac: dict[tuple[str, str], np.ndarray], sc: str) -> float:
         return float(np.ptp([frac[f, sc][i1] for f in FUNCS]))
 
-    out = {
+    out: dict[str, Any] = {
         "summary_cells": summary_grid[0] * summary_grid[1],
         "g_small": float(gammas[small].max()), "g_min": float(gammas[0]),
         "g_max": float(gammas[-1]), "g_one": float(gammas[i1]),

@@ -48,7 +48,7 @@ MARGIN = 0.02
 INFORMATIVE = (0.05, 0.95)
 #: Structured inputs: ``c`` and weights of norm 2 orthogonal to or aligned with ``mu``.
 C_STRUCTURED = 0.5
-GEOMETRIES: dict[str, dict[str, float]] = {
+GEOMETRIES: dict[str, dict[str, Any]] = {  # keyword arguments of Setting
     r"$w \perp \mu$": dict(wk_norm=2.0, wq_norm=2.0, cos_mu_wk=0.0, cos_mu_wq=0.0),
     r"aligned": dict(wk_norm=2.0, wq_norm=2.0),
 }
@@ -181,6 +181,7 @@ def random_inputs(*, n: int, trials: int, seed: int, n_gamma: int) -> Figure:
     for ax, beta in zip(axes, BETAS):
         s = _random(beta)
         cmp = study.compare(s, g, n=n, trials=trials, seed=seed)
+        assert cmp.entrywise is not None  # compare's default entrywise=True
         line = study.compare_theory(s, fine, n=n)
         for model, label, color, th in (
                 ("softmax", "softmax", style.color("attention"), line["softmax"]),
@@ -304,7 +305,7 @@ def structured(*, n: int, trials: int, seed: int, snrs: Sequence[float],
                                  [c.sem("softmax")[0] for c in cmps], x_sim=snrs,
                                  label=f"softmax, {name}", color=shade[name], fmt=fmt)
         if all(t["finite"] is not None for t in th):
-            style.plot_theory(axes[0], snr_th, [t["finite"][0] for t in th],
+            style.plot_theory(axes[0], snr_th, [f[0] for t in th if (f := t["finite"]) is not None],
                               label=f"softmax, {name} (finite-size theory)", color=shade[name],
                               linestyle="--")
         style.plot_theory(axes[0], snr_th, [t["entrywise"][0] for t in th],
@@ -316,7 +317,8 @@ def structured(*, n: int, trials: int, seed: int, snrs: Sequence[float],
         style.plot_theory(axes[1], snr_th, [t["softmax"][0] - t["ridge"][0] for t in th],
                           color=shade[name])
         if all(t["finite"] is not None for t in th):
-            style.plot_theory(axes[1], snr_th, [t["finite"][0] - t["ridge"][0] for t in th],
+            style.plot_theory(axes[1], snr_th,
+                              [f[0] - t["ridge"][0] for t in th if (f := t["finite"]) is not None],
                               color=shade[name], linestyle="--")
     ridge = res["aligned"][1]
     style.plot_theory_vs_sim(axes[0], snr_th, [t["ridge"][0] for t in th],
@@ -468,11 +470,15 @@ def breakdown(*, n_ladder: Sequence[int], trials: int, seed: int, n_gamma: int,
             tails.append(sm_theory.tail(s, n))
             cmp = study.compare(s, g, n=n, trials=trials, seed=seed, entrywise=False)
             w, wf = _worst(cmp), _worst(cmp, finite=True)
-            e.append(w[0]), se.append(w[1]), fe.append(wf[0]), fse.append(wf[1])
+            e.append(w[0])
+            se.append(w[1])
+            fe.append(wf[0])
+            fse.append(wf[1])
             fs_lim[n, beta] = (float("nan") if cmp.theory_finite is None else
                                float(np.max(np.abs(cmp.theory_finite - cmp.theory_softmax))))
             nd = study.cached_normalisation(s, n, trials, seed)
-            meas.append(float(nd.mean("eps_std"))), pred.append(sm_theory.normalisation_std(s, n))
+            meas.append(float(nd.mean("eps_std")))
+            pred.append(sm_theory.normalisation_std(s, n))
             mse.append(float(nd.sem("eps_std")))
         errs[n], ses[n], ratios[n], preds[n] = (np.array(e), np.array(se),
                                                 np.array(meas) / np.array(pred), np.array(pred))
@@ -592,12 +598,13 @@ def mask(*, n: int, trials: int, seed: int, n_gamma: int, p_ladder: Sequence[int
     out: dict[str, Any] = {}
     dev = 0.0
     for k, beta in enumerate((0.5, 1.0)):
-        color = style.shades("attention", 2)[k]
+        color: str | None = style.shades("attention", 2)[k]
         sw, pred = [], []
         for p in ps:
             s = _random(beta, mask=False, c=0.5)
             r = cache.cached(simulate.self_weight, setting=s, n=2 * p, trials=trials, seed=seed)
-            sw.append(float(r.mean("self_weight"))), pred.append(study.self_weight_limit(s, 2 * p))
+            sw.append(float(r.mean("self_weight")))
+            pred.append(study.self_weight_limit(s, 2 * p))
         dev = max(dev, float(np.max(np.abs(np.array(sw) - np.array(pred)))))
         p_th = np.unique(np.geomspace(ps[0], ps[-1], 40).round().astype(int))
         pred_th = [study.self_weight_limit(s, 2 * int(q)) for q in p_th]
@@ -614,6 +621,7 @@ def mask(*, n: int, trials: int, seed: int, n_gamma: int, p_ladder: Sequence[int
     k = _k(g)
     s = _random(1.0)
     cmp = study.compare(s, g, n=n, trials=trials, seed=seed, entrywise=False, with_unmasked=True)
+    assert cmp.unmasked is not None  # with_unmasked=True
     for model, label, color, fmt, size in (
             ("softmax", "masked softmax", style.color("attention"), "o", 5),
             ("ridge", "ridge", style.color("ridge"), "D", 7),
@@ -663,12 +671,16 @@ def spectrum(*, n_ladder: Sequence[int], trials: int, seed: int, beta: float = 1
     ns = [check_int(v, "n_ladder", low=2) for v in n_ladder]
     s = _random(beta, c=0.5)
     fig, axes = plt.subplots(1, 2, figsize=(10.5, 4.0))
-    w1, w1_se, last = [], [], None
+    w1: list[float] = []
+    w1_se: list[float] = []
+    last = None
     for n in ns:
         r = study.cached_spectrum(s, n, trials, seed)
         w = 100 * study.wasserstein(r["softmax"], r["equivalent"])
-        w1.append(float(w.mean())), w1_se.append(float(standard_error(w, axis=0)))
+        w1.append(float(w.mean()))
+        w1_se.append(float(standard_error(w, axis=0)))
         last = (n, r)
+    assert last is not None  # ns is not empty
     n, r = last
     sn = sm_theory.scale(s, n)
     bins = np.linspace(0.0, float(np.max(r["softmax"][:, 1:])) * 1.05, 60)

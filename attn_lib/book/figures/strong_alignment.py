@@ -391,7 +391,7 @@ def shift_histogram(*, n: int, seed: int = 0) -> Figure:
     xs = np.linspace(bins[0], bins[-1], 300)
     for mask, label, col, sign in ((same & off, "same class", style.color("attention"), 1),
                                    (~same & off, "different class", style.color("ridge"), -1)):
-        ax.hist(H[mask], bins=bins, density=True, alpha=0.45, color=col, label=f"{label} (one draw)")
+        ax.hist(H[mask], bins=bins.tolist(), density=True, alpha=0.45, color=col, label=f"{label} (one draw)")
         ax.plot(xs, np.exp(-0.5 * ((xs - sign * delta_s) / sd) ** 2) / (sd * np.sqrt(2 * np.pi)),
                 color=col, linewidth=1.6,
                 label=f"Gaussian $({'+' if sign > 0 else '-'}\\delta, \\mathrm{{sd}}^2)$")
@@ -525,12 +525,12 @@ def finite_size(*, n: int, trials: int, n_points: int, n_line: int, funcs: Seque
         acc[f] = (fs_pts, mc)
     axes[-1].legend(fontsize=8)
 
-    gaps_fs, gaps_lim = np.concatenate(gaps_fs), np.concatenate(gaps_lim)
+    gap_fs, gap_lim = np.concatenate(gaps_fs), np.concatenate(gaps_lim)
     fs_sign, mc_sign = acc["sign"]
     return Figure(fig, {
         "funcs_list": ", ".join(funcs),
-        "fs_gap_max": gaps_fs.max(), "fs_gap_med": np.median(gaps_fs),
-        "lim_gap_max": gaps_lim.max(), "fs_points": gaps_fs.size,
+        "fs_gap_max": gap_fs.max(), "fs_gap_med": np.median(gap_fs),
+        "lim_gap_max": gap_lim.max(), "fs_points": gap_fs.size,
         "fs_sem_max": max(mc.sem("attention").max() for _, mc in acc.values()),
         "fs_sign_last": fs_sign[-1],
         "fs_lim_small": max(abs(acc[f][0][0]
@@ -613,7 +613,7 @@ def maps(*, map_size: int, n_map: int, map_checks: int, map_trials: int,
                                                           alpha=0.85))
     cbar = fig.colorbar(mesh, ax=axes,
                         label=r"$100\,(E_{\mathrm{att}} / E_{\mathrm{ridge}} - 1)$")
-    cbar.set_ticks(np.linspace(-v, v, 5))
+    cbar.set_ticks(np.linspace(-v, v, 5).tolist())
     cbar.ax.yaxis.set_major_formatter(FormatStrFormatter("%+.0f"))
 
     w_name = "$\\lVert w\\rVert$"

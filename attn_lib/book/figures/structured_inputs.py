@@ -34,7 +34,7 @@ __all__ = ["F", "VARIANTS", "theory_and_simulation", "random_inputs", "snr",
 #: The nonlinearity of the chapter.
 F = "tanh"
 #: Attention variants: weights ``w_K = w_Q = w`` with ``|w|`` and ``cos(mu, w)`` (default 1).
-VARIANTS: dict[str, dict[str, float]] = {
+VARIANTS: dict[str, dict[str, Any]] = {  # keyword arguments of Setting
     "attention, $w \\perp \\mu$": dict(wk_norm=2.0, wq_norm=2.0, cos_mu_wk=0.0, cos_mu_wq=0.0),
     "attention, aligned, $\\|w\\| = 1$": dict(wk_norm=1.0, wq_norm=1.0),
     "attention, aligned, $\\|w\\| = 2$": dict(wk_norm=2.0, wq_norm=2.0),
@@ -45,10 +45,10 @@ _VARIANT_COLORS = dict(zip(VARIANTS, [style.color("linear"), style.color("attent
 C, GAMMA = 0.5, 1.0
 
 
-def theory_and_simulation(ax: Any, x_th: Sequence[float], settings_th: Sequence[Setting],
-                          x_mc: Sequence[float], settings_mc: Sequence[Setting],
-                          gammas: Sequence[float], *, n: int, trials: int, seed: int,
-                          label: str, color: str, k: int = 0, model: str = "attention",
+def theory_and_simulation(ax: Any, x_th: ArrayLike, settings_th: Sequence[Setting],
+                          x_mc: ArrayLike, settings_mc: Sequence[Setting],
+                          gammas: Sequence[float] | np.ndarray, *, n: int, trials: int, seed: int,
+                          label: str, color: str | None, k: int = 0, model: str = "attention",
                           marker: str = "o") -> tuple[np.ndarray, sweeps.SweepResult]:
     """DE line along ``settings_th`` and Monte Carlo markers along ``settings_mc`` at ``gammas[k]``.
 
@@ -206,7 +206,7 @@ def snr(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
     snr_mc = np.linspace(0.0, 4.0, check_int(n_points, "n_points"))
     snr_th = np.linspace(0.0, 4.0, 81)
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    common = dict(n=n, trials=trials, seed=seed)
+    common: dict[str, Any] = dict(n=n, trials=trials, seed=seed)
     g_att = sweeps.matched_gamma(Setting(c=C, f=F), GAMMA)  # the scale convention
     th_r, mc_r = theory_and_simulation(ax, snr_th, [Setting(c=C, snr=float(s)) for s in snr_th],
                                        snr_mc, [Setting(c=C, snr=float(s), f=F) for s in snr_mc],
