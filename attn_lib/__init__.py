@@ -27,15 +27,18 @@ computed results on disk, keyed by the code they depend on; both are used by eve
 ``attn_lib.Setting``, ``attn_lib.RankSetting``, ``attn_lib.MatrixSetting``, ``attn_lib.HeadsSetting``, the attention kinds
 ``attn_lib.Entrywise`` and ``attn_lib.Softmax``, ``attn_lib.nonlinearity``, ``attn_lib.hermite``,
 ``attn_lib.data``, ``attn_lib.kernel``, ``attn_lib.simulate`` and ``attn_lib.theory`` are
-re-exported here.
+re-exported here, and so are :class:`DomainWarning` (a theory evaluated outside the conditions
+the book measured it under; :mod:`attn_lib.theory.domain`) and :class:`DomainError` (the same
+with ``strict=True``).
 """
 
 from . import cache, model, simulation, studies, theory
 from .model import data, hermite, kernel, nonlinearity
 from .model.setting import Entrywise, HeadsSetting, MatrixSetting, RankSetting, Setting, Softmax
 from .simulation import simulate
+from .theory.domain import DomainError, DomainWarning
 
-__all__ = ["HeadsSetting", "MatrixSetting", "RankSetting", "Setting", "Entrywise", "Softmax", "cache", "data",
+__all__ = ["DomainError", "DomainWarning", "HeadsSetting", "MatrixSetting", "RankSetting", "Setting", "Entrywise", "Softmax", "cache", "data",
            "hermite", "kernel", "model",
            "nonlinearity", "simulate",
            "simulation", "studies", "theory"]

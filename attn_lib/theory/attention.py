@@ -57,10 +57,10 @@ from typing import Sequence
 
 import numpy as np
 
-from .._validation import check_gammas, check_int, check_real, check_setting, check_settings
+from .._validation import check_bool, check_gammas, check_int, check_real, check_setting, check_settings
 from ..model.data import latent_coordinates
 from ..model.setting import Entrywise, HeadsSetting, MatrixSetting, RankSetting, Setting, Softmax
-from . import _heads, _matrix, softmax
+from . import _heads, _matrix, domain, softmax
 from ._bulk import BulkSolution, solve_bulk, spectral_g1
 from ._errors import ConvergenceError
 from ._finite_size import _restricted, finite_size_resolvent_form_batch, reduced_setting
@@ -312,7 +312,7 @@ def _heads_form(setting: HeadsSetting, g: np.ndarray, n: object):
 def attention_resolvent_form(setting: Setting | RankSetting | MatrixSetting | HeadsSetting,
                              gammas: object, *,
                              n: int | None = None, max_iter: int = 50,
-                             continuation: str = "parallel"):
+                             continuation: str = "parallel", strict: bool = False):
     """``yh^T Qbar yh`` (the limit of ``y^T Q y / n``) and its ``gamma``-derivative, each shaped like ``gammas``.
 
     With ``n`` given, the finite-size equivalent (``attn_lib.theory._finite_size``;
@@ -322,7 +322,27 @@ def attention_resolvent_form(setting: Setting | RankSetting | MatrixSetting | He
     (:func:`attn_lib.theory._matrix.matrix_resolvent_form`; entry-wise), a
     :class:`~attn_lib.HeadsSetting` to the multi-head one
     (:func:`attn_lib.theory._heads.heads_resolvent_form`; entry-wise, without ``n``).
+    Outside the measured domain a :class:`~attn_lib.DomainWarning` (``strict=True``:
+    :class:`~attn_lib.DomainError`), as for :func:`attention_error`.
     """
+    _in_domain(setting, n, "attention_resolvent_form", strict)
+    return _resolvent_form(setting, gammas, n, max_iter, continuation)
+
+
+def _in_domain(setting: object, n: object, call: str, strict: object) -> None:
+    """The inputs checked, then the domain (:func:`attn_lib.theory.domain.check`) of ``call``."""
+    s = check_setting(setting, types=_TYPES + (MatrixSetting, HeadsSetting), attention=_KINDS)
+    if n is not None:
+        n = check_int(n, "n", low=8)
+    strict = check_bool(strict, "strict")
+    if isinstance(s.attention, Softmax) and not s.attention.mask:
+        return  # refused by the call (the softmax theory needs the mask)
+    domain.check(s, n, call=call, strict=strict, stacklevel=3)
+
+
+def _resolvent_form(setting: Setting | RankSetting | MatrixSetting | HeadsSetting, gammas: object,
+                    n: int | None, max_iter: int, continuation: str):
+    """:func:`attention_resolvent_form` without the domain check."""
     if isinstance(setting, MatrixSetting):
         return _matrix_form(setting, check_gammas(gammas), n)
     if isinstance(setting, HeadsSetting):
@@ -337,7 +357,7 @@ def attention_resolvent_form(setting: Setting | RankSetting | MatrixSetting | He
 
 def attention_error(setting: Setting | RankSetting | MatrixSetting | HeadsSetting, gammas: object, *,
                     n: int | None = None, max_iter: int = 50,
-                    continuation: str = "parallel") -> np.ndarray:
+                    continuation: str = "parallel", strict: bool = False) -> np.ndarray:
     """Deterministic equivalent of the attention interpolation error.
 
     ``E(gamma) = -gamma^2 d/dgamma yh^T Qbar yh`` (see the module docstring and
@@ -380,6 +400,8 @@ def attention_error(setting: Setting | RankSetting | MatrixSetting | HeadsSettin
     continuation : {"parallel", "grid"}, default "parallel"
         ``"grid"``: follow the sorted grid with warm starts; ``"parallel"``: one vectorised
         continuation path per gamma (faster for curves). Both give the same values.
+    strict : bool, default False
+        Raise :class:`~attn_lib.DomainError` instead of warning outside the domain (below).
 
     Returns
     -------
@@ -389,6 +411,21 @@ def attention_error(setting: Setting | RankSetting | MatrixSetting | HeadsSettin
     ------
     ConvergenceError
         When the fixed point cannot be solved (never returns NaN).
+    DomainError
+        With ``strict=True``, outside the domain.
+
+    Warns
+    -----
+    DomainWarning
+        When ``setting`` (at ``n``) is outside the conditions under which the book measured
+        this theory against Monte Carlo (:mod:`attn_lib.theory.domain` lists them with their
+        sources): for the limit, a coherent shift ``delta`` above 0.3 at ``n = 2048``
+        (0.05 in units of the logit scale for a matrix or a head), softmax ``beta`` past the
+        tail edge :func:`~attn_lib.theory.softmax.tail_beta` or ``beta delta`` above 0.3; for
+        the finite-size theory, ``n < 256``, ``delta > 3`` or ``beta`` past the tail edge at
+        ``n``; and for a matrix a logit scale ``||M||_F / sqrt(p)`` more than 4 times away
+        from one (normalise it with :func:`attn_lib.studies.gpt2.normalise`). The message says
+        by how much and which call to use instead.
 
     Notes
     -----
@@ -409,13 +446,14 @@ def attention_error(setting: Setting | RankSetting | MatrixSetting | HeadsSettin
     error at most 0.002) the largest error is 0.0102 at ``n = 512`` (3 of 87 points beyond 4
     standard errors, all the quadratic at ``c = 1/2``, ``p = 256``) and 0.0133 at ``n = 256``.
     """
-    _, dq = attention_resolvent_form(setting, gammas, n=n, max_iter=max_iter, continuation=continuation)
+    _in_domain(setting, n, "attention_error", strict)
+    _, dq = _resolvent_form(setting, gammas, n, max_iter, continuation)
     g = np.asarray(gammas, dtype=float)
     return -(g ** 2) * dq
 
 
 def attention_error_batch(settings: Sequence[Setting | RankSetting], gamma: object, *, n: int | None = None,
-                          max_iter: int = 50) -> np.ndarray:
+                          max_iter: int = 50, strict: bool = False) -> np.ndarray:
     """The error of many settings at once, vectorised across settings.
 
     Parameters
@@ -432,6 +470,9 @@ def attention_error_batch(settings: Sequence[Setting | RankSetting], gamma: obje
         advanced by one vectorised fixed-point iteration (``attn_lib.theory._finite_size``).
     max_iter : int, default 50
         Newton iteration cap per continuation step (proportional limit only).
+    strict : bool, default False
+        Raise :class:`~attn_lib.DomainError` instead of warning when a setting is outside the
+        domain (as :func:`attention_error`; one warning for the whole batch, with the count).
 
     Returns
     -------
@@ -448,6 +489,9 @@ def attention_error_batch(settings: Sequence[Setting | RankSetting], gamma: obje
             raise ValueError(f"settings: attention_error_batch does not take an attn_lib."
                              f"{type(s).__name__} (its theory is not vectorised); call "
                              "attention_error on each")
+    if n is not None:
+        n = check_int(n, "n", low=8)
+    domain.check(checked, n, call="attention_error_batch", strict=check_bool(strict, "strict"))
     settings = [_entrywise(s, n) for s in checked]
     g = np.asarray(gamma, dtype=float)
     B = len(settings)

@@ -49,15 +49,18 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
+import functools
 
-from .._validation import check_gammas, check_int, check_setting
+import numpy as np
+from scipy.optimize import brentq
+
+from .._validation import check_gammas, check_int, check_real, check_setting
 from ..model.data import latent_coordinates
 from ..model.kernel import logits
 from ..model.setting import ENTRYWISE, BaseSetting, RankSetting, Setting, Softmax
 
 __all__ = ["entrywise_equivalent", "canonical", "scale", "tail", "query_mean", "effective_gamma", "normalisation_std", "Parts",
-           "decompose"]
+           "decompose", "kurtosis", "tail_beta"]
 
 
 def _softmax_setting(setting: object) -> Setting | RankSetting:
@@ -239,3 +242,47 @@ def decompose(X: np.ndarray, w_K: np.ndarray, w_Q: np.ndarray, beta: float,
     eps = G.sum(axis=0) / (n - 1)
     mean = (X.sum(axis=1, keepdims=True) - X) / (n - 1)
     return Parts(kernel=(X @ G) / (n - 1), mean=mean, eps=eps)
+
+
+def kurtosis(beta: float) -> float:
+    r"""``E f_beta^4 / (E f_beta^2)^2`` of ``f_beta(xi) = e^{beta xi - beta^2/2} - 1``, ``xi ~ N(0, 1)``.
+
+    With ``L = e^{beta xi - beta^2/2}``, ``E L^k = e^{k (k - 1) beta^2 / 2}``, so with ``b = beta^2``
+
+        E f^2 = e^b - 1 = nu,    E f^4 = e^{6 b} - 4 e^{3 b} + 6 e^b - 3.
+
+    ``kurtosis(beta) / n`` is the relative variance of one column's empirical second moment
+    ``sum_i f_beta(T_ij)^2 / n``: the Gaussian equivalence of the entry-wise kernel needs it
+    small (``book/derivation_softmax.md``, *Why beta = 1.5 misses*). It grows like
+    ``e^{4 beta^2}``: 8.9 at ``beta = 0.5``, 114 at 1, 1.0e4 at 1.5.
+
+    Parameters
+    ----------
+    beta : float
+        Inverse temperature in ``(0, 10]``.
+    """
+    b = check_real(beta, "beta", low=0.0, high=10.0, low_open=True) ** 2
+    # the constants cancel (1 - 4 + 6 - 3 = 0): written with expm1, the O(b) terms cancel to
+    # a relative rounding of eps / b only
+    return float((np.expm1(6 * b) - 4 * np.expm1(3 * b) + 6 * np.expm1(b)) / np.expm1(b) ** 2)
+
+
+@functools.lru_cache(maxsize=256)
+def _tail_beta(n: int) -> float:
+    return float(brentq(lambda b: np.log(kurtosis(b)) - np.log(n), 1e-3, 10.0, xtol=1e-12))
+
+
+def tail_beta(n: int) -> float:
+    r"""The ``beta`` at which :func:`kurtosis` equals ``n``: the edge of the Gaussian regime at ``n``.
+
+    Below it one column's ``n`` entries sample the fourth moment of ``f_beta``; above it a few
+    entries carry the second moment. As ``kurtosis ~ e^{4 beta^2}``, ``tail_beta(n) ->
+    sqrt(log n) / 2`` (1.35 at ``n = 2048``, 1.50 at ``n = 10^4``).
+
+    Parameters
+    ----------
+    n : int
+        Tokens, ``n >= 9`` (the kurtosis of ``f_beta`` exceeds 3 for every ``beta > 0`` and
+        tends to 3 as ``beta -> 0``).
+    """
+    return _tail_beta(check_int(n, "n", low=9))
