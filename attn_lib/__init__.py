@@ -36,7 +36,7 @@ from . import cache, model, simulation, studies, theory
 from .model import data, hermite, kernel, nonlinearity
 from .model.setting import Entrywise, HeadsSetting, MatrixSetting, RankSetting, Setting, Softmax
 from .simulation import simulate
-from .theory.domain import DomainError, DomainWarning
+from ._domain import DomainError, DomainWarning
 
 __all__ = ["DomainError", "DomainWarning", "HeadsSetting", "MatrixSetting", "RankSetting", "Setting", "Entrywise", "Softmax", "cache", "data",
            "hermite", "kernel", "model",

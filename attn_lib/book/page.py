@@ -61,7 +61,7 @@ def setup(profile: str) -> None:
 
     from IPython.display import Markdown
 
-    from ..theory.domain import DomainWarning
+    from .._domain import DomainWarning
     from . import style
 
     warnings.filterwarnings("ignore", category=DomainWarning)

@@ -15,7 +15,7 @@ continuation driver of the bulk (``_continuation``) and :class:`ConvergenceError
 
 from . import attention, domain, kernel_spectrum, marchenko_pastur, ridge, shift, softmax
 from ._errors import ConvergenceError
-from .domain import DomainError, DomainWarning
+from .._domain import DomainError, DomainWarning
 from .attention import (BulkSolution, Linearisation, attention_bulk, attention_error, attention_error_batch,
                         attention_resolvent_form, gram_spectrum, linearisation)
 from .kernel_spectrum import kernel_density

@@ -59,6 +59,7 @@ import numpy as np
 
 from .._validation import check_bool, check_gammas, check_int, check_real, check_setting, check_settings
 from ..model.data import latent_coordinates
+from ..model.scale import feature_scale
 from ..model.setting import Entrywise, HeadsSetting, MatrixSetting, RankSetting, Setting, Softmax
 from . import _heads, _matrix, domain, softmax
 from ._bulk import BulkSolution, solve_bulk, spectral_g1
@@ -357,7 +358,8 @@ def _resolvent_form(setting: Setting | RankSetting | MatrixSetting | HeadsSettin
 
 def attention_error(setting: Setting | RankSetting | MatrixSetting | HeadsSetting, gammas: object, *,
                     n: int | None = None, max_iter: int = 50,
-                    continuation: str = "parallel", strict: bool = False) -> np.ndarray:
+                    continuation: str = "parallel", strict: bool = False,
+                    relative: bool = False) -> np.ndarray:
     """Deterministic equivalent of the attention interpolation error.
 
     ``E(gamma) = -gamma^2 d/dgamma yh^T Qbar yh`` (see the module docstring and
@@ -402,6 +404,13 @@ def attention_error(setting: Setting | RankSetting | MatrixSetting | HeadsSettin
         continuation path per gamma (faster for curves). Both give the same values.
     strict : bool, default False
         Raise :class:`~attn_lib.DomainError` instead of warning outside the domain (below).
+    relative : bool, default False
+        Read ``gammas`` as ``g = gamma / tau``, ``tau`` the model's mean feature eigenvalue
+        (:func:`attn_lib.model.scale.feature_scale`): the error at ``gamma = tau g``, for
+        comparison with ridge at ``c g`` (``ridge_error(..., relative=True)``) and with
+        ``simulate.errors(..., relative=True)``, the book's equal-``gamma / tau`` convention. Under
+        masked softmax, with ``n`` the effective ``tau_A(n) g / s_n^2`` of the simulator; without
+        ``n`` its limit ``(tau_K + e^{beta^2 (sigma^2 - 1)}) g``.
 
     Returns
     -------
@@ -447,9 +456,23 @@ def attention_error(setting: Setting | RankSetting | MatrixSetting | HeadsSettin
     standard errors, all the quadratic at ``c = 1/2``, ``p = 256``) and 0.0133 at ``n = 256``.
     """
     _in_domain(setting, n, "attention_error", strict)
+    if check_bool(relative, "relative"):
+        gammas = _relative(setting, check_gammas(gammas), n)
     _, dq = _resolvent_form(setting, gammas, n, max_iter, continuation)
     g = np.asarray(gammas, dtype=float)
     return -(g ** 2) * dq
+
+
+def _relative(setting: Setting | RankSetting | MatrixSetting | HeadsSetting, g: np.ndarray,
+              n: int | None) -> np.ndarray:
+    """The ``gamma`` of the theory at ``gamma / tau = g`` (``relative=True`` of :func:`attention_error`)."""
+    if isinstance(setting.attention, Softmax) and setting.attention.mask:
+        if n is not None:
+            return softmax.effective_gamma(setting, feature_scale(setting, n=n) * g, n)
+        twin = softmax.entrywise_equivalent(setting)
+        b, sigma = setting.attention.beta, setting.logit_scale
+        return (feature_scale(twin) + np.exp(b * b * (sigma * sigma - 1.0))) * g
+    return feature_scale(setting) * g
 
 
 def attention_error_batch(settings: Sequence[Setting | RankSetting], gamma: object, *, n: int | None = None,

@@ -65,24 +65,22 @@ in the theory and in :func:`attn_lib.simulation.simulate.errors`): the scale
 ``sigma = ||M||_F / sqrt(p)`` (per head, ``||B_h||_F / sqrt(p)``) within a factor
 :data:`SCALE_FACTOR` of one. The theory handles any scale (it linearises ``f`` at ``sigma``), but
 the book's model reads ``f`` on ``O(1)`` logits, and a raw weight matrix (GPT-2's layers have
-``sigma`` of 15 to 74) makes ``f`` see saturated logits: a different model, with another error
-(GPT-2's layer 0 with ``tanh`` at ``gamma = 0.1``: 0.347 raw against 0.474 normalised). This is a
-choice of scale, not a failure of the theory; the message names the normalisation helper,
+``sigma`` of 15 to 74) makes ``f`` see saturated logits: a different model, with another error.
+This is a choice of scale, not a failure of the theory; the message names the normalisation helper,
 :func:`attn_lib.studies.gpt2.normalise` (``M / sigma``; :func:`attn_lib.studies.gpt2.heads` with
 ``scale="unit"`` for heads).
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
-import warnings
-from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import Sequence
 
 import numpy as np
 
-from ..model.setting import BaseSetting, HeadsSetting, MatrixSetting, RankSetting, Setting, Softmax
+from .._domain import (SCALE_FACTOR, DomainError, DomainWarning, Violation, check_scale, emit, excess,
+                       ignored, scale_violations)
+from ..model.setting import BaseSetting, HeadsSetting, MatrixSetting, Softmax
 
 __all__ = ["DomainWarning", "DomainError", "Violation", "violations", "check", "check_scale",
            "ignored", "REFERENCE_N", "LIMIT_DELTA", "MATRIX_DELTA", "SOFTMAX_BETA_DELTA",
@@ -102,53 +100,8 @@ SOFTMAX_BETA_DELTA = 0.3
 FINITE_MIN_N = 256
 #: Largest coherent shift at which the finite-size theory was measured (strong_alignment.py).
 FINITE_DELTA = 3.0
-#: How far (a factor either way) the logit scale of a matrix may be from one.
-SCALE_FACTOR = 4.0
 
 _SIMULATE = "simulate it with attn_lib.simulate.errors"
-
-
-class DomainWarning(UserWarning):
-    """A theory was evaluated outside the conditions under which the book measured it.
-
-    The message names the condition, the value and its bound, and the call to use instead (or
-    that none exists). Ignore it with :func:`ignored` or
-    ``warnings.filterwarnings("ignore", category=attn_lib.DomainWarning)``.
-    """
-
-
-class DomainError(ValueError):
-    """Raised instead of :class:`DomainWarning` when a theory call is made with ``strict=True``."""
-
-
-DomainWarning.__module__ = DomainError.__module__ = "attn_lib"  # their public names
-
-
-@dataclass(frozen=True)
-class Violation:
-    """One failed condition.
-
-    Attributes
-    ----------
-    condition : str
-        Its name (``"coherent shift"``, ``"softmax tail edge"``, ``"tokens"``, ...).
-    value, bound : float
-        The setting's value and the bound it exceeds (or, for ``"tokens"``, falls below).
-    message : str
-        What was measured there and what to call instead.
-    """
-
-    condition: str
-    value: float
-    bound: float
-    message: str
-
-
-def _by(value: float, bound: float) -> str:
-    """How far ``value`` is past ``bound``, in words."""
-    if value > bound:
-        return f"{value / bound:.3g} times the bound" if bound > 0 else "above the bound"
-    return f"{bound / value:.3g} times below the bound" if value > 0 else "below the bound"
 
 
 def _n_for_shift(coef: float, c: float, bound: float) -> int:
@@ -172,7 +125,7 @@ def _limit(s: BaseSetting) -> list[Violation]:
             instead = f"none (no finite-size multi-head theory); {_SIMULATE}"
         if shift > MATRIX_DELTA:
             out.append(Violation("coherent shift", shift, MATRIX_DELTA, (
-                f"coherent shift {what} = {shift:.3g} is {_by(shift, MATRIX_DELTA)} "
+                f"coherent shift {what} = {shift:.3g} is {excess(shift, MATRIX_DELTA)} "
                 f"{MATRIX_DELTA:g}: on GPT-2's layers the limit is within 0.01 of Monte Carlo at "
                 "shifts up to 0.011 and up to 0.025 above it at 0.089-0.25 (benchmarks/"
                 f"any_matrix.py, benchmarks/multi_head.py). Instead: {instead}")))
@@ -189,7 +142,7 @@ def _limit(s: BaseSetting) -> list[Violation]:
         if beta > edge:
             out.append(Violation("softmax tail edge", beta, edge, (
                 f"softmax beta = {beta:g} is past the tail edge beta = {edge:.3g} at n = {n} "
-                f"({_by(beta, edge)}; the kurtosis of f_beta equals n there, "
+                f"({excess(beta, edge)}; the kurtosis of f_beta equals n there, "
                 "attn_lib.theory.softmax.tail_beta): at n = 2048 the limit is within 0.011 of "
                 "Monte Carlo for beta <= 1 and off by up to 0.029 at beta = 1.5 "
                 "(benchmarks/softmax_grid.py). Instead: none (the finite-size softmax theory has "
@@ -198,7 +151,7 @@ def _limit(s: BaseSetting) -> list[Violation]:
             n_ok = _n_for_shift(beta * coef, s.c, SOFTMAX_BETA_DELTA)
             out.append(Violation("softmax regular regime", beta * delta, SOFTMAX_BETA_DELTA, (
                 f"beta delta = {beta * delta:.3g} at n = {n} (p = {p}) is "
-                f"{_by(beta * delta, SOFTMAX_BETA_DELTA)} {SOFTMAX_BETA_DELTA:g}, the regular "
+                f"{excess(beta * delta, SOFTMAX_BETA_DELTA)} {SOFTMAX_BETA_DELTA:g}, the regular "
                 "regime of book/derivation_softmax.md (beyond it the mean of A carries the "
                 "labels and the limit is off by up to 0.39, benchmarks/softmax_strong.py); it is "
                 f"below {SOFTMAX_BETA_DELTA:g} from n >= {n_ok}. Instead: the finite-size "
@@ -208,7 +161,7 @@ def _limit(s: BaseSetting) -> list[Violation]:
         n_ok = _n_for_shift(coef, s.c, LIMIT_DELTA)
         out.append(Violation("coherent shift", delta, LIMIT_DELTA, (
             f"coherent shift delta = |mu^T M mu| / sqrt(p) = {delta:.3g} at n = {n} "
-            f"(p = {p}) is {_by(delta, LIMIT_DELTA)} {LIMIT_DELTA:g} (the limit has no n: it "
+            f"(p = {p}) is {excess(delta, LIMIT_DELTA)} {LIMIT_DELTA:g} (the limit has no n: it "
             f"is read at n = {n}; it is below {LIMIT_DELTA:g} from n >= {n_ok}). At n = 2048 "
             "and delta <= 0.3 the limit is within 0.0067 of Monte Carlo (benchmarks/"
             "fidelity.py); for 0.3 < delta <= 2 it is off by up to 0.097 (benchmarks/"
@@ -230,7 +183,7 @@ def _finite(s: BaseSetting, n: int) -> list[Violation]:
     delta = s.delta(n)
     if delta > FINITE_DELTA:
         out.append(Violation("coherent shift", delta, FINITE_DELTA, (
-            f"coherent shift delta = {delta:.3g} at n = {n} is {_by(delta, FINITE_DELTA)} "
+            f"coherent shift delta = {delta:.3g} at n = {n} is {excess(delta, FINITE_DELTA)} "
             f"{FINITE_DELTA:g}, the largest shift at which the finite-size theory was measured "
             "(benchmarks/strong_alignment.py, benchmarks/small_n.py). Instead: none; "
             f"{_SIMULATE}")))
@@ -241,34 +194,11 @@ def _finite(s: BaseSetting, n: int) -> list[Violation]:
         if beta > edge:
             out.append(Violation("softmax tail edge", beta, edge, (
                 f"softmax beta = {beta:g} is past the tail edge beta = {edge:.3g} at n = {n} "
-                f"({_by(beta, edge)}; the kurtosis of f_beta equals n there, "
+                f"({excess(beta, edge)}; the kurtosis of f_beta equals n there, "
                 "attn_lib.theory.softmax.tail_beta): at beta = 1.5, n = 2048 the finite-size "
                 "theory misses by up to 0.030 (benchmarks/softmax_strong.py). Instead: none; "
                 f"{_SIMULATE}")))
     return out
-
-
-def _scale(s: BaseSetting) -> list[Violation]:
-    if isinstance(s.attention, Softmax) and not isinstance(s, (MatrixSetting, HeadsSetting)):
-        return []
-    if isinstance(s, MatrixSetting):
-        scales, what, helper = np.array([s.logit_scale]), "||M||_F / sqrt(p)", (
-            "attn_lib.studies.gpt2.normalise(M) (M / sigma; the book's GPT-2 matrices are "
-            "normalised so)")
-    elif isinstance(s, HeadsSetting):
-        scales, what, helper = s.logit_scales, "||B_h||_F / sqrt(p)", (
-            "attn_lib.studies.gpt2.heads(W_Q, W_K, 'unit') (each head divided by its sigma_h)")
-    else:
-        return []
-    worst = float(scales[np.argmax(np.abs(np.log(scales)))])
-    if 1.0 / SCALE_FACTOR <= worst <= SCALE_FACTOR:
-        return []
-    return [Violation("logit scale", worst, SCALE_FACTOR if worst > 1 else 1.0 / SCALE_FACTOR, (
-        f"logit scale sigma = {what} = {worst:.3g}, more than {SCALE_FACTOR:g} times "
-        f"{'above' if worst > 1 else 'below'} one: f reads logits of that size (tanh "
-        "saturated, or nearly linear), a different model from the book's O(1) logits (the "
-        "theory still linearises f at sigma). If the matrix is a raw weight matrix, use "
-        f"{helper}"))]
 
 
 def violations(setting: BaseSetting, n: int | None = None) -> list[Violation]:
@@ -285,25 +215,9 @@ def violations(setting: BaseSetting, n: int | None = None) -> list[Violation]:
     list of Violation
         Empty inside the domain.
     """
-    found = _scale(setting)
+    found = scale_violations(setting)
     found += _limit(setting) if n is None else _finite(setting, n)
     return found
-
-
-def _emit(found: list[tuple[BaseSetting, Violation]], call: str, total: int, strict: bool,
-          stacklevel: int) -> None:
-    if not found:
-        return
-    s, v = found[0]
-    text = f"{call}: {v.message}"
-    if total > 1:
-        text = (f"{call}: {len(found)} condition(s) failed over {total} settings; the first, "
-                f"for {s!r}: {v.message}")
-    elif len(found) > 1:
-        text += "; also: " + "; ".join(w.message for _, w in found[1:])
-    if strict:
-        raise DomainError(text + " (strict=True)")
-    warnings.warn(text, DomainWarning, stacklevel=stacklevel + 1)
 
 
 def check(settings: BaseSetting | Sequence[BaseSetting], n: int | None = None, *, call: str,
@@ -326,17 +240,6 @@ def check(settings: BaseSetting | Sequence[BaseSetting], n: int | None = None, *
     many = not isinstance(settings, BaseSetting)
     group = list(settings) if many else [settings]
     found = [(s, v) for s in group for v in violations(s, n)]
-    _emit(found, call, len(group), strict, stacklevel + 1)
+    emit(found, call, len(group), strict, stacklevel + 1)
 
 
-def check_scale(setting: BaseSetting, *, call: str, stacklevel: int = 2) -> None:
-    """The logit-scale condition alone (for the simulator), as a :class:`DomainWarning`."""
-    _emit([(setting, v) for v in _scale(setting)], call, 1, False, stacklevel + 1)
-
-
-@contextlib.contextmanager
-def ignored() -> Iterator[None]:
-    """A context in which :class:`DomainWarning` is not shown (for deliberate calls outside)."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", category=DomainWarning)
-        yield

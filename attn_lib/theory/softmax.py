@@ -57,15 +57,17 @@ from scipy.optimize import brentq
 from .._validation import check_gammas, check_int, check_real, check_setting
 from ..model.data import latent_coordinates
 from ..model.kernel import logits
-from ..model.setting import ENTRYWISE, BaseSetting, RankSetting, Setting, Softmax
+from ..model.scale import softmax_scale
+from ..model.setting import ENTRYWISE, BaseSetting, HeadsSetting, MatrixSetting, RankSetting, Setting, Softmax
 
 __all__ = ["entrywise_equivalent", "canonical", "scale", "tail", "query_mean", "effective_gamma", "normalisation_std", "Parts",
            "decompose", "kurtosis", "tail_beta"]
 
 
-def _softmax_setting(setting: object) -> Setting | RankSetting:
+def _softmax_setting(setting: object, types: tuple[type, ...] = (Setting, RankSetting)
+                     ) -> BaseSetting:
     """``setting`` if it has masked :class:`Softmax` attention (the one the reduction covers)."""
-    s = check_setting(setting, types=(Setting, RankSetting), attention=(Softmax,))
+    s = check_setting(setting, types=types, attention=(Softmax,))
     if not s.attention.mask:
         raise ValueError("setting.attention: the softmax theory needs the self-pairs masked "
                          "(Softmax(beta, mask=True)); without the mask A is close to the identity")
@@ -77,15 +79,15 @@ def entrywise_equivalent(setting: Setting | RankSetting) -> Setting | RankSettin
 
     Parameters
     ----------
-    setting : Setting or RankSetting
+    setting : Setting, RankSetting, MatrixSetting or HeadsSetting
         With ``attention=Softmax(beta)`` (masked); its ``f`` is ignored.
 
     Returns
     -------
-    Setting or RankSetting
-        The same scalars with ``f = exponential(beta)`` and entry-wise attention.
+    Setting, RankSetting, MatrixSetting or HeadsSetting
+        The same fields with ``f = exponential(beta)`` and entry-wise attention.
     """
-    s = _softmax_setting(setting)
+    s = _softmax_setting(setting, (Setting, RankSetting, MatrixSetting, HeadsSetting))
     return dataclasses.replace(s, f=s.attention.f, attention=ENTRYWISE)
 
 
@@ -109,24 +111,26 @@ def scale(setting: BaseSetting, n: int) -> float:
     r"""Scale ``s = sqrt(p) e^{-beta^2 (sigma^2 - 1) / 2} / (n - 1)`` of the kernel part of ``X A``.
 
     ``X G / (n - 1) = s X K`` with ``K`` the entry-wise kernel of :func:`entrywise_equivalent`
-    (``sigma = setting.logit_scale``; ``s = sqrt(p) / (n - 1)`` at ``alpha = 1``).
+    (``sigma = setting.logit_scale``; ``s = sqrt(p) / (n - 1)`` at ``alpha = 1``). Any setting
+    type with masked softmax attention: a matrix at its logit scale ``||M||_F / sqrt(p)``,
+    several heads by the root mean square of theirs
+    (:func:`attn_lib.model.scale.softmax_scale`). Every public call reads a softmax ``gamma``
+    as ``gamma_raw / s^2`` (:mod:`attn_lib.model.scale`).
     """
-    s = _softmax_setting(setting)
-    n = check_int(n, "n", low=2)
-    b, sigma = s.attention.beta, s.logit_scale
-    return float(np.sqrt(s.p(n)) * np.exp(-0.5 * b * b * (sigma * sigma - 1.0)) / (n - 1))
+    return softmax_scale(setting, n)
 
 
 def effective_gamma(setting: BaseSetting, gammas: object, n: int) -> np.ndarray:
-    """``gamma / s^2`` (:func:`scale`): the ridge parameter of ``X A`` in the units of ``X K``.
+    """``gamma / s^2`` (:func:`scale`): a raw ridge parameter of ``X A`` in the units of ``X K``.
 
-    ``E_{X A}(gamma)`` at ``n`` tokens is compared with ``attention_error(setting,
-    effective_gamma(setting, gamma, n))``.
+    The library's calls take the effective ``gamma`` already (the simulator converts it back,
+    :func:`attn_lib.simulation.simulate.errors`); this converts a raw one, e.g. from
+    ``gamma = tau g`` of the book's equal-``gamma / tau`` comparison.
     """
     return check_gammas(gammas) / scale(setting, n) ** 2
 
 
-def normalisation_std(setting: BaseSetting, n: int) -> float:
+def normalisation_std(setting: Setting | RankSetting, n: int) -> float:
     r"""Predicted standard deviation of ``eps_j = D_j / ((n - 1) m) - 1`` on random inputs.
 
     Given the query ``x_j``, the ``n - 1`` terms ``g(T_kj)`` are independent with variance
