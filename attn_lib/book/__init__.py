@@ -10,6 +10,9 @@
     :func:`~attn_lib.book.page.glue`.
 ``figures``
     One module per chapter, one function per figure.
+``against``
+    Theory against simulation of any setting over ``gamma``, with ridge beside it, in one call
+    (:func:`~attn_lib.book.against.theory_vs_simulation`).
 
 Nothing is imported eagerly: ``style``, ``page`` and ``figures`` import matplotlib.
 """
