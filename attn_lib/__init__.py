@@ -3,6 +3,10 @@
 Reproducible companion to *On the Interpolation Error of Nonlinear Attention versus Linear
 Regression* (Liao, Liu, Hou, Zou, Ling; arXiv:2506.18656).
 
+The symbols of the docstrings (``delta``, ``nu``, ``a1``, ``tau``, the coherent shift, the
+effective ``gamma``) are explained in the book's notation page, section *Glossary*
+(``book/notation.md``); ``README.md`` says which call answers which question.
+
 The package is laid out by layer; each layer imports only the ones above it in this list.
 
 model

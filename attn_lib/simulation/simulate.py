@@ -29,7 +29,7 @@ import numpy as np
 
 from .. import _domain
 from ..model import data, kernel
-from .._validation import check_bool, check_gammas, check_int, check_seed, check_setting
+from .._validation import check_bool, check_gammas, check_int, check_seed, check_setting, check_tokens
 from ..model.scale import feature_scale, softmax_scale
 from ..model.nonlinearity import check_nonlinearity
 from ..model.setting import Entrywise, HeadsSetting, MatrixSetting, RankSetting, Setting, Softmax
@@ -202,7 +202,7 @@ def raw_gammas(setting: Setting | RankSetting | MatrixSetting | HeadsSetting, ga
     """
     setting = check_setting(setting, types=TYPES, attention=KINDS)
     g = check_gammas(gammas)
-    n = check_int(n, "n", low=2)
+    n = check_tokens(n)
     if check_bool(relative, "relative"):
         return (feature_scale(setting, keep_diagonal=keep_diagonal, n=n) * g,
                 feature_scale(setting, "ridge") * g)

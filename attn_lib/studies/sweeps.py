@@ -151,8 +151,8 @@ def simulations(settings: Sequence[Setting], gammas: object, n: int | Sequence[i
         ``False`` simulates ridge regression only.
     use_cache : bool, default True
         Read and write each setting's result as the cache entry of
-        ``simulate.errors(setting=..., gammas=..., n=..., trials=..., seed=..., attention=...,
-        relative=...)``
+        ``simulate.errors(setting=..., gammas=..., n=..., trials=..., seed=..., attention=...)``
+        (and ``relative=True`` when given)
         (:func:`attn_lib.cache.entry`), each stored as soon as its trials are done.
     scheduler : str, optional
         Where the trials run (:mod:`attn_lib.simulation.executor`; default
@@ -181,7 +181,7 @@ def simulations(settings: Sequence[Setting], gammas: object, n: int | Sequence[i
     if not all(isinstance(v, bool) for v in (attention, use_cache, relative)):
         raise TypeError("attention, use_cache and relative must be bool")
     calls = [dict(setting=s, gammas=g, n=k, trials=trials, seed=seed, attention=attention,
-                  relative=relative) for s, k in zip(settings, ns)]
+                  **({"relative": True} if relative else {})) for s, k in zip(settings, ns)]
     found = [cache.entry(simulate.errors, **kw) if use_cache else None for kw in calls]
     results = [e.value if e is not None and e.hit else None for e in found]
     todo = [b for b, r in enumerate(results) if r is None]

@@ -375,16 +375,18 @@ def attention_error(setting: Setting | RankSetting | MatrixSetting | HeadsSettin
         :class:`~attn_lib.model.setting.RankSetting` (rank-``r`` weights, the spiked pencil with
         ``1 + 2r`` vectors; with ``n``, see below); entry-wise or (masked) softmax
         attention. A :class:`~attn_lib.model.setting.MatrixSetting` (any ``p x p`` matrix
-        ``M``): the any-matrix theory (:mod:`attn_lib.theory._matrix`, ``f`` linearised at
+        ``M``, logits ``x_i^T M x_j / sqrt(p)`` with ``i`` the key and ``j`` the query: rows of
+        ``M`` index keys; ``M.T`` is another model): the any-matrix theory (:mod:`attn_lib.theory._matrix`, ``f`` linearised at
         the logit scale ``||M||_F / sqrt(p)``), entry-wise attention only (softmax raises
         ``ValueError``); it costs ``O(p^3)`` per oracle call, a few seconds for three ``gamma``
         at ``p = 768`` (run it with one BLAS thread on a shared machine). A
         :class:`~attn_lib.model.setting.HeadsSetting` (multi-head attention as GPT-2 computes
         it): the per-head pencil (:mod:`attn_lib.theory._heads`), entry-wise attention and the
         proportional limit only (softmax or ``n`` raise ``ValueError``). Under softmax
-        ``gammas`` are effective ridge parameters ``gamma / s_n^2``
+        ``gammas`` are effective ridge parameters ``gamma_raw / s_n^2``
         (:func:`attn_lib.theory.softmax.effective_gamma`): the raw features ``X A`` have the
-        scale ``s_n ~ sqrt(p) / n``.
+        scale ``s_n ~ sqrt(p) / n``. The simulator takes the same ``gamma``
+        (:func:`attn_lib.simulation.simulate.errors` converts it), for every attention kind.
     gammas : float or array_like of shape (G,)
         Positive ridge parameters (any order; solved along the sorted grid).
     n : int, optional
