@@ -1,8 +1,8 @@
 """The README's examples run: every ``python`` code block of README.md, in order, in one namespace.
 
-They are written at small sizes (a few seconds in all). The block that reads GPT-2's weights (its
-first line says so) runs only when they are on this machine (``../shared`` or the user cache);
-the test never downloads them.
+They are written at small sizes (seconds in all). The block that reads GPT-2's weights (its first
+line says so) runs only when they are on this machine (``../shared`` or the user cache): the test
+never downloads them.
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ def test_one_gamma_gives_matching_softmax_theory_and_simulation():
     # raw gamma and the same numbers gave 0.40 / 0.81 / 0.97 against 0.29 / 0.30 / 0.38)
     s = al.Setting(c=0.5, snr=1.0, attention=al.Softmax(1.0))
     n = 1024
-    r = al.simulate.errors(s, G, n=n, trials=12, seed=0)
+    r = al.simulate.errors(s, G, n=n, trials=24, seed=0)
     fs = al.theory.attention_error(s, G, n=n)
     assert r.attention.sem.max() < 0.005
     assert np.abs(fs - r.attention.mean).max() < 0.02

@@ -59,6 +59,7 @@ import numpy as np
 
 from .._validation import check_bool, check_gammas, check_int, check_real, check_setting, check_settings
 from ..model.data import latent_coordinates
+from ..model.kernel import BLAS
 from ..model.scale import feature_scale
 from ..model.setting import Entrywise, HeadsSetting, MatrixSetting, RankSetting, Setting, Softmax
 from . import _heads, _matrix, domain, softmax
@@ -288,13 +289,16 @@ def _matrix_form(setting: MatrixSetting, g: np.ndarray, n: object):
 
     Entry-wise attention only (a softmax setting raises ``ValueError``). With ``n``, the
     reduced finite-size model (:func:`_finite_size`). ``dq = -E / gamma^2`` from the error of
-    :func:`~._matrix.matrix_resolvent_form`.
+    :func:`~._matrix.matrix_resolvent_form`. Run with one BLAS thread: its many ``p x p`` solves
+    gain nothing from more, and on a shared machine a threaded BLAS made the any-matrix theory
+    at ``p = 128`` 70 times slower (9.8 s against 0.14 s, load average 18 on 2 cores).
     """
     s = check_setting(setting, types=(MatrixSetting,), attention=_KINDS)
     _refuse_softmax(s, "a general matrix (attn_lib.MatrixSetting)")
-    if n is not None:
-        return _finite_size([s], [g], n)[0]
-    return _limit_form(s, g)
+    with BLAS.limit(limits=1):  # many small solves: far faster on a loaded machine
+        if n is not None:
+            return _finite_size([s], [g], n)[0]
+        return _limit_form(s, g)
 
 
 def _heads_form(setting: HeadsSetting, g: np.ndarray, n: object):
@@ -306,7 +310,8 @@ def _heads_form(setting: HeadsSetting, g: np.ndarray, n: object):
     if n is not None:
         raise ValueError(f"n={n!r}: the multi-head theory (attn_lib.HeadsSetting) is the "
                          "proportional limit only; call attention_error without n")
-    q, E = _heads.heads_resolvent_form(s.c, s.heads, s.mu, s.f, g.reshape(-1))
+    with BLAS.limit(limits=1):
+        q, E = _heads.heads_resolvent_form(s.c, s.heads, s.mu, s.f, g.reshape(-1))
     return q.reshape(g.shape), (-E / g.reshape(-1) ** 2).reshape(g.shape)
 
 
@@ -379,7 +384,7 @@ def attention_error(setting: Setting | RankSetting | MatrixSetting | HeadsSettin
         ``M`` index keys; ``M.T`` is another model): the any-matrix theory (:mod:`attn_lib.theory._matrix`, ``f`` linearised at
         the logit scale ``||M||_F / sqrt(p)``), entry-wise attention only (softmax raises
         ``ValueError``); it costs ``O(p^3)`` per oracle call, a few seconds for three ``gamma``
-        at ``p = 768`` (run it with one BLAS thread on a shared machine). A
+        at ``p = 768`` (it runs with one BLAS thread, as does the multi-head theory). A
         :class:`~attn_lib.model.setting.HeadsSetting` (multi-head attention as GPT-2 computes
         it): the per-head pencil (:mod:`attn_lib.theory._heads`), entry-wise attention and the
         proportional limit only (softmax or ``n`` raise ``ValueError``). Under softmax
