@@ -236,7 +236,9 @@ class Setting(BaseSetting):
     -----
     The coherent shift of the kernel argument between two tokens of the same class is
     ``delta = |snr + (mu^T w_K)(mu^T w_Q)/alpha| * alpha / sqrt(p)`` (see :meth:`delta`); the
-    proportional-limit theory assumes it is small.
+    proportional-limit theory assumes it is small, and warns when it is not
+    (:mod:`attn_lib.theory.domain`). The symbols are explained in the book's notation page,
+    section *Glossary* (``book/notation.md``).
     """
 
     snr: float = 0.0
