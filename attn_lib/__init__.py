@@ -3,6 +3,10 @@
 Reproducible companion to *On the Interpolation Error of Nonlinear Attention versus Linear
 Regression* (Liao, Liu, Hou, Zou, Ling; arXiv:2506.18656).
 
+The symbols of the docstrings (``delta``, ``nu``, ``a1``, ``tau``, the coherent shift, the
+effective ``gamma``) are explained in the book's notation page, section *Glossary*
+(``book/notation.md``); ``README.md`` says which call answers which question.
+
 The package is laid out by layer; each layer imports only the ones above it in this list.
 
 model
@@ -27,15 +31,18 @@ computed results on disk, keyed by the code they depend on; both are used by eve
 ``attn_lib.Setting``, ``attn_lib.RankSetting``, ``attn_lib.MatrixSetting``, ``attn_lib.HeadsSetting``, the attention kinds
 ``attn_lib.Entrywise`` and ``attn_lib.Softmax``, ``attn_lib.nonlinearity``, ``attn_lib.hermite``,
 ``attn_lib.data``, ``attn_lib.kernel``, ``attn_lib.simulate`` and ``attn_lib.theory`` are
-re-exported here.
+re-exported here, and so are :class:`DomainWarning` (a theory evaluated outside the conditions
+the book measured it under; :mod:`attn_lib.theory.domain`) and :class:`DomainError` (the same
+with ``strict=True``).
 """
 
 from . import cache, model, simulation, studies, theory
 from .model import data, hermite, kernel, nonlinearity
 from .model.setting import Entrywise, HeadsSetting, MatrixSetting, RankSetting, Setting, Softmax
 from .simulation import simulate
+from ._domain import DomainError, DomainWarning
 
-__all__ = ["HeadsSetting", "MatrixSetting", "RankSetting", "Setting", "Entrywise", "Softmax", "cache", "data",
+__all__ = ["DomainError", "DomainWarning", "HeadsSetting", "MatrixSetting", "RankSetting", "Setting", "Entrywise", "Softmax", "cache", "data",
            "hermite", "kernel", "model",
            "nonlinearity", "simulate",
            "simulation", "studies", "theory"]

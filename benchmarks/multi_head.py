@@ -90,12 +90,17 @@ from __future__ import annotations
 
 import argparse
 import time
+import warnings
 
 import numpy as np
 import attn_lib as al
 from attn_lib.studies import gpt2
 
 from stored import dump_json, load_json
+from attn_lib import DomainWarning
+
+# This benchmark measures the theories where attn_lib.theory.domain would warn, on purpose.
+warnings.filterwarnings("ignore", category=DomainWarning)
 
 GAMMAS = np.array([1e-3, 0.1, 1.0])
 #: (row, attention kind, matrices' key): the tanh rows share one call, GPT-2's own form another

@@ -37,9 +37,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+import warnings
 
 import numpy as np
 import pytest
+from attn_lib import DomainWarning
+
+# This benchmark measures the theories where attn_lib.theory.domain would warn, on purpose.
+warnings.filterwarnings("ignore", category=DomainWarning)
 
 #: The theory-against-simulation (or independent-reference) checks, by pytest node id.
 CHECKS = [

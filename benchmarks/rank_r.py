@@ -80,6 +80,7 @@ import argparse
 import json
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -89,6 +90,10 @@ import attn_lib as al
 from adaptive import trials_until
 from attn_lib.simulation.trials import standard_error
 from strong_alignment import RESULTS, _save, latent_dim
+from attn_lib import DomainWarning
+
+# This benchmark measures the theories where attn_lib.theory.domain would warn, on purpose.
+warnings.filterwarnings("ignore", category=DomainWarning)
 
 GAMMAS = np.array([1e-3, 1e-1, 1.0])
 #: ``--strong``: the two interleaved triples of target shifts at the run's ``n``

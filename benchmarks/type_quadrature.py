@@ -99,6 +99,7 @@ import itertools
 import json
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -113,6 +114,10 @@ from attn_lib.simulation.trials import Trials, standard_error
 from attn_lib.studies import strong_alignment
 from attn_lib.theory import _finite_size, attention_error, ridge_error
 from attn_lib.theory.shift import shift_functions
+from attn_lib import DomainWarning
+
+# This benchmark measures the theories where attn_lib.theory.domain would warn, on purpose.
+warnings.filterwarnings("ignore", category=DomainWarning)
 
 SIN = "sin c=0.75 snr=3 nonparallel delta512=2.2"
 QUADRATIC = "quadratic c=0.5 snr=2.4 partial delta512=0.3"

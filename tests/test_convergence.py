@@ -199,6 +199,7 @@ def test_run_validation(kwargs, exc, match):
 
 
 # ------------------------------------------------------------------ a real (tiny) run
+@pytest.mark.filterwarnings("ignore::attn_lib.DomainWarning")  # outside on purpose
 def test_small_run_ridge_unbiased_and_coherent_shift_bias_negative(cache_env):
     settings = [Setting(c=0.5, snr=1.0), Setting(c=0.5, snr=4.0, wk_norm=2.0, wq_norm=2.0)]
     gammas = [0.1, 1.0]

@@ -8,7 +8,8 @@ from attn_lib.book.figures import a1_zero as figs
 
 from book_helpers import check_figure
 
-pytestmark = pytest.mark.usefixtures("book_cache")
+# the chapters' figures evaluate the theories outside their measured domain on purpose
+pytestmark = [pytest.mark.usefixtures("book_cache"), pytest.mark.filterwarnings("ignore::attn_lib.DomainWarning")]
 
 
 def test_hermite_data():

@@ -15,7 +15,8 @@ KW = dict(n_ladder=[32, 64], trials=[4, 3], gamma=1.0, seed=0)
 KEYS = ("random", "snr1", "al1", "al2", "cos")
 
 
-pytestmark = pytest.mark.usefixtures("book_cache")
+# the chapters' figures evaluate the theories outside their measured domain on purpose
+pytestmark = [pytest.mark.usefixtures("book_cache"), pytest.mark.filterwarnings("ignore::attn_lib.DomainWarning")]
 
 
 def test_overview():

@@ -8,6 +8,9 @@ from attn_lib.theory import ConvergenceError, attention_error, attention_resolve
 from attn_lib.theory import _finite_size as finite_size
 from attn_lib.theory.attention import attention_error_batch
 
+# small n and strong shifts on purpose: the solver's paths, not its accuracy
+pytestmark = pytest.mark.filterwarnings("ignore::attn_lib.DomainWarning")
+
 EXAMPLE = Setting(c=0.3, snr=6.0, f="sign", wk_norm=2.0, wq_norm=3.5)            # r = 1
 R3 = Setting(c=0.5, snr=6.0, f="erf", wk_norm=1.5, wq_norm=2.0, cos_mu_wk=0.8, cos_mu_wq=0.6,
              cos_wk_wq=0.3)                                                        # r = 3

@@ -9,6 +9,9 @@ from attn_lib.theory import ConvergenceError, attention_error, attention_resolve
 from attn_lib.theory import _finite_size as finite_size
 from attn_lib.theory.shift import shift_functions
 
+# small n and strong shifts on purpose (the solver and its limits)
+pytestmark = pytest.mark.filterwarnings("ignore::attn_lib.DomainWarning")
+
 GAMMAS = np.array([1e-3, 0.1, 1.0])
 
 

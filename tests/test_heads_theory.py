@@ -12,6 +12,9 @@ from attn_lib.simulation.trials import Trials
 from attn_lib.studies import gpt2
 from attn_lib.theory import _heads, _matrix
 
+# small heads and aligned signals on purpose
+pytestmark = pytest.mark.filterwarnings("ignore::attn_lib.DomainWarning")
+
 GAMMAS = np.array([1e-3, 0.1, 1.0])
 
 
@@ -181,16 +184,19 @@ def test_setting_validation():
 def test_simulate_is_simulate_matrices():
     """``simulate.errors`` of a HeadsSetting is :func:`gpt2.simulate_matrices` of its stack, bit
     for bit (entry-wise and softmax, ``H`` not dividing ``p``), and one head is the
-    MatrixSetting of its matrix."""
+    MatrixSetting of its matrix. Softmax attention is simulated at the raw gammas of
+    ``simulate.raw_gammas`` (the effective gamma times ``s_n^2``), ridge at the gammas given."""
     p, H = 11, 3
     s = _setting(p, H)
+    G = GAMMAS.size
     for kind in (al.Entrywise(), al.Softmax(beta=1.0)):
         hs = al.HeadsSetting(c=0.5, heads=s.heads, mu=s.mu, attention=kind)
         r = al.simulate.errors(hs, GAMMAS, n=22, trials=2, seed=3)
-        mc = gpt2.simulate_matrices({"h": s.heads}, {"m": s.mu}, "tanh", GAMMAS, n=22, trials=2,
+        raw = np.concatenate([al.simulate.raw_gammas(hs, GAMMAS, 22)[0], GAMMAS])
+        mc = gpt2.simulate_matrices({"h": s.heads}, {"m": s.mu}, "tanh", raw, n=22, trials=2,
                                     seed=3, attention=kind)
-        assert np.array_equal(r.attention.values, mc.values["attention", "h", "m"])
-        assert np.array_equal(r.ridge.values, mc.values["ridge", "m"])
+        assert np.array_equal(r.attention.values, mc.values["attention", "h", "m"][:, :G])
+        assert np.array_equal(r.ridge.values, mc.values["ridge", "m"][:, G:])
     one = al.HeadsSetting(c=0.5, heads=s.heads[:1], mu=s.mu)
     ms = al.MatrixSetting(c=0.5, M=s.heads[0], mu=s.mu)
     assert np.array_equal(al.simulate.errors(one, GAMMAS, n=22, trials=2).attention.values,

@@ -6,10 +6,14 @@ import numpy as np
 import pytest
 
 import attn_lib as al
+from attn_lib.model.scale import softmax_scale
 from attn_lib import cache
 from attn_lib.simulation import simulate
 from attn_lib.simulation.resolvent import interpolation_error
 from attn_lib.studies import gpt2, sweeps
+
+# small matrices and raw scales on purpose (the model's arithmetic, not the theory's domain)
+pytestmark = pytest.mark.filterwarnings("ignore::attn_lib.DomainWarning")
 
 GAMMAS = np.array([1e-3, 0.1, 1.0])
 RANK_ONE = al.Setting(c=0.5, snr=2.0, f="tanh", wk_norm=2.0, wq_norm=1.5, cos_mu_wk=0.3,
@@ -133,11 +137,16 @@ _VECTORS = (_RNG.standard_normal(6) / 2, _RNG.standard_normal((2, 6)) / 2, _RNG.
     (al.RankSetting.from_vectors(0.5, *_VECTORS, attention=al.Softmax(0.5)), 128),
 ])
 def test_monte_carlo_equals_the_settings_own(setting, n):
-    """The same draws (labels, then Z; mu from data.geometry), the logits to rounding."""
+    """The same draws (labels, then Z; mu from data.geometry), the logits to rounding. Under
+    softmax the effective gamma is in units of each setting's own s_n (the matrix's logit scale
+    is ||M||_F / sqrt(p), the setting's alpha, O(1/p) apart): compared at the same raw gamma."""
     ms = al.MatrixSetting.from_setting(setting, setting.p(n))
     a = simulate.errors(setting, GAMMAS, n=n, trials=2, seed=4)
     b = simulate.errors(ms, GAMMAS, n=n, trials=2, seed=4)
     np.testing.assert_array_equal(a.ridge.values, b.ridge.values)
+    if isinstance(setting.attention, al.Softmax):
+        g = GAMMAS * (softmax_scale(setting, n) / softmax_scale(ms, n)) ** 2
+        b = simulate.errors(ms, g, n=n, trials=2, seed=4)
     np.testing.assert_allclose(b.attention.values, a.attention.values, rtol=ROUNDING, atol=0)
     assert (b.n, b.p) == (a.n, a.p)
 
@@ -147,10 +156,13 @@ def test_errors_is_simulate_matrices_bit_for_bit(attention):
     M, mu = _matrix(p=32, seed=5)
     ms = al.MatrixSetting(c=0.5, M=M, mu=mu, f="relu", attention=attention)
     res = simulate.errors(ms, GAMMAS, n=64, trials=3, seed=2)
-    mc = gpt2.simulate_matrices({"M": M}, {"mu": mu}, "relu", GAMMAS, n=64, trials=3, seed=2,
+    # softmax at the raw gammas of the effective ones (simulate.raw_gammas), ridge as given
+    G = GAMMAS.size
+    raw = np.concatenate([simulate.raw_gammas(ms, GAMMAS, 64)[0], GAMMAS])
+    mc = gpt2.simulate_matrices({"M": M}, {"mu": mu}, "relu", raw, n=64, trials=3, seed=2,
                                 attention=attention)
-    np.testing.assert_array_equal(res.attention.values, mc.attention["M"]["mu"].values)
-    np.testing.assert_array_equal(res.ridge.values, mc.ridge["mu"].values)
+    np.testing.assert_array_equal(res.attention.values, mc.attention["M"]["mu"].values[:, :G])
+    np.testing.assert_array_equal(res.ridge.values, mc.ridge["mu"].values[:, G:])
 
 
 def test_keep_diagonal_and_self_weight():

@@ -10,6 +10,9 @@ from attn_lib.simulation.resolvent import interpolation_error
 from attn_lib.simulation.trials import Trials
 from attn_lib.theory import _matrix
 
+# strong matrices on purpose (convergence and limits of the any-matrix theory)
+pytestmark = pytest.mark.filterwarnings("ignore::attn_lib.DomainWarning")
+
 GAMMAS = np.array([1e-3, 0.1, 1.0])
 
 

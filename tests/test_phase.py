@@ -9,6 +9,9 @@ from attn_lib.model.nonlinearity import mixture
 from attn_lib.studies import phase, sweeps
 from attn_lib.theory import ConvergenceError, attention_error, ridge_error
 
+# phase maps cover shifts beyond the limit's domain on purpose
+pytestmark = pytest.mark.filterwarnings("ignore::attn_lib.DomainWarning")
+
 
 def plane1(c=0.5, norm=2.0, f="tanh"):
     """(SNR, angle in degrees) -> Setting, the first plane of the chapter."""

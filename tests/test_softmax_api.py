@@ -68,6 +68,7 @@ def test_softmax_feature_scale_rejects_bad_input():
     assert sweeps.feature_scale(e, n=512) == sweeps.feature_scale(e)
 
 
+@pytest.mark.filterwarnings("ignore::attn_lib.DomainWarning")  # outside on purpose
 def test_linearisation_and_bulk_of_softmax_are_the_entrywise_equivalents():
     s = al.Setting(c=0.5, alpha=0.8, attention=al.Softmax(1.5))
     e = softmax.entrywise_equivalent(s)

@@ -10,6 +10,9 @@ from attn_lib.model import data, kernel
 from attn_lib.theory import _finite_size, softmax
 from attn_lib.theory._finite_size import latent_law
 
+# strong alignment and small n on purpose (where the limit fails)
+pytestmark = pytest.mark.filterwarnings("ignore::attn_lib.DomainWarning")
+
 ALIGNED = dict(c=0.5, snr=2.0, wk_norm=2.0, wq_norm=2.0)  # beta delta = 0.63 at n = 512, beta = 1
 
 
@@ -115,7 +118,7 @@ def test_finite_size_against_monte_carlo():
     n = 512
     assert s.delta(n) == pytest.approx(2.0)
     g = 10.0 ** np.array([3.5, 4.0, 4.5])
-    r = al.simulate.errors(s, softmax.scale(s, n) ** 2 * g, n=n, trials=12, seed=0)
+    r = al.simulate.errors(s, g, n=n, trials=12, seed=0)  # the effective gamma of the theory
     theory = al.theory.attention_error(s, g, n=n)
     assert np.abs(theory - r.attention.mean).max() < 0.015
     assert np.abs(al.theory.attention_error(s, g) - r.attention.mean).max() > 0.1

@@ -12,6 +12,9 @@
     One module per chapter, one function per figure.
 ``explorer``
     The theory explorer: a standalone Bokeh page over a precomputed grid of curves.
+``against``
+    Theory against simulation of any setting over ``gamma``, with ridge beside it, in one call
+    (:func:`~attn_lib.book.against.theory_vs_simulation`).
 
 Nothing is imported eagerly: ``style``, ``page`` and ``figures`` import matplotlib, ``explorer``
 imports Bokeh.

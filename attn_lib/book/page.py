@@ -53,11 +53,18 @@ class Figure:
 
 
 def setup(profile: str) -> None:
-    """Apply the book's plotting style, glue the profile name as ``profile`` (bold), and remember
-    the profile for the claim checks of :func:`glue`."""
+    """Apply the book's plotting style, glue the profile name as ``profile`` (bold), remember
+    the profile for the claim checks of :func:`glue`, and ignore
+    :class:`~attn_lib.DomainWarning`: the chapters evaluate theories outside their measured
+    domain on purpose, to show where they fail, and their prose states the domains."""
+    import warnings
+
     from IPython.display import Markdown
 
+    from .._domain import DomainWarning
     from . import style
+
+    warnings.filterwarnings("ignore", category=DomainWarning)
 
     if not isinstance(profile, str):
         raise TypeError(f"profile must be a str, got {type(profile).__name__}")

@@ -12,10 +12,14 @@
     Signal-plus-noise tokens and weight vectors with a prescribed geometry.
 ``kernel``
     The attention kernel ``K = f(X^T W X / sqrt(p)) / sqrt(p)``.
+``scale``
+    The scale of a model's features: the softmax scale ``s_n`` behind the library's one
+    ``gamma`` convention, and the mean feature eigenvalue ``tau`` of the equal-``gamma / tau``
+    comparison.
 """
 
-from . import data, hermite, kernel, nonlinearity, setting
+from . import data, hermite, kernel, nonlinearity, scale, setting
 from .nonlinearity import Nonlinearity
 from .setting import Setting
 
-__all__ = ["Nonlinearity", "Setting", "data", "hermite", "kernel", "nonlinearity", "setting"]
+__all__ = ["Nonlinearity", "Setting", "data", "hermite", "kernel", "nonlinearity", "scale", "setting"]

@@ -244,7 +244,9 @@ class Setting(BaseSetting):
     -----
     The coherent shift of the kernel argument between two tokens of the same class is
     ``delta = |snr + (mu^T w_K)(mu^T w_Q)/alpha| * alpha / sqrt(p)`` (see :meth:`delta`); the
-    proportional-limit theory assumes it is small.
+    proportional-limit theory assumes it is small, and warns when it is not
+    (:mod:`attn_lib.theory.domain`). The symbols are explained in the book's notation page,
+    section *Glossary* (``book/notation.md``).
     """
 
     snr: float = 0.0
@@ -478,7 +480,13 @@ class MatrixSetting(BaseSetting):
 
     Tokens ``X = mu y^T + Z`` in ``R^{p x n}`` and the logits ``T = X^T M X / sqrt(p)``,
     ``T_ij = x_i^T M x_j / sqrt(p)``: ``M`` is in the book's orientation, **rows index keys**
-    (``i``) and columns queries (``j``), as :func:`attn_lib.studies.gpt2.paper_matrix`. The kernel
+    (``i``) and columns queries (``j``), as :func:`attn_lib.studies.gpt2.paper_matrix`
+    (``W_K @ W_Q.T`` for projections stored ``[in, out]``). ``M.T`` is another model, and
+    nothing in ``M`` tells the two apart: build it in this orientation. The scale matters too:
+    ``f`` reads logits of standard deviation ``||M||_F / sqrt(p)`` (:attr:`logit_scale`); the
+    book's matrices are normalised to one (:func:`attn_lib.studies.gpt2.normalise`), and the
+    theory and the simulator warn (:class:`~attn_lib.DomainWarning`) for a scale more than 4
+    times away from it. The kernel
     is then that of the attention kind: ``K = f_c(T) / sqrt(p)`` with ``f_c = f - E f(sigma
     xi)``, ``sigma`` = :attr:`logit_scale`, and a zero diagonal, or ``softmax(beta T)`` column by
     column. Unlike :class:`Setting` and :class:`RankSetting`, which hold scalars, this type holds

@@ -24,7 +24,8 @@ trial its own child seed), nothing else is shared between calls, and the results
 reassembled in order, so every mode gives bit-identical results (``tests/test_distributed.py``).
 Parallelism comes from the workers, not from BLAS threads inside a trial.
 
-Progress goes to a tqdm bar on stderr with ``progress=True``; otherwise, when the environment
+Progress goes to a tqdm bar on stderr with ``progress=True``, and by default (``None``) when
+stderr is a terminal and the run lasts more than a few seconds; otherwise, when the environment
 variable ``ATTN_BOOK_PROGRESS`` (:data:`PROGRESS`) names a file, every :func:`run` appends its bar
 there (``scripts/build_book.py`` sets it for each chapter's kernel and prints its last state
 while the chapter runs, so a notebook's own outputs never see it).
@@ -50,6 +51,7 @@ from tqdm import tqdm
 if TYPE_CHECKING:
     from threadpoolctl import ThreadpoolController
 
+from .. import _progress
 from .._validation import check_scheduler
 
 __all__ = ["ENV", "PROGRESS", "mode", "client", "run", "shutdown"]
@@ -146,11 +148,12 @@ def _call(func: Callable[[Any], Any], arg: Any) -> Any:
 
 
 @contextlib.contextmanager
-def _bar(total: int, progress: bool) -> Iterator[Any]:
+def _bar(total: int, progress: bool | None) -> Iterator[Any]:
     """The progress bar of one :func:`run`: on stderr, in the file ``$ATTN_BOOK_PROGRESS``, or off."""
     path = os.environ.get(PROGRESS) if total else None
     if progress or not path:
-        with tqdm(total=total, disable=not progress, desc="Monte Carlo") as bar:
+        with tqdm(total=total, disable=not _progress.enabled(progress), desc="Monte Carlo",
+                  delay=0.0 if progress else _progress.DELAY) as bar:
             yield bar
         return
     # a file another process reads (its last state): every update, in plain text
@@ -162,7 +165,7 @@ def _bar(total: int, progress: bool) -> Iterator[Any]:
 
 
 def run(jobs: Sequence[Job], scheduler: str | None = None,
-        progress: bool = False) -> Iterator[tuple[int, list[Any]]]:
+        progress: bool | None = None) -> Iterator[tuple[int, list[Any]]]:
     """Run ``func(arg)`` for every argument of every job; yield ``(j, results of job j)``.
 
     Parameters
@@ -172,9 +175,11 @@ def run(jobs: Sequence[Job], scheduler: str | None = None,
         pickled (cloudpickle, so closures work).
     scheduler : str, optional
         The mode (see the module docstring); default ``$ATTN_BOOK_SCHEDULER``, else serial.
-    progress : bool, default False
-        A tqdm progress bar over all calls, on stderr. Without it, the bar is appended to the
-        file named by ``$ATTN_BOOK_PROGRESS`` when that is set (:data:`PROGRESS`).
+    progress : bool or None, default None
+        A tqdm progress bar over all calls, on stderr; ``None``: when stderr is a terminal,
+        after a few seconds (:mod:`attn_lib._progress`; never in a notebook or under pytest).
+        Unless ``True``, the bar is appended to the file named by ``$ATTN_BOOK_PROGRESS`` when
+        that is set (:data:`PROGRESS`).
 
     Yields
     ------

@@ -185,14 +185,14 @@ def interpolation_errors(matrices: Sequence[np.ndarray], y: np.ndarray, gammas: 
         ``A = Phi^T Phi / n``.
     y : ndarray of shape (n,)
         Targets shared by all of them.
-    gammas : ndarray of shape (G,) or ()
-        Positive ridge parameters.
+    gammas : ndarray of shape (G,) or (), or a list of them
+        Positive ridge parameters, shared by the matrices or (a list) one array per matrix.
     gram : bool, default False
         Whether ``matrices`` are the ``n x n`` Gram matrices.
 
     Returns
     -------
-    list of ndarray shaped like ``gammas``, one per matrix.
+    list of ndarray shaped like ``gammas`` (like its own array), one per matrix.
 
     Notes
     -----
@@ -200,6 +200,11 @@ def interpolation_errors(matrices: Sequence[np.ndarray], y: np.ndarray, gammas: 
     BLAS-2 work that is fastest on one thread, run one after the other on one thread. The
     results are bit-identical to one call per matrix.
     """
-    g = np.asarray(gammas, dtype=float)
     make = _gram_problem if gram else _feature_problem
-    return _solve([make(M, y, g) for M in matrices])
+    if isinstance(gammas, list):
+        if len(gammas) != len(matrices):
+            raise ValueError(f"gammas: one array per matrix ({len(matrices)}), got {len(gammas)}")
+        per = [np.asarray(g, dtype=float) for g in gammas]
+    else:
+        per = [np.asarray(gammas, dtype=float)] * len(matrices)
+    return _solve([make(M, y, g) for M, g in zip(matrices, per)])

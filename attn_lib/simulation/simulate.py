@@ -3,7 +3,11 @@
 One draw of the model (:func:`attn_lib.model.data.draw`) gives the error curves
 ``E(gamma) = gamma^2 y^T Q^2 y / n``, ``Q = (Phi^T Phi / n + gamma I)^{-1}``, of attention
 (``Phi = X K``; under :class:`~attn_lib.model.setting.Softmax` attention the raw output
-``Phi = X A``, no rescaling) and of ridge regression (``Phi = X``) through :func:`draw_errors`;
+``Phi = X A``, no rescaling) and of ridge regression (``Phi = X``) through :func:`draw_errors`.
+:func:`errors` takes ``gamma`` in the library's one convention (:func:`raw_gammas`): the same
+``gamma`` as :func:`attn_lib.theory.attention_error` for every attention kind (a masked softmax
+``gamma`` is the effective ``gamma_raw / s_n^2``), or, with ``relative=True``, each model at its
+own ``gamma = g tau`` (equal ``gamma / tau``, the book's fair comparison);
 :func:`errors` runs seeded trials of it (:meth:`attn_lib.simulation.trials.Trials.run`), in-process
 or on a Dask cluster (:mod:`attn_lib.simulation.executor`); :func:`errors_plan` lists its trials
 without running them, so that a sweep can send the trials of many settings at once.
@@ -23,14 +27,16 @@ from typing import Callable
 
 import numpy as np
 
+from .. import _domain
 from ..model import data, kernel
-from .._validation import check_gammas, check_int, check_seed, check_setting
+from .._validation import check_bool, check_gammas, check_int, check_seed, check_setting, check_tokens
+from ..model.scale import feature_scale, softmax_scale
 from ..model.nonlinearity import check_nonlinearity
 from ..model.setting import Entrywise, HeadsSetting, MatrixSetting, RankSetting, Setting, Softmax
 from .resolvent import interpolation_error, interpolation_errors
 from .trials import Plan, Stats, Trials
 
-__all__ = ["draw_errors", "SimulationResult", "errors", "errors_plan", "self_weight"]
+__all__ = ["draw_errors", "SimulationResult", "errors", "errors_plan", "raw_gammas", "self_weight"]
 
 #: The attention kinds and the setting types the simulator draws.
 KINDS = (Entrywise, Softmax)
@@ -91,9 +97,12 @@ def _head_features(setting: HeadsSetting, s: data.Sample, keep_diagonal: bool) -
 
 
 def draw_errors(setting: Setting | RankSetting | MatrixSetting | HeadsSetting, gammas: np.ndarray,
-                n: int, rng: np.random.Generator, keep_diagonal: bool = False, attention: bool = True
-                ) -> tuple[np.ndarray | None, np.ndarray]:
+                n: int, rng: np.random.Generator, keep_diagonal: bool = False, attention: bool = True,
+                ridge_gammas: np.ndarray | None = None) -> tuple[np.ndarray | None, np.ndarray]:
     """Attention and ridge errors of one draw, each shaped like ``gammas``.
+
+    ``gammas`` are the raw ridge parameters of the attention features and ``ridge_gammas``
+    (default ``gammas``) those of ridge's (:func:`raw_gammas` converts the library's ``gamma``).
 
     When ``p >= n`` the attention Gram matrix is formed as ``K^T (X^T X) K`` (reusing ``X^T X``,
     which the kernel needs anyway); otherwise ``Phi Phi^T`` with ``Phi = X K``. With
@@ -123,11 +132,12 @@ def draw_errors(setting: Setting | RankSetting | MatrixSetting | HeadsSetting, g
     """
     s = data.draw(setting, n, rng)
     p = s.X.shape[0]
+    rg = gammas if ridge_gammas is None else ridge_gammas
     if not attention:
-        return None, interpolation_error(s.X, s.y, gammas)
+        return None, interpolation_error(s.X, s.y, rg)
     if isinstance(setting, HeadsSetting):
         att, ridge = interpolation_errors([_head_features(setting, s, keep_diagonal), s.X], s.y,
-                                          gammas)
+                                          [gammas, rg])
         return att, ridge
     kern = _kernel(setting, s, keep_diagonal)
     if p >= n:
@@ -136,10 +146,10 @@ def draw_errors(setting: Setting | RankSetting | MatrixSetting | HeadsSetting, g
         A = K.T @ (G @ K)
         A /= n
         G /= n  # in place: the kernel is done with X^T X
-        att, ridge = interpolation_errors([A, G], s.y, gammas, gram=True)
+        att, ridge = interpolation_errors([A, G], s.y, [gammas, rg], gram=True)
     else:
         K = kern(use_symmetry=True)
-        att, ridge = interpolation_errors([s.X @ K, s.X], s.y, gammas)
+        att, ridge = interpolation_errors([s.X @ K, s.X], s.y, [gammas, rg])
     return att, ridge
 
 
@@ -161,11 +171,56 @@ class SimulationResult(Trials):
         return self.stats("ridge")
 
 
+def raw_gammas(setting: Setting | RankSetting | MatrixSetting | HeadsSetting, gammas: object,
+               n: int, relative: bool = False, keep_diagonal: bool = False
+               ) -> tuple[np.ndarray, np.ndarray]:
+    r"""The raw ridge parameters ``(attention, ridge)`` of the features at ``n`` tokens for ``gammas``.
+
+    The library's one ``gamma`` convention, shared by the simulator and the theory:
+
+    * by default attention and ridge take ``gamma`` as it is, except masked softmax attention,
+      whose ``gamma`` is the **effective** ridge parameter of :mod:`attn_lib.theory.softmax`:
+      its raw features ``X A`` are ``s_n`` times the entry-wise kernel's
+      (:func:`attn_lib.model.scale.softmax_scale`, ``s_n ~ sqrt(p) / n``), so they are
+      regularised with ``s_n^2 gamma``, the ``gamma`` that
+      :func:`attn_lib.theory.attention_error` takes (unmasked softmax, ``A`` close to ``I``, has
+      the scale of ``X``: ``gamma`` as it is);
+    * ``relative=True``: each model at its own ``gamma = g tau``, ``tau`` its mean feature
+      eigenvalue (:func:`attn_lib.model.scale.feature_scale`: ridge ``c``, attention its
+      predicted ``tau``, raw for softmax): equal ``gamma / tau``, the book's fair comparison.
+
+    Parameters
+    ----------
+    setting : Setting, RankSetting, MatrixSetting or HeadsSetting
+    gammas : float or array_like of shape (G,)
+        Positive ridge parameters in that convention.
+    n : int
+        Tokens (for softmax, ``s_n`` and ``tau`` depend on it).
+    relative : bool, default False
+    keep_diagonal : bool, default False
+        As in :func:`errors` (``tau`` of a kernel with its diagonal, linear ``f`` only).
+
+    Returns
+    -------
+    attention, ridge : ndarray shaped like ``gammas``
+    """
+    setting = check_setting(setting, types=TYPES, attention=KINDS)
+    g = check_gammas(gammas)
+    n = check_tokens(n)
+    if check_bool(relative, "relative"):
+        return (feature_scale(setting, keep_diagonal=keep_diagonal, n=n) * g,
+                feature_scale(setting, "ridge") * g)
+    if isinstance(setting.attention, Softmax) and setting.attention.mask:
+        return g * softmax_scale(setting, n) ** 2, g
+    return g, g
+
+
 def errors(setting: Setting | RankSetting | MatrixSetting | HeadsSetting, gammas: object,
            n: int = 2048,
            trials: int = 4, seed: int = 0,
-           keep_diagonal: bool = False, progress: bool = False,
-           attention: bool = True, scheduler: str | None = None) -> SimulationResult:
+           keep_diagonal: bool = False, progress: bool | None = None,
+           attention: bool = True, scheduler: str | None = None,
+           relative: bool = False) -> SimulationResult:
     """Monte Carlo interpolation errors of attention and ridge regression.
 
     Parameters
@@ -175,7 +230,10 @@ def errors(setting: Setting | RankSetting | MatrixSetting | HeadsSetting, gammas
         given head matrices (multi-head attention), with :class:`~attn_lib.model.setting.Entrywise` or
         :class:`~attn_lib.model.setting.Softmax` attention (softmax ignores ``setting.f``).
     gammas : float or array_like of shape (G,)
-        Positive ridge parameters.
+        Positive ridge parameters, the same ``gamma`` as :func:`attn_lib.theory.attention_error`
+        and :func:`attn_lib.theory.ridge_error` take for every attention kind: under masked
+        softmax the effective ``gamma_raw / s_n^2`` (the features ``X A`` are regularised with
+        ``s_n^2 gamma``, :func:`raw_gammas`).
     n : int, default 2048
         Number of tokens; ``p = max(1, round(c n))``. A ``MatrixSetting`` or ``HeadsSetting``
         fixes ``p``, and an ``n`` with ``round(c n) != p`` raises ``ValueError``
@@ -188,8 +246,9 @@ def errors(setting: Setting | RankSetting | MatrixSetting | HeadsSetting, gammas
     keep_diagonal : bool, default False
         Keep the kernel's diagonal (see :mod:`attn_lib.model.kernel`); entry-wise attention only
         (softmax has ``Softmax(beta, mask=...)``).
-    progress : bool, default False
-        Show a tqdm progress bar over trials.
+    progress : bool or None, default None
+        Show a tqdm progress bar over trials; ``None``: when stderr is a terminal and the run
+        lasts more than a few seconds (never in a notebook or under pytest).
     attention : bool, default True
         Also simulate attention; ``False`` gives ridge only (``.attention`` is ``None``).
     scheduler : str, optional
@@ -197,21 +256,34 @@ def errors(setting: Setting | RankSetting | MatrixSetting | HeadsSetting, gammas
         ``$ATTN_BOOK_SCHEDULER``, else in-process); the result is the same in every mode (bit
         for bit at the same BLAS threads per trial, see the executor). Leave
         it out of a cached call (:func:`attn_lib.cache.cached`), whose key would include it.
+    relative : bool, default False
+        Read ``gammas`` as ``g = gamma / tau``: attention at ``tau_att g`` and ridge at ``c g``,
+        equal effective regularisation (:func:`raw_gammas`; ``tau`` predicted by
+        :func:`attn_lib.model.scale.feature_scale`, any setting type).
 
     Returns
     -------
     SimulationResult
         ``.attention`` and ``.ridge`` with ``mean``, ``std`` (ddof=0), ``sem`` and ``values``
-        (shape ``(trials, *gammas.shape)``).
+        (shape ``(trials, *gammas.shape)``); ``.gammas`` as given.
+
+    Warns
+    -----
+    DomainWarning
+        For a ``MatrixSetting`` or ``HeadsSetting`` whose logit scale ``||M||_F / sqrt(p)``
+        is more than 4 times away from one (a raw weight matrix: ``f`` reads saturated
+        logits; :func:`attn_lib.studies.gpt2.normalise`, :mod:`attn_lib.theory.domain`).
     """
-    plan = errors_plan(setting, gammas, n, trials, seed, keep_diagonal, attention)
+    plan = errors_plan(setting, gammas, n, trials, seed, keep_diagonal, attention, relative)
+    _domain.check_scale(setting, call="simulate.errors")
     return plan.run(progress=progress, scheduler=scheduler)
 
 
 def errors_plan(setting: Setting | RankSetting | MatrixSetting | HeadsSetting, gammas: object,
                 n: int = 2048,
                 trials: int = 4, seed: int = 0,
-                keep_diagonal: bool = False, attention: bool = True) -> Plan[SimulationResult]:
+                keep_diagonal: bool = False, attention: bool = True,
+                relative: bool = False) -> Plan[SimulationResult]:
     """The trials of :func:`errors` (same parameters), as a :class:`~.trials.Plan`."""
     check_setting(setting, types=TYPES, attention=KINDS)
     if not isinstance(keep_diagonal, bool) or not isinstance(attention, bool):
@@ -226,9 +298,10 @@ def errors_plan(setting: Setting | RankSetting | MatrixSetting | HeadsSetting, g
     p = setting.p(n)  # a MatrixSetting or HeadsSetting checks that n gives its p
     if not isinstance(setting, (MatrixSetting, HeadsSetting)):
         data.geometry(setting, p)  # fail fast when n is too small for the geometry
+    g_att, g_ridge = raw_gammas(setting, g, n, relative, keep_diagonal)
 
     def trial(rng: np.random.Generator) -> dict[str, np.ndarray]:
-        att, ridge = draw_errors(setting, g, n, rng, keep_diagonal, attention)
+        att, ridge = draw_errors(setting, g_att, n, rng, keep_diagonal, attention, g_ridge)
         return {"ridge": ridge} if att is None else {"attention": att, "ridge": ridge}
 
     return SimulationResult.plan(trial, trials=trials, seed=seed, gammas=g, n=n, p=p)

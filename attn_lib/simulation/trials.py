@@ -115,7 +115,7 @@ class Trials:
 
     @classmethod
     def run(cls: type[R], trial: TrialFunction, *, trials: int, seed: int, gammas: np.ndarray,
-            n: int, p: int, progress: bool = False, scheduler: str | None = None) -> R:
+            n: int, p: int, progress: bool | None = None, scheduler: str | None = None) -> R:
         """Run ``trial`` on ``trials`` seeded generators and stack its curves.
 
         Parameters
@@ -132,8 +132,9 @@ class Trials:
             Ridge parameters, stored with the result.
         n, p : int
             Tokens and token dimension, stored with the result.
-        progress : bool, default False
-            Show a tqdm progress bar over trials.
+        progress : bool or None, default None
+            Show a tqdm progress bar over trials; ``None``: when stderr is a terminal and the
+            run lasts more than a few seconds (:mod:`attn_lib._progress`).
         scheduler : str, optional
             Where the trials run (:mod:`attn_lib.simulation.executor`): ``"serial"``,
             ``"local:N"`` or a scheduler address; default ``$ATTN_BOOK_SCHEDULER``, else serial.
@@ -211,13 +212,13 @@ class Plan(Generic[R]):
                 values[k][t] = v
         return self.result(values=values, gammas=self.gammas, n=self.n, p=self.p)
 
-    def run(self, progress: bool = False, scheduler: str | None = None) -> R:
+    def run(self, progress: bool | None = None, scheduler: str | None = None) -> R:
         """Run the tasks and assemble them (:func:`run_plans` of this plan alone)."""
         ((_, out),) = run_plans([self], progress=progress, scheduler=scheduler)
         return out
 
 
-def run_plans(plans: Sequence[Plan[R]], progress: bool = False,
+def run_plans(plans: Sequence[Plan[R]], progress: bool | None = None,
               scheduler: str | None = None) -> Iterator[tuple[int, R]]:
     """Run the tasks of every plan together; yield ``(i, result of plans[i])`` as each completes.
 

@@ -17,7 +17,8 @@ one), both at the effective ridge parameter ``gamma / s_n^2``.
   ``eps = D / ((n - 1) m) - 1`` (against :func:`attn_lib.theory.softmax.normalisation_std`);
 * :func:`self_weight_limit` -- the leading-order weight of a token on itself without the mask;
 * :func:`kurtosis` and :func:`tail_beta` -- the heavy tail of ``f_beta``, which sets how large
-  ``n`` must be for its Gaussian equivalence (``book/derivation_softmax.md``);
+  ``n`` must be for its Gaussian equivalence (``book/derivation_softmax.md``; defined in
+  :mod:`attn_lib.theory.softmax`, whose domain checks use them);
 * :func:`spectrum_draws` and :func:`wasserstein` -- the singular values of ``A`` against those of
   its Gaussian equivalent, and their relative Wasserstein-1 distance.
 
@@ -33,14 +34,14 @@ from dataclasses import dataclass
 from typing import TypedDict, cast
 
 import numpy as np
-from scipy.optimize import brentq
 
 from .. import cache
-from .._validation import check_gammas, check_int, check_real, check_seed, check_setting
+from .._validation import check_gammas, check_int, check_seed, check_setting
 from ..model import data, kernel
 from ..model.setting import Setting, Softmax
 from ..simulation.trials import Trials, standard_error
 from ..theory import attention_error, ridge_error, softmax
+from ..theory.softmax import kurtosis, tail_beta
 from . import sweeps
 
 __all__ = ["Comparison", "compare", "compare_theory", "attention_draw", "unmasked",
@@ -125,9 +126,9 @@ def compare(setting: Setting, g: object, *, n: int, trials: int, seed: int = 0,
             entrywise: bool = True, with_unmasked: bool = False) -> Comparison:
     r"""Monte Carlo and theory of softmax, entry-wise ``f_beta`` and ridge at equal ``gamma / tau``.
 
-    One draw gives every ridge parameter, so the softmax simulation runs on the grid
-    ``[tau_A g, c g]`` and returns the softmax error on the first half and ridge's on the second
-    (the same tokens). Cached through :func:`attn_lib.studies.sweeps.simulations`.
+    One draw gives every ridge parameter: the softmax simulation at equal ``gamma / tau``
+    (``relative=True``) gives softmax at ``tau_A g`` and ridge at ``c g`` on the same tokens.
+    Cached through :func:`attn_lib.studies.sweeps.simulations`.
 
     Parameters
     ----------
@@ -149,20 +150,17 @@ def compare(setting: Setting, g: object, *, n: int, trials: int, seed: int = 0,
     s = _softmax(setting)
     g = np.atleast_1d(check_gammas(g, "g"))
     n, trials, seed = check_int(n, "n", low=2), check_int(trials, "trials"), check_seed(seed)
-    G = g.size
-    tau_a = sweeps.feature_scale(s, n=n)
     ew = softmax.entrywise_equivalent(s)
     tau_k = sweeps.feature_scale(ew)
-    grid = np.concatenate([tau_a * g, s.c * g])
-    mc = sweeps.simulations([s], grid, n=n, trials=trials, seed=seed)
+    mc = sweeps.simulations([s], g, n=n, trials=trials, seed=seed, relative=True)
     att, ridge = mc.values("attention")[0], mc.ridge[0]
     ew_mc = (sweeps.simulations([ew], tau_k * g, n=n, trials=trials, seed=seed).values("attention")[0]
              if entrywise else None)
-    um = (sweeps.simulations([unmasked(s)], grid, n=n, trials=trials, seed=seed).values("attention")[0, :, G:]
+    um = (sweeps.simulations([unmasked(s)], s.c * g, n=n, trials=trials, seed=seed).values("attention")[0]
           if with_unmasked else None)
     th = compare_theory(s, g, n=n)
     return Comparison(
-        g=g, softmax=att[:, :G], ridge=ridge[:, G:], entrywise=ew_mc, unmasked=um,
+        g=g, softmax=att, ridge=ridge, entrywise=ew_mc, unmasked=um,
         theory_softmax=th["softmax"], theory_entrywise=th["entrywise"], theory_ridge=th["ridge"],
         theory_finite=th["finite"], n=n, p=s.p(n), beta=cast(Softmax, s.attention).beta,
         delta=s.delta(n))
@@ -268,46 +266,6 @@ def self_weight_limit(setting: Setting, n: int, nodes: int = 40) -> float:
     x, w = np.polynomial.hermite_e.hermegauss(nodes)
     arg = 0.5 * (b * a) ** 2 - b * a * (np.sqrt(p) + np.sqrt(2.0) * x) + np.log(n - 1.0)
     return float(np.sum(w / (1.0 + np.exp(arg))) / np.sqrt(2.0 * np.pi))
-
-
-def kurtosis(beta: float) -> float:
-    r"""``E f_beta^4 / (E f_beta^2)^2`` of ``f_beta(xi) = e^{beta xi - beta^2/2} - 1``, ``xi ~ N(0, 1)``.
-
-    With ``L = e^{beta xi - beta^2/2}``, ``E L^k = e^{k (k - 1) beta^2 / 2}``, so with ``b = beta^2``
-
-        E f^2 = e^b - 1 = nu,    E f^4 = e^{6 b} - 4 e^{3 b} + 6 e^b - 3.
-
-    ``kurtosis(beta) / n`` is the relative variance of one column's empirical second moment
-    ``sum_i f_beta(T_ij)^2 / n``: the Gaussian equivalence of the entry-wise kernel needs it
-    small (``book/derivation_softmax.md``, *Why beta = 1.5 misses*). It grows like
-    ``e^{4 beta^2}``: 8.9 at ``beta = 0.5``, 114 at 1, 1.0e4 at 1.5.
-
-    Parameters
-    ----------
-    beta : float
-        Inverse temperature in ``(0, 10]``.
-    """
-    b = check_real(beta, "beta", low=0.0, high=10.0, low_open=True) ** 2
-    # the constants cancel (1 - 4 + 6 - 3 = 0): written with expm1, the O(b) terms cancel to
-    # a relative rounding of eps / b only
-    return float((np.expm1(6 * b) - 4 * np.expm1(3 * b) + 6 * np.expm1(b)) / np.expm1(b) ** 2)
-
-
-def tail_beta(n: int) -> float:
-    r"""The ``beta`` at which :func:`kurtosis` equals ``n``: the edge of the Gaussian regime at ``n``.
-
-    Below it one column's ``n`` entries sample the fourth moment of ``f_beta``; above it a few
-    entries carry the second moment. As ``kurtosis ~ e^{4 beta^2}``, ``tail_beta(n) ->
-    sqrt(log n) / 2`` (1.35 at ``n = 2048``, 1.50 at ``n = 10^4``).
-
-    Parameters
-    ----------
-    n : int
-        Tokens, ``n >= 9`` (the kurtosis of ``f_beta`` exceeds 3 for every ``beta > 0`` and
-        tends to 3 as ``beta -> 0``).
-    """
-    n = check_int(n, "n", low=9)
-    return float(brentq(lambda b: np.log(kurtosis(b)) - np.log(n), 1e-3, 10.0, xtol=1e-12))
 
 
 def gaussian_equivalent(X: np.ndarray, beta: float, rng: np.random.Generator) -> np.ndarray:

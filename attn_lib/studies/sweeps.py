@@ -9,8 +9,9 @@ module holds the pieces those sweeps share:
   cache (:mod:`attn_lib.cache`), collected in a :class:`SweepResult` that also gives the paired
   difference attention minus ridge of each draw;
 * :func:`feature_scale` -- the book's one scale convention for comparing two models: the mean
-  eigenvalue of their feature Gram matrix, the unit in which ``gamma`` is measured, and
-  :func:`matched_gamma`, attention's ``gamma`` that matches ridge's under it.
+  eigenvalue of their feature Gram matrix, the unit in which ``gamma`` is measured (defined in
+  :mod:`attn_lib.model.scale`, for every setting type), and :func:`matched_gamma`, attention's
+  ``gamma`` that matches ridge's under it.
 
 The families of nonlinearities swept over (:func:`~attn_lib.model.nonlinearity.normalised`,
 :func:`~attn_lib.model.nonlinearity.mixture`) live in :mod:`attn_lib.model.nonlinearity`; they are
@@ -27,15 +28,12 @@ import numpy as np
 from .. import cache
 from ..simulation import simulate
 from ..simulation.trials import Stats, run_plans
-from .._validation import (check_bool, check_choice, check_gammas, check_int, check_seed,
-                           check_setting, check_settings)
-from ..model.setting import HeadsSetting, MatrixSetting, RankSetting, Setting, Softmax
-from ..theory import softmax
+from .._validation import check_choice, check_gammas, check_int, check_seed, check_settings
+from ..model.scale import MODELS, feature_scale
+from ..model.setting import Setting
 
 __all__ = ["equivalents", "simulations", "SweepResult", "MODELS", "feature_scale", "matched_gamma"]
 
-#: The models a sweep can compute.
-MODELS = ("attention", "ridge")
 
 
 def equivalents(settings: Sequence[Setting], gammas: object, model: str = "attention") -> np.ndarray:
@@ -129,7 +127,8 @@ class SweepResult:
 
 def simulations(settings: Sequence[Setting | RankSetting | MatrixSetting | HeadsSetting], gammas: object, n: int | Sequence[int],
                 trials: int, seed: int = 0, attention: bool = True,
-                use_cache: bool = True, scheduler: str | None = None) -> SweepResult:
+                use_cache: bool = True, scheduler: str | None = None,
+                relative: bool = False) -> SweepResult:
     """Simulate every setting of a sweep (:func:`attn_lib.simulation.simulate.errors`), cached on disk.
 
     Parameters
@@ -139,7 +138,8 @@ def simulations(settings: Sequence[Setting | RankSetting | MatrixSetting | Heads
         (:data:`attn_lib.simulation.simulate.TYPES`, :data:`~attn_lib.simulation.simulate.KINDS`);
         a softmax setting's attention error is that of the raw features ``X A``.
     gammas : float or array_like of shape (G,)
-        Positive ridge parameters (one eigendecomposition per draw gives all of them).
+        Positive ridge parameters (one eigendecomposition per draw gives all of them), in the
+        convention of :func:`attn_lib.simulation.simulate.errors` (masked softmax: effective).
     n : int or sequence of int of length B
         Number of tokens, shared or one per setting (``p = round(c n)``; a ``MatrixSetting``'s
         or ``HeadsSetting``'s ``n`` must give its ``p``, else ``ValueError``).
@@ -152,12 +152,16 @@ def simulations(settings: Sequence[Setting | RankSetting | MatrixSetting | Heads
     use_cache : bool, default True
         Read and write each setting's result as the cache entry of
         ``simulate.errors(setting=..., gammas=..., n=..., trials=..., seed=..., attention=...)``
+        (and ``relative=True`` when given)
         (:func:`attn_lib.cache.entry`), each stored as soon as its trials are done.
     scheduler : str, optional
         Where the trials run (:mod:`attn_lib.simulation.executor`; default
         ``$ATTN_BOOK_SCHEDULER``, else in-process). The trials of every setting not in the cache
         are sent together (``B x T`` tasks in flight); the result is the same in every mode
         (bit for bit at the same BLAS threads per trial, :mod:`attn_lib.simulation.executor`).
+    relative : bool, default False
+        Each model at its own ``gamma = g tau`` (equal ``gamma / tau``;
+        :func:`attn_lib.simulation.simulate.raw_gammas`).
 
     Returns
     -------
@@ -175,11 +179,11 @@ def simulations(settings: Sequence[Setting | RankSetting | MatrixSetting | Heads
         s.p(k)  # before any cache look-up: a MatrixSetting refuses an n that misses its p
     trials = check_int(trials, "trials")
     seed = check_seed(seed)
-    if not isinstance(attention, bool) or not isinstance(use_cache, bool):
-        raise TypeError("attention and use_cache must be bool")
+    if not all(isinstance(v, bool) for v in (attention, use_cache, relative)):
+        raise TypeError("attention, use_cache and relative must be bool")
     calls: list[dict[str, Any]] = [
-        dict(setting=s, gammas=g, n=k, trials=trials, seed=seed, attention=attention)
-        for s, k in zip(checked, ns)]
+        dict(setting=s, gammas=g, n=k, trials=trials, seed=seed, attention=attention,
+             **({"relative": True} if relative else {})) for s, k in zip(checked, ns)]
     found = [cache.entry(simulate.errors, **kw) if use_cache else None for kw in calls]
     results: list[Any] = [e.value if e is not None and e.hit else None for e in found]
     todo = [b for b, r in enumerate(results) if r is None]
@@ -194,110 +198,6 @@ def simulations(settings: Sequence[Setting | RankSetting | MatrixSetting | Heads
                        p=np.array([r.p for r in results]), gammas=g)
 
 
-def feature_scale(setting: Setting, model: str = "attention", keep_diagonal: bool = False,
-                  n: int | None = None) -> float:
-    r"""Mean eigenvalue ``tau = tr(Phi^T Phi / n) / n`` of a model's features: the unit of ``gamma``.
-
-    **The book's scale convention.** ``E(gamma)`` is not scale free: features ``s Phi`` have
-    ``E_{s Phi}(s^2 gamma) = E_Phi(gamma)``. Attention's features ``X K`` and ridge's ``X`` (or
-    those of two nonlinearities) have different scales, so a comparison at one raw ``gamma``
-    compares them at different effective regularisations. Every cross-model comparison of the
-    book therefore puts two models side by side at the same ``gamma / tau`` (each model at its
-    own ``gamma = tau g``, ``g`` shared); in the ridgeless limit ``gamma -> 0`` the scale drops
-    out and both conventions agree.
-
-    Deterministic equivalent, in the proportional limit with a vanishing coherent shift
-    (``delta -> 0``; finite-rank parts of ``X`` and ``K`` change the trace by ``O(1/n)``), with the
-    Hermite data ``a1, b2 = nu - a1^2`` of the canonical ``f`` and the moments
-    ``tr(S^k) / n -> 1, 1 + 1/c, 1 + 3/c + 1/c^2`` (``k = 1, 2, 3``) of ``S = Z^T Z / p``:
-
-    * ridge, ``Phi = X``: ``tau = c`` (for any attention kind);
-    * attention, zero diagonal, ``K ~ a1 (S - I) + sqrt(b2) W / sqrt(p)``:
-      ``Phi^T Phi / n ~ c K S K`` and ``tau = a1^2 (1 + 1/c) + b2``;
-    * attention with the diagonal kept, linear ``f`` only (``b2 = 0``, ``K = a1 S``):
-      ``tau = a1^2 (c + 3 + 1/c)``;
-    * masked softmax attention, the raw features ``Phi = X A`` at ``n`` tokens: by the reduction
-      of :mod:`attn_lib.theory.softmax`, ``X A = (s X K + X (1 1^T - I) / (n - 1)) D_eps^{-1}``
-      with ``K`` the entry-wise kernel of ``f_beta`` and ``s = s_n``
-      (:func:`~attn_lib.theory.softmax.scale`). The kernel part gives ``s^2 tau_K`` (``tau_K``
-      the entry-wise ``tau`` of ``f_beta``: ``a1 = beta``, ``b2 = e^{beta^2} - 1 - beta^2``
-      at ``alpha = 1``); the mean part is the rank-one ``u 1^T``, ``u = X 1 / (n - 1) = Z 1 / (n
-      - 1)`` (balanced labels), one eigenvalue ``||u||^2 ~ c`` of ``Phi^T Phi / n`` that adds
-      ``||u||^2 / n ~ p / (n (n - 1))`` to the mean; its cross term with the kernel part, the
-      ``- X / (n - 1)`` and the fluctuations ``D_eps`` are smaller by ``O(n^{-1/2})``:
-
-          tau = s_n^2 tau_K + p / (n (n - 1))       (~ (c / n) (tau_K + 1)).
-
-      The spike is a fraction ``1 / (tau_K + 1)`` of the trace (0.56 at ``beta = 1/2``, ``c =
-      1/2``; 0.07 at ``beta = 3/2``) but, orthogonal to the labels, it does not change the
-      error; so at equal ``gamma / tau`` softmax sits at the effective ridge parameter
-      ``gamma / s_n^2 = g (tau_K + 1)`` of the entry-wise theory, not at ``g tau_K``.
-      Measured on random inputs, ``c = 1/2``, ``n = 2048`` (3 draws): within 0.4 % at ``beta <=
-      1`` and 4.2 % too large at ``beta = 3/2`` (a finite-``n`` correction that grows with
-      ``nu = e^{beta^2} - 1``: 11 % at ``n = 512``); with a coherent shift or large weights the entry-wise ``tau_K`` misses their
-      finite-``n`` contribution (``snr = 3``, ``c = 0.3``, ``beta = 1``: ``tau_K`` 10 % low,
-      softmax's ``tau`` 6 % low).
-
-    Parameters
-    ----------
-    setting : Setting
-        Only ``c`` and, for attention, the Hermite data of ``f`` enter (under softmax, ``beta``,
-        ``alpha`` and ``n``).
-    model : {"attention", "ridge"}, default "attention"
-    keep_diagonal : bool, default False
-        The attention kernel keeps its diagonal (as ``simulate.errors(..., keep_diagonal=True)``).
-    n : int, optional
-        Number of tokens: required for softmax attention, whose raw features scale like
-        ``sqrt(p) / n``; the entry-wise and ridge scales have an ``n``-free limit and do not
-        use it.
-
-    Returns
-    -------
-    float
-        ``tau > 0``.
-
-    Raises
-    ------
-    ValueError
-        For ``keep_diagonal=True`` with a nonlinear ``f`` (its diagonal ``f(||x_i||^2 / sqrt p) /
-        sqrt p`` has no universal limit), with ``model="ridge"`` or with softmax attention; for
-        ``a1 = b2 = 0``; for softmax attention without ``n`` or without the mask.
-    """
-    setting = check_setting(setting, attention=simulate.KINDS)
-    model = check_choice(model, "model", MODELS)
-    keep_diagonal = check_bool(keep_diagonal, "keep_diagonal")
-    c = setting.c
-    if model == "ridge":
-        if keep_diagonal:
-            raise ValueError("keep_diagonal applies to model='attention' only")
-        return float(c)
-    if isinstance(setting.attention, Softmax):
-        if keep_diagonal:
-            raise ValueError("keep_diagonal applies to entry-wise attention; softmax masks its "
-                             "self-pairs (Softmax(beta, mask=True))")
-        if n is None:
-            raise ValueError("n: the scale of softmax features X A depends on the number of "
-                             "tokens (s_n ~ sqrt(p) / n); pass n")
-        n = check_int(n, "n", low=2)
-        tau_k = feature_scale(softmax.entrywise_equivalent(setting))
-        return float(softmax.scale(setting, n) ** 2 * tau_k + setting.p(n) / (n * (n - 1.0)))
-    h = setting.hermite
-    if keep_diagonal:
-        if h.b2 > 1e-12 * max(h.nu, 1e-300):
-            raise ValueError(f"keep_diagonal=True has a feature scale only for a linear f "
-                             f"(b2 = 0), got b2 = {h.b2:.3g} for {setting.f!r}")
-        tau = h.a1 ** 2 * (c + 3.0 + 1.0 / c)
-    else:
-        tau = h.a1 ** 2 * (1.0 + 1.0 / c) + max(h.b2, 0.0)
-    if not tau > 0:
-        raise ValueError(f"the features of {setting!r} vanish (a1 = b2 = 0): no scale")
-    return float(tau)
-
-
-@overload
-def matched_gamma(setting: Setting, gamma: float, keep_diagonal: bool = False) -> float: ...
-@overload
-def matched_gamma(setting: Setting, gamma: object, keep_diagonal: bool = False) -> np.ndarray | float: ...
 def matched_gamma(setting: Setting, gamma: object, keep_diagonal: bool = False) -> np.ndarray | float:
     r"""Attention's ridge parameter at the same ``gamma / tau`` as ridge regression's ``gamma``.
 

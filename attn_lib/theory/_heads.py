@@ -128,6 +128,7 @@ from ..model import hermite
 from ..model.kernel import head_blocks
 from ..model.nonlinearity import NonlinearityLike
 from .._validation import check_array, check_gammas, check_real
+from .. import _progress
 from ._errors import ConvergenceError
 from ._matrix import _path, _predict
 
@@ -476,7 +477,7 @@ def heads_resolvent_form(c: float, heads: np.ndarray, mu: np.ndarray, f: Nonline
     g = np.linalg.inv(model.initial(path[0]))
     points: list[tuple[Any, np.ndarray, np.ndarray | None]] = []
     out: dict[Any, tuple[float, Any]] = {}
-    for gam in path:
+    for gam in _progress.bar(path, "multi-head theory (gamma path)"):
         if points:
             g = _predict(points, gam)
         final = gam in targets

@@ -105,6 +105,7 @@ from scipy import linalg
 from ..model import hermite
 from ..model.nonlinearity import NonlinearityLike
 from .._validation import check_array, check_gammas, check_int, check_real, check_square
+from .. import _progress
 from ._errors import ConvergenceError
 
 __all__ = ["matrix_error", "matrix_resolvent_form"]
@@ -518,7 +519,7 @@ def matrix_resolvent_form(c, M, mu, f: NonlinearityLike, gammas, *, scale=None, 
     g = np.linalg.inv(np.array([[path[0], 0.0, -k0], [k0, 1.0, 0.0], [0.0, 0.0, 1.0]]))
     out: dict[Any, tuple[Any, Any]] = {}
     points: list[tuple[Any, np.ndarray, np.ndarray]] = []
-    for gam in path:
+    for gam in _progress.bar(path, "any-matrix theory (gamma path)"):
         if points:
             g = _predict(points, gam)
         tol = _NEWTON_TOL if gam in targets else _PATH_TOL

@@ -57,10 +57,12 @@ from typing import Sequence, cast
 
 import numpy as np
 
-from .._validation import check_gammas, check_int, check_real, check_setting, check_settings
+from .._validation import check_bool, check_gammas, check_int, check_real, check_setting, check_settings
 from ..model.data import latent_coordinates
+from ..model.kernel import BLAS
+from ..model.scale import feature_scale
 from ..model.setting import Entrywise, HeadsSetting, MatrixSetting, RankSetting, Setting, Softmax
-from . import _heads, _matrix, softmax
+from . import _heads, _matrix, domain, softmax
 from ._bulk import BulkSolution, solve_bulk, spectral_g1
 from ._errors import ConvergenceError
 from ._finite_size import _restricted, finite_size_resolvent_form_batch, reduced_setting
@@ -294,13 +296,16 @@ def _matrix_form(setting: MatrixSetting, g: np.ndarray, n: int | None) -> tuple[
 
     Entry-wise attention only (a softmax setting raises ``ValueError``). With ``n``, the
     reduced finite-size model (:func:`_finite_size`). ``dq = -E / gamma^2`` from the error of
-    :func:`~._matrix.matrix_resolvent_form`.
+    :func:`~._matrix.matrix_resolvent_form`. Run with one BLAS thread: its many ``p x p`` solves
+    gain nothing from more, and on a shared machine a threaded BLAS made the any-matrix theory
+    at ``p = 128`` 70 times slower (9.8 s against 0.14 s, load average 18 on 2 cores).
     """
     s = check_setting(setting, types=(MatrixSetting,), attention=_KINDS)
     _refuse_softmax(s, "a general matrix (attn_lib.MatrixSetting)")
-    if n is not None:
-        return _finite_size([s], [g], n)[0]
-    return _limit_form(s, g)
+    with BLAS.limit(limits=1):  # many small solves: far faster on a loaded machine
+        if n is not None:
+            return _finite_size([s], [g], n)[0]
+        return _limit_form(s, g)
 
 
 def _heads_form(setting: HeadsSetting, g: np.ndarray, n: int | None) -> tuple[np.ndarray, np.ndarray]:
@@ -312,14 +317,16 @@ def _heads_form(setting: HeadsSetting, g: np.ndarray, n: int | None) -> tuple[np
     if n is not None:
         raise ValueError(f"n={n!r}: the multi-head theory (attn_lib.HeadsSetting) is the "
                          "proportional limit only; call attention_error without n")
-    q, E = _heads.heads_resolvent_form(s.c, s.heads, s.mu, s.f, g.reshape(-1))
+    with BLAS.limit(limits=1):
+        q, E = _heads.heads_resolvent_form(s.c, s.heads, s.mu, s.f, g.reshape(-1))
     return q.reshape(g.shape), (-E / g.reshape(-1) ** 2).reshape(g.shape)
 
 
 def attention_resolvent_form(setting: Setting | RankSetting | MatrixSetting | HeadsSetting,
                              gammas: object, *,
                              n: int | None = None, max_iter: int = 50,
-                             continuation: str = "parallel") -> tuple[np.ndarray, np.ndarray]:
+                             continuation: str = "parallel", strict: bool = False
+                             ) -> tuple[np.ndarray, np.ndarray]:
     """``yh^T Qbar yh`` (the limit of ``y^T Q y / n``) and its ``gamma``-derivative, each shaped like ``gammas``.
 
     With ``n`` given, the finite-size equivalent (``attn_lib.theory._finite_size``;
@@ -329,7 +336,27 @@ def attention_resolvent_form(setting: Setting | RankSetting | MatrixSetting | He
     (:func:`attn_lib.theory._matrix.matrix_resolvent_form`; entry-wise), a
     :class:`~attn_lib.HeadsSetting` to the multi-head one
     (:func:`attn_lib.theory._heads.heads_resolvent_form`; entry-wise, without ``n``).
+    Outside the measured domain a :class:`~attn_lib.DomainWarning` (``strict=True``:
+    :class:`~attn_lib.DomainError`), as for :func:`attention_error`.
     """
+    _in_domain(setting, n, "attention_resolvent_form", strict)
+    return _resolvent_form(setting, gammas, n, max_iter, continuation)
+
+
+def _in_domain(setting: object, n: object, call: str, strict: object) -> None:
+    """The inputs checked, then the domain (:func:`attn_lib.theory.domain.check`) of ``call``."""
+    s = check_setting(setting, types=_TYPES + (MatrixSetting, HeadsSetting), attention=_KINDS)
+    if n is not None:
+        n = check_int(n, "n", low=8)
+    strict = check_bool(strict, "strict")
+    if isinstance(s.attention, Softmax) and not s.attention.mask:
+        return  # refused by the call (the softmax theory needs the mask)
+    domain.check(s, n, call=call, strict=strict, stacklevel=3)
+
+
+def _resolvent_form(setting: Setting | RankSetting | MatrixSetting | HeadsSetting, gammas: object,
+                    n: int | None, max_iter: int, continuation: str):
+    """:func:`attention_resolvent_form` without the domain check."""
     if isinstance(setting, MatrixSetting):
         return _matrix_form(setting, check_gammas(gammas), n)
     if isinstance(setting, HeadsSetting):
@@ -344,7 +371,8 @@ def attention_resolvent_form(setting: Setting | RankSetting | MatrixSetting | He
 
 def attention_error(setting: Setting | RankSetting | MatrixSetting | HeadsSetting, gammas: object, *,
                     n: int | None = None, max_iter: int = 50,
-                    continuation: str = "parallel") -> np.ndarray:
+                    continuation: str = "parallel", strict: bool = False,
+                    relative: bool = False) -> np.ndarray:
     """Deterministic equivalent of the attention interpolation error.
 
     ``E(gamma) = -gamma^2 d/dgamma yh^T Qbar yh`` (see the module docstring and
@@ -360,16 +388,18 @@ def attention_error(setting: Setting | RankSetting | MatrixSetting | HeadsSettin
         :class:`~attn_lib.model.setting.RankSetting` (rank-``r`` weights, the spiked pencil with
         ``1 + 2r`` vectors; with ``n``, see below); entry-wise or (masked) softmax
         attention. A :class:`~attn_lib.model.setting.MatrixSetting` (any ``p x p`` matrix
-        ``M``): the any-matrix theory (:mod:`attn_lib.theory._matrix`, ``f`` linearised at
+        ``M``, logits ``x_i^T M x_j / sqrt(p)`` with ``i`` the key and ``j`` the query: rows of
+        ``M`` index keys; ``M.T`` is another model): the any-matrix theory (:mod:`attn_lib.theory._matrix`, ``f`` linearised at
         the logit scale ``||M||_F / sqrt(p)``), entry-wise attention only (softmax raises
         ``ValueError``); it costs ``O(p^3)`` per oracle call, a few seconds for three ``gamma``
-        at ``p = 768`` (run it with one BLAS thread on a shared machine). A
+        at ``p = 768`` (it runs with one BLAS thread, as does the multi-head theory). A
         :class:`~attn_lib.model.setting.HeadsSetting` (multi-head attention as GPT-2 computes
         it): the per-head pencil (:mod:`attn_lib.theory._heads`), entry-wise attention and the
         proportional limit only (softmax or ``n`` raise ``ValueError``). Under softmax
-        ``gammas`` are effective ridge parameters ``gamma / s_n^2``
+        ``gammas`` are effective ridge parameters ``gamma_raw / s_n^2``
         (:func:`attn_lib.theory.softmax.effective_gamma`): the raw features ``X A`` have the
-        scale ``s_n ~ sqrt(p) / n``.
+        scale ``s_n ~ sqrt(p) / n``. The simulator takes the same ``gamma``
+        (:func:`attn_lib.simulation.simulate.errors` converts it), for every attention kind.
     gammas : float or array_like of shape (G,)
         Positive ridge parameters (any order; solved along the sorted grid).
     n : int, optional
@@ -387,6 +417,15 @@ def attention_error(setting: Setting | RankSetting | MatrixSetting | HeadsSettin
     continuation : {"parallel", "grid"}, default "parallel"
         ``"grid"``: follow the sorted grid with warm starts; ``"parallel"``: one vectorised
         continuation path per gamma (faster for curves). Both give the same values.
+    strict : bool, default False
+        Raise :class:`~attn_lib.DomainError` instead of warning outside the domain (below).
+    relative : bool, default False
+        Read ``gammas`` as ``g = gamma / tau``, ``tau`` the model's mean feature eigenvalue
+        (:func:`attn_lib.model.scale.feature_scale`): the error at ``gamma = tau g``, for
+        comparison with ridge at ``c g`` (``ridge_error(..., relative=True)``) and with
+        ``simulate.errors(..., relative=True)``, the book's equal-``gamma / tau`` convention. Under
+        masked softmax, with ``n`` the effective ``tau_A(n) g / s_n^2`` of the simulator; without
+        ``n`` its limit ``(tau_K + e^{beta^2 (sigma^2 - 1)}) g``.
 
     Returns
     -------
@@ -396,6 +435,21 @@ def attention_error(setting: Setting | RankSetting | MatrixSetting | HeadsSettin
     ------
     ConvergenceError
         When the fixed point cannot be solved (never returns NaN).
+    DomainError
+        With ``strict=True``, outside the domain.
+
+    Warns
+    -----
+    DomainWarning
+        When ``setting`` (at ``n``) is outside the conditions under which the book measured
+        this theory against Monte Carlo (:mod:`attn_lib.theory.domain` lists them with their
+        sources): for the limit, a coherent shift ``delta`` above 0.3 at ``n = 2048``
+        (0.05 in units of the logit scale for a matrix or a head), softmax ``beta`` past the
+        tail edge :func:`~attn_lib.theory.softmax.tail_beta` or ``beta delta`` above 0.3; for
+        the finite-size theory, ``n < 256``, ``delta > 3`` or ``beta`` past the tail edge at
+        ``n``; and for a matrix a logit scale ``||M||_F / sqrt(p)`` more than 4 times away
+        from one (normalise it with :func:`attn_lib.studies.gpt2.normalise`). The message says
+        by how much and which call to use instead.
 
     Notes
     -----
@@ -416,13 +470,28 @@ def attention_error(setting: Setting | RankSetting | MatrixSetting | HeadsSettin
     error at most 0.002) the largest error is 0.0102 at ``n = 512`` (3 of 87 points beyond 4
     standard errors, all the quadratic at ``c = 1/2``, ``p = 256``) and 0.0133 at ``n = 256``.
     """
-    _, dq = attention_resolvent_form(setting, gammas, n=n, max_iter=max_iter, continuation=continuation)
+    _in_domain(setting, n, "attention_error", strict)
+    if check_bool(relative, "relative"):
+        gammas = _relative(setting, check_gammas(gammas), n)
+    _, dq = _resolvent_form(setting, gammas, n, max_iter, continuation)
     g = np.asarray(gammas, dtype=float)
     return -(g ** 2) * dq
 
 
+def _relative(setting: Setting | RankSetting | MatrixSetting | HeadsSetting, g: np.ndarray,
+              n: int | None) -> np.ndarray:
+    """The ``gamma`` of the theory at ``gamma / tau = g`` (``relative=True`` of :func:`attention_error`)."""
+    if isinstance(setting.attention, Softmax) and setting.attention.mask:
+        if n is not None:
+            return softmax.effective_gamma(setting, feature_scale(setting, n=n) * g, n)
+        twin = softmax.entrywise_equivalent(setting)
+        b, sigma = setting.attention.beta, setting.logit_scale
+        return (feature_scale(twin) + np.exp(b * b * (sigma * sigma - 1.0))) * g
+    return feature_scale(setting) * g
+
+
 def attention_error_batch(settings: Sequence[Setting | RankSetting], gamma: object, *, n: int | None = None,
-                          max_iter: int = 50) -> np.ndarray:
+                          max_iter: int = 50, strict: bool = False) -> np.ndarray:
     """The error of many settings at once, vectorised across settings.
 
     Parameters
@@ -439,6 +508,9 @@ def attention_error_batch(settings: Sequence[Setting | RankSetting], gamma: obje
         advanced by one vectorised fixed-point iteration (``attn_lib.theory._finite_size``).
     max_iter : int, default 50
         Newton iteration cap per continuation step (proportional limit only).
+    strict : bool, default False
+        Raise :class:`~attn_lib.DomainError` instead of warning when a setting is outside the
+        domain (as :func:`attention_error`; one warning for the whole batch, with the count).
 
     Returns
     -------
@@ -455,6 +527,9 @@ def attention_error_batch(settings: Sequence[Setting | RankSetting], gamma: obje
             raise ValueError(f"settings: attention_error_batch does not take an attn_lib."
                              f"{type(s).__name__} (its theory is not vectorised); call "
                              "attention_error on each")
+    if n is not None:
+        n = check_int(n, "n", low=8)
+    domain.check(checked, n, call="attention_error_batch", strict=check_bool(strict, "strict"))
     settings = [_entrywise(s, n) for s in checked]
     g = np.asarray(gamma, dtype=float)
     B = len(settings)

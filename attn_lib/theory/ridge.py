@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import check_gammas, check_setting
+from .._validation import check_bool, check_gammas, check_setting
 from ..model.setting import Entrywise, HeadsSetting, MatrixSetting, RankSetting, Setting, Softmax
 from . import marchenko_pastur as mp
 
@@ -61,8 +61,8 @@ def ridge_resolvent_form(setting: Setting | RankSetting | MatrixSetting | HeadsS
     return q, dq
 
 
-def ridge_error(setting: Setting | RankSetting | MatrixSetting | HeadsSetting, gammas: object
-                ) -> np.ndarray:
+def ridge_error(setting: Setting | RankSetting | MatrixSetting | HeadsSetting, gammas: object, *,
+                relative: bool = False) -> np.ndarray:
     """Deterministic equivalent of the ridge interpolation error.
 
     ``E(gamma) = gamma^2 y^T (X^T X / n + gamma I)^{-2} y / n -> (gamma/c)^2 q'(-gamma/c)``
@@ -76,7 +76,11 @@ def ridge_error(setting: Setting | RankSetting | MatrixSetting | HeadsSetting, g
         regresses on the tokens ``Phi = X`` themselves, so a softmax setting has the ridge error
         of its entry-wise twin at the same raw ``gamma``.
     gammas : float or array_like of shape (G,)
-        Positive ridge parameters.
+        Positive ridge parameters (ridge's ``gamma`` is the same in every convention: its
+        features ``X`` have no softmax scale).
+    relative : bool, default False
+        Read ``gammas`` as ``g = gamma / tau`` with ridge's ``tau = c``: the error at ``c g``
+        (the book's equal-``gamma / tau`` comparison, as ``attention_error(..., relative=True)``).
 
     Returns
     -------
@@ -85,6 +89,8 @@ def ridge_error(setting: Setting | RankSetting | MatrixSetting | HeadsSetting, g
     check_setting(setting, types=(Setting, RankSetting, MatrixSetting, HeadsSetting),
                   attention=(Entrywise, Softmax))
     g = check_gammas(gammas)
+    if check_bool(relative, "relative"):
+        g = setting.c * g
     z = -g / setting.c
     _, dq = ridge_resolvent_form(setting, z)
     out = z ** 2 * dq

@@ -50,22 +50,27 @@ from __future__ import annotations
 import dataclasses
 from typing import TypeVar, cast
 
-import numpy as np
+import functools
 
-from .._validation import check_gammas, check_int, check_setting
+import numpy as np
+from scipy.optimize import brentq
+
+from .._validation import check_gammas, check_int, check_real, check_setting
 from ..model.data import latent_coordinates
 from ..model.kernel import logits
-from ..model.setting import ENTRYWISE, BaseSetting, RankSetting, Setting, Softmax
+from ..model.scale import softmax_scale
+from ..model.setting import ENTRYWISE, BaseSetting, HeadsSetting, MatrixSetting, RankSetting, Setting, Softmax
 
 _S = TypeVar("_S", bound="Setting | RankSetting")
 
 __all__ = ["entrywise_equivalent", "canonical", "scale", "tail", "query_mean", "effective_gamma", "normalisation_std", "Parts",
-           "decompose"]
+           "decompose", "kurtosis", "tail_beta"]
 
 
-def _softmax_setting(setting: object) -> Setting | RankSetting:
+def _softmax_setting(setting: object, types: tuple[type, ...] = (Setting, RankSetting)
+                     ) -> BaseSetting:
     """``setting`` if it has masked :class:`Softmax` attention (the one the reduction covers)."""
-    s = check_setting(setting, types=(Setting, RankSetting), attention=(Softmax,))
+    s = check_setting(setting, types=types, attention=(Softmax,))
     if not cast(Softmax, s.attention).mask:
         raise ValueError("setting.attention: the softmax theory needs the self-pairs masked "
                          "(Softmax(beta, mask=True)); without the mask A is close to the identity")
@@ -77,15 +82,15 @@ def entrywise_equivalent(setting: _S) -> _S:
 
     Parameters
     ----------
-    setting : Setting or RankSetting
+    setting : Setting, RankSetting, MatrixSetting or HeadsSetting
         With ``attention=Softmax(beta)`` (masked); its ``f`` is ignored.
 
     Returns
     -------
-    Setting or RankSetting
-        The same scalars with ``f = exponential(beta)`` and entry-wise attention.
+    Setting, RankSetting, MatrixSetting or HeadsSetting
+        The same fields with ``f = exponential(beta)`` and entry-wise attention.
     """
-    s = cast(_S, _softmax_setting(setting))
+    s = _softmax_setting(setting, (Setting, RankSetting, MatrixSetting, HeadsSetting))
     return dataclasses.replace(s, f=cast(Softmax, s.attention).f, attention=ENTRYWISE)
 
 
@@ -109,24 +114,26 @@ def scale(setting: BaseSetting, n: int) -> float:
     r"""Scale ``s = sqrt(p) e^{-beta^2 (sigma^2 - 1) / 2} / (n - 1)`` of the kernel part of ``X A``.
 
     ``X G / (n - 1) = s X K`` with ``K`` the entry-wise kernel of :func:`entrywise_equivalent`
-    (``sigma = setting.logit_scale``; ``s = sqrt(p) / (n - 1)`` at ``alpha = 1``).
+    (``sigma = setting.logit_scale``; ``s = sqrt(p) / (n - 1)`` at ``alpha = 1``). Any setting
+    type with masked softmax attention: a matrix at its logit scale ``||M||_F / sqrt(p)``,
+    several heads by the root mean square of theirs
+    (:func:`attn_lib.model.scale.softmax_scale`). Every public call reads a softmax ``gamma``
+    as ``gamma_raw / s^2`` (:mod:`attn_lib.model.scale`).
     """
-    s = _softmax_setting(setting)
-    n = check_int(n, "n", low=2)
-    b, sigma = cast(Softmax, s.attention).beta, s.logit_scale
-    return float(np.sqrt(s.p(n)) * np.exp(-0.5 * b * b * (sigma * sigma - 1.0)) / (n - 1))
+    return softmax_scale(setting, n)
 
 
 def effective_gamma(setting: BaseSetting, gammas: object, n: int) -> np.ndarray:
-    """``gamma / s^2`` (:func:`scale`): the ridge parameter of ``X A`` in the units of ``X K``.
+    """``gamma / s^2`` (:func:`scale`): a raw ridge parameter of ``X A`` in the units of ``X K``.
 
-    ``E_{X A}(gamma)`` at ``n`` tokens is compared with ``attention_error(setting,
-    effective_gamma(setting, gamma, n))``.
+    The library's calls take the effective ``gamma`` already (the simulator converts it back,
+    :func:`attn_lib.simulation.simulate.errors`); this converts a raw one, e.g. from
+    ``gamma = tau g`` of the book's equal-``gamma / tau`` comparison.
     """
     return check_gammas(gammas) / scale(setting, n) ** 2
 
 
-def normalisation_std(setting: BaseSetting, n: int) -> float:
+def normalisation_std(setting: Setting | RankSetting, n: int) -> float:
     r"""Predicted standard deviation of ``eps_j = D_j / ((n - 1) m) - 1`` on random inputs.
 
     Given the query ``x_j``, the ``n - 1`` terms ``g(T_kj)`` are independent with variance
@@ -242,3 +249,47 @@ def decompose(X: np.ndarray, w_K: np.ndarray, w_Q: np.ndarray, beta: float,
     eps = G.sum(axis=0) / (n - 1)
     mean = (X.sum(axis=1, keepdims=True) - X) / (n - 1)
     return Parts(kernel=(X @ G) / (n - 1), mean=mean, eps=eps)
+
+
+def kurtosis(beta: float) -> float:
+    r"""``E f_beta^4 / (E f_beta^2)^2`` of ``f_beta(xi) = e^{beta xi - beta^2/2} - 1``, ``xi ~ N(0, 1)``.
+
+    With ``L = e^{beta xi - beta^2/2}``, ``E L^k = e^{k (k - 1) beta^2 / 2}``, so with ``b = beta^2``
+
+        E f^2 = e^b - 1 = nu,    E f^4 = e^{6 b} - 4 e^{3 b} + 6 e^b - 3.
+
+    ``kurtosis(beta) / n`` is the relative variance of one column's empirical second moment
+    ``sum_i f_beta(T_ij)^2 / n``: the Gaussian equivalence of the entry-wise kernel needs it
+    small (``book/derivation_softmax.md``, *Why beta = 1.5 misses*). It grows like
+    ``e^{4 beta^2}``: 8.9 at ``beta = 0.5``, 114 at 1, 1.0e4 at 1.5.
+
+    Parameters
+    ----------
+    beta : float
+        Inverse temperature in ``(0, 10]``.
+    """
+    b = check_real(beta, "beta", low=0.0, high=10.0, low_open=True) ** 2
+    # the constants cancel (1 - 4 + 6 - 3 = 0): written with expm1, the O(b) terms cancel to
+    # a relative rounding of eps / b only
+    return float((np.expm1(6 * b) - 4 * np.expm1(3 * b) + 6 * np.expm1(b)) / np.expm1(b) ** 2)
+
+
+@functools.lru_cache(maxsize=256)
+def _tail_beta(n: int) -> float:
+    return float(brentq(lambda b: np.log(kurtosis(b)) - np.log(n), 1e-3, 10.0, xtol=1e-12))
+
+
+def tail_beta(n: int) -> float:
+    r"""The ``beta`` at which :func:`kurtosis` equals ``n``: the edge of the Gaussian regime at ``n``.
+
+    Below it one column's ``n`` entries sample the fourth moment of ``f_beta``; above it a few
+    entries carry the second moment. As ``kurtosis ~ e^{4 beta^2}``, ``tail_beta(n) ->
+    sqrt(log n) / 2`` (1.35 at ``n = 2048``, 1.50 at ``n = 10^4``).
+
+    Parameters
+    ----------
+    n : int
+        Tokens, ``n >= 9`` (the kurtosis of ``f_beta`` exceeds 3 for every ``beta > 0`` and
+        tends to 3 as ``beta -> 0``).
+    """
+    return _tail_beta(check_int(n, "n", low=9))
