@@ -90,7 +90,7 @@ from attn_lib.studies.softmax import kurtosis
 from attn_lib.theory import softmax
 
 sys.path.insert(0, str(Path(__file__).parent))
-import softmax_grid as sg  # noqa: E402  (the grid's informative gammas: a sibling script)
+import softmax_grid as sg
 from attn_lib import DomainWarning
 
 # This benchmark measures the theories where attn_lib.theory.domain would warn, on purpose.

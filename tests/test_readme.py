@@ -11,7 +11,6 @@ import re
 from pathlib import Path
 
 import matplotlib.pyplot as plt
-import pytest
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 GPT2_MARK = "# needs GPT-2's weights"
@@ -45,7 +44,7 @@ def test_every_readme_example_runs(capsys):
     for code in _blocks():
         if code.startswith(GPT2_MARK) and not _gpt2_local():
             continue
-        exec(compile(code, str(README), "exec"), namespace)  # noqa: S102
+        exec(compile(code, str(README), "exec"), namespace)
         ran += 1
     plt.close("all")
     assert ran >= len(_blocks()) - 1

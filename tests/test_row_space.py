@@ -114,7 +114,7 @@ def test_rotation_average_of_the_wigner_tilt():
     assert captured(H) == pytest.approx(n * (1 - row_space.ridgeless_error(X @ K, y)), rel=1e-9)
     predicted = yS @ A @ np.linalg.solve(G, A.T @ yS) + yp @ yp / (n - p) * np.trace(
         H @ np.linalg.solve(G, H.T))
-    draws = np.array([captured(O @ H)
-                      for O in ortho_group.rvs(n - p, size=1500, random_state=6)])
+    draws = np.array([captured(rot @ H)
+                      for rot in ortho_group.rvs(n - p, size=1500, random_state=6)])
     assert abs(draws.mean() - predicted) < 4 * draws.std(ddof=1) / np.sqrt(draws.size)
     assert abs(draws.mean() - captured(H)) > 0 and draws.std() > 0.1

@@ -68,6 +68,7 @@ def theory_vs_simulation(setting: Any, gammas: object, n: int, *, trials: int = 
     n, trials, seed = check_int(n, "n", low=2), check_int(trials, "trials"), check_seed(seed)
     relative, finite_size = check_bool(relative, "relative"), check_bool(finite_size, "finite_size")
     sim = simulate.errors(s, g, n=n, trials=trials, seed=seed, relative=relative)
+    att = sim.stats("attention")
     unmasked = isinstance(s.attention, Softmax) and not s.attention.mask
     limit = None if unmasked else attention_error(s, g, relative=relative)
     fs = (attention_error(s, g, n=n, relative=relative)
@@ -79,7 +80,7 @@ def theory_vs_simulation(setting: Any, gammas: object, n: int, *, trials: int = 
     else:
         fig = ax.figure
     att_c, ridge_c = style.color("attention"), style.color("ridge")
-    style.plot_sim(ax, g, sim.attention.mean, sim.attention.sem, label="attention (simulation)",
+    style.plot_sim(ax, g, att.mean, att.sem, label="attention (simulation)",
                    color=att_c)
     if limit is not None:
         style.plot_theory(ax, g, limit, label="attention (limit theory)", color=att_c,
@@ -91,7 +92,7 @@ def theory_vs_simulation(setting: Any, gammas: object, n: int, *, trials: int = 
     xlabel = r"$\gamma/\tau$" if relative else r"$\gamma$"
     style.label_axes(ax, xlabel, r"$E(\gamma)$", title=f"n = {n}, p = {sim.p}, {trials} draws",
                      logx=True)
-    numbers = {"gammas": g, "attention_mc": sim.attention.mean, "attention_sem": sim.attention.sem,
+    numbers = {"gammas": g, "attention_mc": att.mean, "attention_sem": att.sem,
                "ridge_mc": sim.ridge.mean, "ridge_sem": sim.ridge.sem, "limit": limit,
                "finite_size": fs, "ridge_theory": ridge, "n": n, "p": sim.p}
     return Figure(fig=fig, numbers=numbers)

@@ -21,6 +21,7 @@ Both are predictions of the model (Gaussian moments of the tokens and the Hermit
 from __future__ import annotations
 
 import dataclasses
+from typing import Any, cast
 
 import numpy as np
 
@@ -37,7 +38,7 @@ _TYPES = (Setting, RankSetting, MatrixSetting, HeadsSetting)
 
 def _masked_softmax(setting: object) -> BaseSetting:
     s = check_setting(setting, types=_TYPES, attention=(Softmax,))
-    if not s.attention.mask:
+    if not cast(Softmax, s.attention).mask:
         raise ValueError("setting.attention: the softmax theory needs the self-pairs masked "
                          "(Softmax(beta, mask=True)); without the mask A is close to the identity")
     return s
@@ -46,7 +47,7 @@ def _masked_softmax(setting: object) -> BaseSetting:
 def _head_scales(s: BaseSetting, n: int) -> np.ndarray:
     """``s_n`` of each head (one for a setting with one logit scale)."""
     sig = s.logit_scales if isinstance(s, HeadsSetting) else np.array([s.logit_scale])
-    b = s.attention.beta
+    b = cast(Softmax, s.attention).beta
     return np.sqrt(s.p(n)) * np.exp(-0.5 * b * b * (sig * sig - 1.0)) / (n - 1)
 
 
@@ -71,7 +72,7 @@ def softmax_scale(setting: BaseSetting, n: int) -> float:
     if isinstance(s, HeadsSetting):
         w = np.array([b.size for b in s.blocks]) / s.p()
         return float(np.sqrt(np.sum(w * _head_scales(s, n) ** 2)))
-    b, sigma = s.attention.beta, s.logit_scale
+    b, sigma = cast(Softmax, s.attention).beta, s.logit_scale
     return float(np.sqrt(s.p(n)) * np.exp(-0.5 * b * b * (sigma * sigma - 1.0)) / (n - 1))
 
 
@@ -198,7 +199,7 @@ def feature_scale(setting: BaseSetting, model: str = "attention", keep_diagonal:
                              "tokens (s_n ~ sqrt(p) / n); pass n")
         n = check_int(n, "n", low=2)
         s = _masked_softmax(setting)
-        twin = dataclasses.replace(s, f=s.attention.f, attention=ENTRYWISE)
+        twin = dataclasses.replace(cast(Any, s), f=cast(Softmax, s.attention).f, attention=ENTRYWISE)
         if isinstance(s, HeadsSetting):
             kernel = float(np.sum(_head_scales(s, n) ** 2 * _head_terms(twin)))
             return kernel + s.p(n) / (n * (n - 1.0))

@@ -174,7 +174,8 @@ def interpolation_error(Phi: np.ndarray, y: np.ndarray, gammas: np.ndarray) -> n
     return _solve([_feature_problem(Phi, y, g)])[0]
 
 
-def interpolation_errors(matrices: Sequence[np.ndarray], y: np.ndarray, gammas: np.ndarray,
+def interpolation_errors(matrices: Sequence[np.ndarray], y: np.ndarray,
+                         gammas: np.ndarray | list[np.ndarray],
                          gram: bool = False) -> list[np.ndarray]:
     """:func:`interpolation_error` (or, with ``gram=True``, :func:`gram_error`) of each matrix.
 

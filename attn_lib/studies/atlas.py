@@ -554,7 +554,7 @@ def compute(entries: Sequence[Entry], settings: Mapping[str, Setting] | None = N
     if not matched:
         theory = sweeps.equivalents(grid, gamma).reshape(F, S)
         mc = sweeps.simulations(grid, gamma, n=n, trials=trials, seed=seed)
-        attention, ridge, gammas = mc.attention[:, :, 0], mc.ridge[:S, :, 0], None
+        attention, ridge, gammas = mc.values("attention")[:, :, 0], mc.ridge[:S, :, 0], None
     else:
         from ..theory.attention import attention_error_batch
 
@@ -563,7 +563,7 @@ def compute(entries: Sequence[Entry], settings: Mapping[str, Setting] | None = N
         theory = theory[:, 0].reshape(F, S)
         uniq = np.unique(np.append(gam, gamma))    # one draw gives every gamma
         mc = sweeps.simulations(grid, uniq, n=n, trials=trials, seed=seed)
-        attention = mc.attention[np.arange(F * S), :, np.searchsorted(uniq, gam)]
+        attention = mc.values("attention")[np.arange(F * S), :, np.searchsorted(uniq, gam)]
         ridge = mc.ridge[:S, :, int(np.searchsorted(uniq, gamma))]
         gammas = gam.reshape(F, S)
     return Atlas(entries=entries, settings=settings, gamma=gamma, n=n,

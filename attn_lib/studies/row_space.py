@@ -98,6 +98,7 @@ def ridgeless_errors(setting: Setting, n: int, trials: int = 2, seed: int = 0) -
     def trial(rng: np.random.Generator) -> dict[str, float]:
         s = data.draw(setting, n, rng)
         X, y = s.X, s.y
+        assert s.w_K is not None and s.w_Q is not None  # a Setting's draw has its weights
         gram = X.T @ X
         T = kernel.logits(X, s.w_K, s.w_Q, setting.alpha, gram) / (setting.alpha * np.sqrt(p))
         linear = a1 * (T - np.mean(np.diag(T)) * np.eye(n))  # X^T M X / p - m0 I

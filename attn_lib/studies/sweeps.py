@@ -30,7 +30,7 @@ from ..simulation import simulate
 from ..simulation.trials import Stats, run_plans
 from .._validation import check_choice, check_gammas, check_int, check_seed, check_settings
 from ..model.scale import MODELS, feature_scale
-from ..model.setting import Setting
+from ..model.setting import HeadsSetting, MatrixSetting, RankSetting, Setting
 
 __all__ = ["equivalents", "simulations", "SweepResult", "MODELS", "feature_scale", "matched_gamma"]
 
@@ -198,6 +198,10 @@ def simulations(settings: Sequence[Setting | RankSetting | MatrixSetting | Heads
                        p=np.array([r.p for r in results]), gammas=g)
 
 
+@overload
+def matched_gamma(setting: Setting, gamma: float, keep_diagonal: bool = False) -> float: ...
+@overload
+def matched_gamma(setting: Setting, gamma: object, keep_diagonal: bool = False) -> np.ndarray | float: ...
 def matched_gamma(setting: Setting, gamma: object, keep_diagonal: bool = False) -> np.ndarray | float:
     r"""Attention's ridge parameter at the same ``gamma / tau`` as ridge regression's ``gamma``.
 

@@ -355,7 +355,8 @@ def _in_domain(setting: object, n: object, call: str, strict: object) -> None:
 
 
 def _resolvent_form(setting: Setting | RankSetting | MatrixSetting | HeadsSetting, gammas: object,
-                    n: int | None, max_iter: int, continuation: str):
+                    n: int | None, max_iter: int, continuation: str
+                    ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`attention_resolvent_form` without the domain check."""
     if isinstance(setting, MatrixSetting):
         return _matrix_form(setting, check_gammas(gammas), n)

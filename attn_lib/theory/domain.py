@@ -75,13 +75,13 @@ This is a choice of scale, not a failure of the theory; the message names the no
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Sequence, cast
 
 import numpy as np
 
 from .._domain import (SCALE_FACTOR, DomainError, DomainWarning, Violation, check_scale, emit, excess,
                        ignored, scale_violations)
-from ..model.setting import BaseSetting, HeadsSetting, MatrixSetting, Softmax
+from ..model.setting import BaseSetting, HeadsSetting, MatrixSetting, RankSetting, Setting, Softmax
 
 __all__ = ["DomainWarning", "DomainError", "Violation", "violations", "check", "check_scale",
            "ignored", "REFERENCE_N", "LIMIT_DELTA", "MATRIX_DELTA", "HEADS_DELTA", "SOFTMAX_BETA_DELTA",
@@ -136,7 +136,7 @@ def _limit(s: BaseSetting) -> list[Violation]:
         return out
     n = REFERENCE_N
     p = s.p(n)
-    coef = abs(s.signed_delta(n)) * np.sqrt(p)
+    coef = abs(cast("Setting | RankSetting", s).signed_delta(n)) * np.sqrt(p)
     delta = coef / np.sqrt(p)
     if isinstance(s.attention, Softmax):
         from .softmax import tail_beta
@@ -184,7 +184,7 @@ def _finite(s: BaseSetting, n: int) -> list[Violation]:
             "was measured (benchmarks/small_n.py: largest error 0.0133 at n = 256, 0.0102 at "
             "n = 512; its own error is O(1/n), about 2/n for the quadratic). Instead: none; "
             f"{_SIMULATE}")))
-    delta = s.delta(n)
+    delta = cast("Setting | RankSetting | MatrixSetting", s).delta(n)
     if delta > FINITE_DELTA:
         out.append(Violation("coherent shift", delta, FINITE_DELTA, (
             f"coherent shift delta = {delta:.3g} at n = {n} is {excess(delta, FINITE_DELTA)} "
@@ -241,8 +241,8 @@ def check(settings: BaseSetting | Sequence[BaseSetting], n: int | None = None, *
     stacklevel : int, default 2
         As for :func:`warnings.warn`, counted from the caller of this function.
     """
-    many = not isinstance(settings, BaseSetting)
-    group = list(settings) if many else [settings]
+    group: list[BaseSetting] = ([settings] if isinstance(settings, BaseSetting)
+                                else list(settings))
     found = [(s, v) for s in group for v in violations(s, n)]
     emit(found, call, len(group), strict, stacklevel + 1)
 

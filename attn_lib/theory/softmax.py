@@ -48,7 +48,7 @@ refuses settings where the weights' variance over the types is infinite (:func:`
 from __future__ import annotations
 
 import dataclasses
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import functools
 
@@ -61,7 +61,7 @@ from ..model.kernel import logits
 from ..model.scale import softmax_scale
 from ..model.setting import ENTRYWISE, BaseSetting, HeadsSetting, MatrixSetting, RankSetting, Setting, Softmax
 
-_S = TypeVar("_S", bound="Setting | RankSetting")
+_S = TypeVar("_S", bound="Setting | RankSetting | MatrixSetting | HeadsSetting")
 
 __all__ = ["entrywise_equivalent", "canonical", "scale", "tail", "query_mean", "effective_gamma", "normalisation_std", "Parts",
            "decompose", "kurtosis", "tail_beta"]
@@ -70,7 +70,7 @@ __all__ = ["entrywise_equivalent", "canonical", "scale", "tail", "query_mean", "
 def _softmax_setting(setting: object, types: tuple[type, ...] = (Setting, RankSetting)
                      ) -> BaseSetting:
     """``setting`` if it has masked :class:`Softmax` attention (the one the reduction covers)."""
-    s = check_setting(setting, types=types, attention=(Softmax,))
+    s: BaseSetting = check_setting(setting, types=cast(Any, types), attention=(Softmax,))
     if not cast(Softmax, s.attention).mask:
         raise ValueError("setting.attention: the softmax theory needs the self-pairs masked "
                          "(Softmax(beta, mask=True)); without the mask A is close to the identity")
@@ -91,7 +91,8 @@ def entrywise_equivalent(setting: _S) -> _S:
         The same fields with ``f = exponential(beta)`` and entry-wise attention.
     """
     s = _softmax_setting(setting, (Setting, RankSetting, MatrixSetting, HeadsSetting))
-    return dataclasses.replace(s, f=cast(Softmax, s.attention).f, attention=ENTRYWISE)
+    return cast(_S, dataclasses.replace(cast(Any, s), f=cast(Softmax, s.attention).f,
+                                        attention=ENTRYWISE))
 
 
 def canonical(setting: Setting) -> Setting:

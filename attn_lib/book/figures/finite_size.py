@@ -359,11 +359,12 @@ def bias_shift(*, n_ladder: Sequence[int], trials: Sequence[int] | int, gamma: f
     # same delta, different SNR-weight geometry: the |w| = 2 bias at its smallest shift against
     # the |w| = 1 law evaluated (if need be, extrapolated) at that shift
     d_cmp, al1, al2 = float(ch.delta[_AL2][-1]), ch.att[_AL1], ch.att[_AL2]
-    centred = al1.bias_fit(ch.delta[_AL1] / d_cmp)  # log_amplitude: the law's log at d_cmp
-    ratio = float(abs(al2.bias[-1]) / dfit[_AL1](d_cmp))
+    centred = _fitted(al1.bias_fit(ch.delta[_AL1] / d_cmp), _AL1)  # log_amplitude: the law's log at d_cmp
+    law = _fitted(dfit[_AL1], _AL1)
+    ratio = float(abs(al2.bias[-1]) / law(d_cmp))
     log_se = float(np.hypot(al2.bias_se[-1] / abs(al2.bias[-1]), centred.log_amplitude_se))
     out.update(cmp_delta=d_cmp, cmp_al2=float(abs(al2.bias[-1])), cmp_al2_se=float(al2.bias_se[-1]),
-               cmp_al1_law=float(dfit[_AL1](d_cmp)), cmp_ratio=ratio,
+               cmp_al1_law=float(law(d_cmp)), cmp_ratio=ratio,
                cmp_ratio_se=ratio * log_se,
                cmp_geometry=_ratio_claim(ratio, log_se, int(ch.study.trials[-1])),
                cmp_al1_range_lo=float(ch.delta[_AL1][al1.resolved].min()),

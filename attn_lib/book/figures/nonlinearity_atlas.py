@@ -323,7 +323,7 @@ def _group_numbers(A: atlas.Atlas) -> dict[str, Any]:
     small = summary[summary.setting.isin(SMALL)]
     strong = summary[summary.setting == "strong"]
     ks_small = [list(A.settings).index(key) for key in SMALL]
-    worst = small.loc[small["max |z|"].idxmax()]
+    worst = small.loc[cast(Any, small["max |z|"].idxmax())]
     k = threshold(Z, A.attention.shape[2])
     pairs = [(100 * m[j] / A.theory[idx[0], j], 100 * se[j] / A.theory[idx[0], j],
               f"{A.labels[i]} ({key})")

@@ -500,16 +500,16 @@ def breakdown(*, n_ladder: Sequence[int], trials: int, seed: int, n_gamma: int,
                      logy=True, title="normalising sums")
     axes[1].legend(fontsize=7)
     n = ns[-1]
-    e, se = errs[n], ses[n]
+    e_n, se_n = errs[n], ses[n]
     k_t = claims.threshold(claims.Z, trials)
-    broken = [b for b, v, s_ in zip(betas, e, se) if v - k_t * s_ > MARGIN]
+    broken = [b for b, v, s_ in zip(betas, e_n, se_n) if v - k_t * s_ > MARGIN]
     j1 = betas.index(1.0) if 1.0 in betas else 0
     return Figure(fig, {
         "sqrt_log_n": float(np.sqrt(np.log(n))), "beta_max": betas[-1], "n_small": ns[0],
         "n_large": n,
-        "err_beta_max": float(e[-1]), "err_beta_max_se": float(se[-1]),
-        "err_beta_one": float(e[j1]),
-        "breaks": claims.exceeds("breaks", float(e[-1]), float(se[-1]), MARGIN, draws=trials,
+        "err_beta_max": float(e_n[-1]), "err_beta_max_se": float(se_n[-1]),
+        "err_beta_one": float(e_n[j1]),
+        "breaks": claims.exceeds("breaks", float(e_n[-1]), float(se_n[-1]), MARGIN, draws=trials,
                                  required=False,
                                  wording=(f"farther than {MARGIN:g} from", f"within {MARGIN:g} of",
                                           f"not decided at this profile to be farther than "
@@ -518,10 +518,10 @@ def breakdown(*, n_ladder: Sequence[int], trials: int, seed: int, n_gamma: int,
         "eps_ratio_first": float(ratios[n][0]), "eps_ratio_last": float(ratios[n][-1]),
         "eps_ratio_first_se": float(eps_se[n][0]), "eps_ratio_last_se": float(eps_se[n][-1]),
         "eps_pred_last": float(preds[n][-1]),
-        "err_small_first": float(errs[ns[0]][0]), "err_small_last": float(e[0]),
-        "err_small_first_se": float(ses[ns[0]][0]), "err_small_last_se": float(se[0]),
+        "err_small_first": float(errs[ns[0]][0]), "err_small_last": float(e_n[0]),
+        "err_small_first_se": float(ses[ns[0]][0]), "err_small_last_se": float(se_n[0]),
         "small_falls": claims.less(
-            "small_falls", float(e[0]), float(se[0]), float(errs[ns[0]][0]), float(ses[ns[0]][0]),
+            "small_falls", float(e_n[0]), float(se_n[0]), float(errs[ns[0]][0]), float(ses[ns[0]][0]),
             draws=trials, wording=("falls", "rises", "is not decided at this profile to fall")),
         "eps_agrees": claims.equivalent(
             "eps_agrees", float(ratios[n][0]), float(eps_se[n][0]), 1.0, margin=0.1,

@@ -19,6 +19,7 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ... import Setting, hermite
 from ..._validation import check_int
@@ -339,14 +340,17 @@ def aspect_ratio(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
     labels = list(VARIANTS)
     c_gammas = np.array([0.1, 1.0])
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), sharey=True)
-    vals = {}
+    ridge_vals: dict[int, tuple[np.ndarray, sweeps.SweepResult]] = {}
+    att_vals: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for k, ax in enumerate(axes):
-        vals[(k, "ridge")] = theory_and_simulation(
+        ridge_vals[k] = theory_and_simulation(
             ax, c_th, [Setting(c=float(x), snr=snr_) for x in c_th], c_mc,
             [Setting(c=float(x), snr=snr_, f=F) for x in c_mc], c_gammas, n=n, trials=trials,
             seed=seed, label="ridge", k=k, color=style.color("ridge"), model="ridge", marker="D")
     for label in labels[:2]:
-        at = lambda x: Setting(c=float(x), snr=snr_, f=F, **VARIANTS[label])  # noqa: E731
+        def at(x: float, label: str = label) -> Setting:
+            return Setting(c=float(x), snr=snr_, f=F, **VARIANTS[label])
+
         th = np.array([sweeps.equivalents([at(x)], sweeps.matched_gamma(at(x), c_gammas))[0]
                        for x in c_th])                                      # (L, 2)
         mc = np.array([sweeps.simulations([at(x)], sweeps.matched_gamma(at(x), c_gammas), n=n,
@@ -356,23 +360,26 @@ def aspect_ratio(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
             style.plot_theory_vs_sim(ax, c_th, th[:, k], mc[:, :, k].mean(axis=1),
                                      standard_error(mc[:, :, k], axis=1), label=label,
                                      color=_VARIANT_COLORS[label], x_sim=c_mc)
-        vals[label] = (th, mc)
+        att_vals[label] = (th, mc)
     for k, ax in enumerate(axes):
         style.label_axes(ax, r"$c = p / n$", r"interpolation error $E(\gamma)$",
                          title=f"ridge at $\\gamma = {c_gammas[k]:g}$, attention at equal "
                                f"$\\gamma/\\tau$ (SNR 2, $n = {n}$)", legend=(k == 1))
     inside = (c_th >= 0.1) & (c_th <= 0.9)
-    spread = lambda v: float(np.ptp(np.asarray(v)[inside]))  # noqa: E731
-    th_al, mc_al = vals[labels[1]]
+
+    def spread(v: ArrayLike) -> float:
+        return float(np.ptp(np.asarray(v)[inside]))
+
+    th_al, mc_al = att_vals[labels[1]]
     return Figure(fig, {
-        "c_spread_ridge": spread(vals[(1, "ridge")][0]), "c_spread_att": spread(th_al[:, 1]),
-        "c_spread_ridge_01": spread(vals[(0, "ridge")][0]), "c_spread_att_01": spread(th_al[:, 0]),
+        "c_spread_ridge": spread(ridge_vals[1][0]), "c_spread_att": spread(th_al[:, 1]),
+        "c_spread_ridge_01": spread(ridge_vals[0][0]), "c_spread_att_01": spread(th_al[:, 0]),
         "c_spread_att_mc": float(np.ptp(mc_al[:, :, 1].mean(axis=1))),
-        "c_spread_ridge_mc": float(np.ptp(vals[(1, "ridge")][1].mean("ridge")[:, 1]))})
+        "c_spread_ridge_mc": float(np.ptp(ridge_vals[1][1].mean("ridge")[:, 1]))})
 
 
 #: The hero figure's settings: random tokens, and a signal with aligned weights (both ``c = 1/2``).
-HERO: dict[str, dict[str, float]] = {
+HERO: dict[str, dict[str, Any]] = {
     "random": dict(snr=0.0),
     "structured": dict(snr=1.0, wk_norm=1.0, wq_norm=1.0),
 }
@@ -440,7 +447,7 @@ def hero(*, n: int, trials: int, seed: int) -> Figure:
             out["hero_cross"] = float(np.exp(np.interp(0.0, gap[[k + 1, k]],
                                                        np.log(g_th[[k + 1, k]]))))
             j = int(np.argmin(np.abs(HERO_G - HERO_LARGE)))
-            paired = mc_att.attention[0, :, j] - mc_ridge.ridge[0, :, j]
+            paired = mc_att.values("attention")[0, :, j] - mc_ridge.ridge[0, :, j]
             out["hero_mc_large"] = float(paired.mean())
             out["hero_mc_large_sem"] = float(standard_error(paired, axis=0))
             out["hero_mc_large_below"] = claims.less(
@@ -469,7 +476,7 @@ def _bound_grid() -> list[Setting]:
     """The settings over which the limit theory is checked against the rank bound: ``c`` in
     {0.1, 0.3, 0.5, 0.8}, SNR in {0, 0.5, 1, 2, 4, 6}, ``f`` in {tanh, sign, ReLU, cos} and the
     weights orthogonal to ``mu`` (norm 2), aligned (norm 1) or those of :data:`BOUND_GEOMETRY`."""
-    weights = (dict(wk_norm=2.0, wq_norm=2.0, cos_mu_wk=0.0, cos_mu_wq=0.0),
+    weights: tuple[dict[str, Any], ...] = (dict(wk_norm=2.0, wq_norm=2.0, cos_mu_wk=0.0, cos_mu_wq=0.0),
                dict(wk_norm=1.0, wq_norm=1.0), dict(wk_norm=2.0, wq_norm=3.5))
     return [Setting(c=c, snr=s, f=f, **w) for c in (0.1, 0.3, 0.5, 0.8)
             for s in (0.0, 0.5, 1.0, 2.0, 4.0, 6.0) for f in ("tanh", "sign", "relu", "cos")
