@@ -382,7 +382,8 @@ def hole_theory() -> dict[str, Any]:
         "noise_minor_above_one": claims.exact(
             "noise_minor_above_one", max(above) < 1 / 3,
             f"largest |E_f - E_linear| / (E_linear - E_ridge) at c > 1: {max(above):.3f}",
-            wording=("less than a third of", "not small against", "(exact)")),
+            wording=("changes the error by less than a third of",
+                     "changes the error by more than a third of", "(exact)")),
         "noise_helps_below_one": claims.exact(
             "noise_helps_below_one", all(ratio[f, 0.5] < 0 for f in NOISE_F),
             "ratios at c = 1/2: " + ", ".join(f"{f} {ratio[f, 0.5]:+.3f}" for f in NOISE_F),
