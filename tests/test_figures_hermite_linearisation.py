@@ -44,12 +44,18 @@ def test_interpolation_error():
     fig = figs.interpolation_error(n=24, trials=2, seed=0, n_gamma=3)
     check_figure(fig, ["gamma_min", "err_att_tanh", "err_att_cos", "err_ridge", "err_ridge_theory",
                 "tau_tanh", "tau_cos", "tau_ridge", "cross_raw", "cross_scaled",
-                "tanh_wins_large_raw", "tanh_wins_large_scaled", "scale_moves_crossing"], 2)
+                "tanh_wins_large_raw", "tanh_wins_large_scaled", "tanh_wins_large_raw_effect",
+                "tanh_wins_large_scaled_effect", "scale_moves_crossing"], 2)
     assert fig.numbers["gamma_min"] == pytest.approx(1e-4)
     assert fig.numbers["tau_ridge"] == pytest.approx(0.5)
     # the theory crossings do not depend on n: raw 1.59, rescaled 4.84 (measured)
     assert 1.0 < fig.numbers["cross_raw"] < 2.5 < fig.numbers["cross_scaled"] < 8.0
     assert fig.numbers["scale_moves_crossing"].holds is True
+    # the evidence is attention - ridge, the order the prose names them
+    for key in ("raw", "scaled"):
+        claim = fig.numbers[f"tanh_wins_large_{key}"]
+        d = float(fig.numbers[f"tanh_wins_large_{key}_effect"].split(" ± ")[0])
+        assert float(claim.evidence.split()[1]) == pytest.approx(d, rel=1e-2)
 
 
 def test_kernel_gap_bars_stop_at_zero():

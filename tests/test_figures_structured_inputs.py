@@ -25,15 +25,6 @@ def test_theory_and_simulation_draws_one_model():
     assert labels == ["ridge (theory)", "ridge (simulation)"]
 
 
-def test_random_inputs():
-    check_figure(figs.random_inputs(n=16, n_c2=8, trials=2, seed=0),
-          ["mu0_att_half", "mu0_ridge_half", "mu0_att_two", "mu0_ridge_two", "mu0_att_two_small",
-           "mu0_dev_half", "mu0_dev_two", "tanh_b2", "mu0_w_diff", "trials"]
-          + [f"{k}{tag}" for tag in ("_half", "_two")
-             for k in ("g_at", "lin_ridge_gap", "nonlin_gap", "linear_loses", "diagonal_helps",
-                       "nonlinearity_helps", "nonlinearity_minor")], 4)
-
-
 def test_snr():
     check_figure(figs.snr(n=16, trials=2, seed=0, n_points=2),
           ["snr0_gap", "snr4_gap_orth", "snr4_gap_al1", "rev_lo", "rev_hi", "rev_max",

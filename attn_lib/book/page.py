@@ -5,7 +5,7 @@ A chapter reads like the paper: each figure is one call to a function of
 numbers the prose quotes), and one call of :func:`show` glues both::
 
     page.setup(profile)
-    page.show("fig-random-inputs", figures.structured_inputs.random_inputs(n=n, seed=seed))
+    page.show("fig-random-inputs", figures.random_inputs.spectrum(n=n, n_c2=n, seed=seed))
 
 The markdown cell below it displays the figure with its caption and label, and quotes the
 numbers by name::
@@ -13,7 +13,7 @@ numbers by name::
     ```{glue:figure} fig-random-inputs
     :name: fig-random-inputs
 
-    Caption, quoting {glue:text}`mu0_att_half:.3f`.
+    Caption, quoting {glue:text}`spec_de_att_two:.3f`.
     ```
 
 Numbers are glued as plain Python ``float``/``int``/``str`` (NumPy scalars are converted), and

@@ -21,15 +21,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ... import Setting, hermite
+from ... import Setting
 from ..._validation import check_int
 from ...simulation.trials import standard_error
 from ...studies import sweeps
 from .. import claims, style
 from ..page import Figure
 
-__all__ = ["F", "VARIANTS", "theory_and_simulation", "random_inputs", "snr",
-           "gap_maps", "aspect_ratio", "hero",
+__all__ = ["F", "VARIANTS", "theory_and_simulation", "snr", "gap_maps", "aspect_ratio", "hero",
            "row_space_bound", "BOUND_GEOMETRY", "BOUND_SNRS", "BOUND_G"]
 
 #: The nonlinearity of the chapter.
@@ -99,77 +98,6 @@ def _equivalent(setting: Setting, gamma: float, model: str = "attention") -> flo
 def _rel(a: Any, b: Any) -> Any:
     """Relative gap in percent, ``100 (a / b - 1)``."""
     return 100 * (a / b - 1)
-
-
-def random_inputs(*, n: int, n_c2: int, trials: int, seed: int) -> Figure:
-    r"""Attention and ridge on random inputs (``mu = 0``) against ``gamma``, at ``c = 1/2`` and 2.
-
-    Four axes: top, attention and ridge against the raw ``gamma`` (``c = 1/2`` with ``n`` tokens,
-    ``c = 2`` with ``n_c2``); bottom, the controls of
-    :func:`attn_lib.book.figures.deterministic_equivalent.controls` against ``gamma / tau``
-    (compared at ``g = 0.1``). Simulated on ``logspace(-3, 1, 9)``; markers: mean ± one
-    standard error.
-
-    Parameters
-    ----------
-    n : int
-        Tokens of the ``c = 1/2`` panel.
-    n_c2 : int
-        Tokens of the ``c = 2`` panel.
-    trials : int
-        Draws per point.
-    seed : int
-        Root seed, the same at every point (common random numbers along a sweep).
-
-    Returns
-    -------
-    Figure
-        Numbers (DE at ridge's ``gamma = 0.1`` unless stated, attention at the same
-        ``gamma / tau``, :func:`attn_lib.studies.sweeps.matched_gamma`): ``mu0_att_half``, ``mu0_ridge_half``
-        (``c = 1/2``); ``mu0_att_two``, ``mu0_ridge_two`` (``c = 2``); ``mu0_att_two_small``
-        (attention, ``c = 2``, ``gamma = 1e-3``); ``mu0_dev_half``, ``mu0_dev_two``, the largest
-        relative deviation (percent) of the simulated attention mean from its DE;
-        ``tanh_b2`` (``nu - a1^2`` of tanh); ``mu0_w_diff``, the relative change of the DE with
-        weights of norm 3; ``trials``; the numbers and claims of ``controls`` with the suffixes
-        ``_half`` (``c = 1/2``) and ``_two`` (``c = 2``).
-    """
-    from .deterministic_equivalent import controls
-
-    g_mc = np.logspace(-3, 1, 9)
-    g_th = np.logspace(-3, 1, 61)
-    fig, grid = plt.subplots(2, 2, figsize=(10, 8))
-    axes = grid[0]
-    mu0: dict[float, Any] = {}
-    ctrl: dict[str, Any] = {}
-    for ax, low, c, nn, tag in zip(axes, grid[1], (0.5, 2.0), (n, n_c2), ("_half", "_two")):
-        ctrl.update(controls(low, Setting(c=c, f=F), g_mc, g_th, nn, trials, seed,
-                             at=int(np.argmin(np.abs(np.log10(g_mc) + 1))), suffix=tag,
-                             logy=(c == 2.0), legend=(c == 2.0)))
-        s = Setting(c=c, f=F)
-        th_att = sweeps.equivalents([s], g_th)[0]
-        th_ridge = sweeps.equivalents([s], g_th, model="ridge")[0]
-        mc = sweeps.simulations([s], g_mc, n=nn, trials=trials, seed=seed)
-        style.plot_theory_vs_sim(ax, g_th, th_att, mc.mean("attention")[0],
-                                 mc.sem("attention")[0], label="attention", x_sim=g_mc)
-        style.plot_theory_vs_sim(ax, g_th, th_ridge, mc.mean("ridge")[0], mc.sem("ridge")[0],
-                                 label="ridge", x_sim=g_mc)
-        style.label_axes(ax, r"ridge parameter $\gamma$", r"interpolation error $E(\gamma)$",
-                         title=f"$\\mu = 0$, $c = {c:g}$ ($p = {mc.p[0]}$, $n = {nn}$)",
-                         logx=True, logy=(c == 2.0), legend=(c == 2.0))
-        mu0[c] = (s, mc)
-    s_half, s_two = mu0[0.5][0], mu0[2.0][0]
-    dev = {c: float(np.max(np.abs(mc.mean("attention")[0] / sweeps.equivalents([s], g_mc)[0] - 1)))
-           for c, (s, mc) in mu0.items()}
-    w_drop = _equivalent(Setting(c=0.5, f=F, wk_norm=3.0, wq_norm=3.0), 0.1)
-    return Figure(fig, {
-        "mu0_att_half": _equivalent(s_half, sweeps.matched_gamma(s_half, 0.1)),
-        "mu0_ridge_half": _equivalent(s_half, 0.1, "ridge"),
-        "mu0_att_two": _equivalent(s_two, sweeps.matched_gamma(s_two, 0.1)),
-        "mu0_ridge_two": _equivalent(s_two, 0.1, "ridge"),
-        "mu0_att_two_small": _equivalent(s_two, sweeps.matched_gamma(s_two, 1e-3)),
-        "mu0_dev_half": 100 * dev[0.5], "mu0_dev_two": 100 * dev[2.0],
-        "tanh_b2": hermite.coefficients(F).b2,
-        "mu0_w_diff": abs(w_drop / _equivalent(s_half, 0.1) - 1), "trials": trials, **ctrl})
 
 
 def snr(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
