@@ -1,12 +1,11 @@
-r"""Figures and the worked example of the chapter *Random versus structured inputs*.
+r"""Figures of the chapter *Signal and alignment* (``book/04_structured_inputs``).
 
-``book/04_structured_inputs``: the interpolation error of attention (``f = tanh`` unless stated,
-``w_K = w_Q = w``) and of ridge regression on random inputs (``mu = 0``), against the SNR and
-the alignment ``cos(mu, w)``, against ``c = p/n``, and where the proportional-limit
-deterministic equivalent (DE) fails: the coherent shift ``delta`` of the kernel argument
-(:meth:`attn_lib.model.setting.Setting.delta`). Lines are the DE
-(:func:`attn_lib.studies.sweeps.equivalents`), markers Monte Carlo
-(:func:`attn_lib.studies.sweeps.simulations`, cached; mean ± one standard deviation over trials).
+The interpolation error of attention (``f = tanh`` unless stated, ``w_K = w_Q = w``) and of ridge
+regression, compared at equal ``gamma / tau``: random against structured inputs (the hero figure,
+:func:`hero`), against the SNR and the alignment ``cos(mu, w)``, against ``c = p/n``, and the
+ridgeless error against ridge's rank bound (:func:`row_space_bound`). Lines are the deterministic
+equivalents (:func:`attn_lib.studies.sweeps.equivalents`), markers Monte Carlo
+(:func:`attn_lib.studies.sweeps.simulations`, cached; mean ± one standard error over trials).
 
 :func:`theory_and_simulation` (a DE line and Monte Carlo markers along a sweep of settings) is
 also used by :mod:`attn_lib.book.figures.a1_zero`.
