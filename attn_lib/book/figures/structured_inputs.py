@@ -26,9 +26,10 @@ from ...simulation.trials import standard_error
 from ...studies import sweeps
 from .. import claims, style
 from ..page import Figure
+from . import strong_alignment
 
 __all__ = ["F", "VARIANTS", "theory_and_simulation", "snr", "gap_maps", "aspect_ratio", "hero",
-           "row_space_bound", "BOUND_GEOMETRY", "BOUND_SNRS", "BOUND_G"]
+           "row_space_bound", "BOUND_SNRS", "BOUND_G"]
 
 #: The nonlinearity of the chapter.
 F = "tanh"
@@ -387,9 +388,9 @@ def hero(*, n: int, trials: int, seed: int) -> Figure:
     return Figure(fig, out)
 
 
-#: Geometry of the row-space section: the book's worked example (``f = sign``, ``c = 0.3``,
-#: aligned ``|w_K| = 2``, ``|w_Q| = 3.5``), the SNR swept on :data:`BOUND_SNRS`.
-BOUND_GEOMETRY: dict[str, Any] = dict(c=0.3, f="sign", wk_norm=2.0, wq_norm=3.5)
+#: SNRs of the row-space section, in the geometry of the book's worked example
+#: (:func:`attn_lib.book.figures.strong_alignment.example`: ``f = sign``, ``c = 0.3``, aligned
+#: ``|w_K| = 2``, ``|w_Q| = 3.5``).
 BOUND_SNRS = np.array([0.5, 1.0, 2.0, 4.0, 6.0])
 #: The ``gamma`` at which the limit theory stands for ``gamma -> 0`` (the scale convention drops
 #: out there). ``E`` does not decrease with ``gamma``, so ``E(BOUND_G)`` bounds the limit from
@@ -402,7 +403,8 @@ BOUND_G = 1e-5
 def _bound_grid() -> list[Setting]:
     """The settings over which the limit theory is checked against the rank bound: ``c`` in
     {0.1, 0.3, 0.5, 0.8}, SNR in {0, 0.5, 1, 2, 4, 6}, ``f`` in {tanh, sign, ReLU, cos} and the
-    weights orthogonal to ``mu`` (norm 2), aligned (norm 1) or those of :data:`BOUND_GEOMETRY`."""
+    weights orthogonal to ``mu`` (norm 2), aligned (norm 1) or those of the worked example
+    (:func:`attn_lib.book.figures.strong_alignment.example`)."""
     weights: tuple[dict[str, Any], ...] = (dict(wk_norm=2.0, wq_norm=2.0, cos_mu_wk=0.0, cos_mu_wq=0.0),
                dict(wk_norm=1.0, wq_norm=1.0), dict(wk_norm=2.0, wq_norm=3.5))
     return [Setting(c=c, snr=s, f=f, **w) for c in (0.1, 0.3, 0.5, 0.8)
@@ -417,7 +419,8 @@ def row_space_bound(*, n: int, trials: int, seed: int) -> Figure:
     :func:`_bound_grid` (every point on or above the diagonal), with the simulated ridgeless
     errors (:func:`attn_lib.studies.row_space.ridgeless_errors`) of the proportional-limit model
     and of the attention kernel along :data:`BOUND_SNRS`. Right: the same along the SNR at the
-    geometry :data:`BOUND_GEOMETRY`, with the error ``1 - (1 - 2 q)^2`` of a probe that outputs
+    geometry of the worked example (:func:`attn_lib.book.figures.strong_alignment.example`),
+    with the error ``1 - (1 - 2 q)^2`` of a probe that outputs
     ``sign(mu^T x_i)`` (``q = Phi(-sqrt(SNR))``, the fraction of tokens it mislabels).
 
     Parameters
@@ -452,11 +455,11 @@ def row_space_bound(*, n: int, trials: int, seed: int) -> Figure:
     grid = _bound_grid()
     de = sweeps.equivalents(grid, BOUND_G)  # at gamma -> 0 the scale convention drops out
     bound = np.array([(1 - s.c) / (1 + s.snr) for s in grid])
-    settings = [Setting(snr=float(s), **BOUND_GEOMETRY) for s in BOUND_SNRS]
+    settings = [strong_alignment.example(float(s)) for s in BOUND_SNRS]
     sims = [row_space.ridgeless_errors(s, n, trials=trials, seed=seed) for s in settings]
     mean = {m: np.array([r.mean(m) for r in sims]) for m in (*row_space.MODELS, "sign_agreement")}
     sem = {m: np.array([r.sem(m) for r in sims]) for m in row_space.MODELS}
-    b_sim = (1 - BOUND_GEOMETRY["c"]) / (1 + BOUND_SNRS)
+    b_sim = (1 - strong_alignment.C) / (1 + BOUND_SNRS)
     de_sim = sweeps.equivalents(settings, BOUND_G)
 
     fig, axes = plt.subplots(1, 2, figsize=(10.5, 4.3))
@@ -475,12 +478,12 @@ def row_space_bound(*, n: int, trials: int, seed: int) -> Figure:
     ax = axes[1]
     snr_th = np.linspace(0.3, 6.5, 60)
     q = norm.cdf(-np.sqrt(snr_th))
-    style.plot_theory(ax, snr_th, (1 - BOUND_GEOMETRY["c"]) / (1 + snr_th),
+    style.plot_theory(ax, snr_th, (1 - strong_alignment.C) / (1 + snr_th),
                       label="ridge's rank bound", color=style.color("ridge"))
     style.plot_theory(ax, snr_th, 1 - (1 - 2 * q) ** 2, color="0.4", linestyle="--",
                       label=r"the one feature $\mathrm{sign}(\mu^\top x_i)$")
     style.plot_theory(ax, snr_th, sweeps.equivalents(
-        [Setting(snr=float(s), **BOUND_GEOMETRY) for s in snr_th], BOUND_G),
+        [strong_alignment.example(float(s)) for s in snr_th], BOUND_G),
         color=style.color("attention"), linestyle=":", zorder=2.5,
         label="attention, limit theory")
     style.plot_sim(ax, BOUND_SNRS, mean["ridge"], sem["ridge"], color=style.color("ridge"),
