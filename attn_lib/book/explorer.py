@@ -23,10 +23,11 @@ proportional limit), ``ridge``, ``gap`` (``attention - ridge``), and for each ``
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
@@ -34,6 +35,11 @@ from .._validation import check_int, check_real, check_seed
 from ..simulation.trials import standard_error
 from ..studies import explorer
 from .style import COLORS
+
+if TYPE_CHECKING:
+    from bokeh.document import Document
+    from bokeh.models.renderers.glyph_renderer import GlyphRenderer
+    from bokeh.models.widgets import Select, Slider
 
 __all__ = ["AGREE", "LABELS", "document", "checks", "write"]
 
@@ -62,24 +68,27 @@ def _evenly_spaced(values: np.ndarray) -> bool:
     return bool(np.allclose(steps, steps[0], rtol=1e-9, atol=0.0))
 
 
-def _control(axis: str, values: Sequence[Any], initial: Any):
+def _control(axis: str, values: Sequence[Any], initial: Any) -> Select | Slider:
     """A ``Select`` (``f``, and an axis that is not evenly spaced) or a ``Slider`` for one axis."""
-    from bokeh.models import Select, Slider
+    from bokeh.models.widgets import Select, Slider
 
     title = CONTROLS[axis]
+    options: list[str | tuple[Any, str]]
     if axis == "f":
+        options = [(f, _label(f)) for f in values]
         return Select(title=title, name=axis, value=initial, sizing_mode="stretch_width",
-                      options=[(f, _label(f)) for f in values])
+                      options=options)
     arr = np.asarray(values, dtype=float)
     if _evenly_spaced(arr):
         return Slider(title=title, name=axis, start=float(arr[0]), end=float(arr[-1]),
                       step=float(arr[1] - arr[0]), value=float(initial),
                       sizing_mode="stretch_width", margin=(5, 15, 5, 10))
-    return Select(title=title, name=axis, value=f"{float(initial):g}",
-                  options=[f"{v:g}" for v in arr], sizing_mode="stretch_width")
+    options = [f"{v:g}" for v in arr]
+    return Select(title=title, name=axis, value=f"{float(initial):g}", options=options,
+                  sizing_mode="stretch_width")
 
 
-def checks(mc: Mapping[str, Any]) -> dict[str, np.ndarray]:
+def checks(mc: explorer.MonteCarlo) -> dict[str, np.ndarray]:
     """Means and error bars of :func:`~attn_lib.studies.explorer.monte_carlo`'s draws.
 
     The book's error bars: the mean over draws plus or minus one standard error of the mean
@@ -95,7 +104,7 @@ def checks(mc: Mapping[str, Any]) -> dict[str, np.ndarray]:
     if mc["attention"].shape[1] < 2:
         raise ValueError(f"mc_trials must be at least 2 for an error bar, got "
                          f"{mc['attention'].shape[1]}")
-    out = {}
+    out: dict[str, np.ndarray] = {}
     for name, v in (("attention", mc["attention"]), ("ridge", mc["ridge"]),
                     ("gap", mc["attention"] - mc["ridge"])):
         mean, se = v.mean(axis=1), standard_error(v, axis=1)
@@ -159,8 +168,8 @@ note.text = "<b>Coherent shift and finite size.</b> "
 """
 
 
-def document(grid: Mapping[str, Any], mc: Mapping[str, Any] | None, mc_points: Sequence[int],
-             initial: Sequence[int], profile: str):
+def document(grid: explorer.Grid, mc: explorer.MonteCarlo | None, mc_points: Sequence[int],
+             initial: Sequence[int], profile: str) -> Document:
     """The Bokeh document of the explorer.
 
     Parameters
@@ -183,15 +192,20 @@ def document(grid: Mapping[str, Any], mc: Mapping[str, Any] | None, mc_points: S
     from bokeh.document import Document
     from bokeh.events import DocumentReady
     from bokeh.layouts import column, row
-    from bokeh.models import ColumnDataSource, CustomJS, DataRange1d, Div, Legend, Range1d, Span
+    from bokeh.models import ColumnDataSource, CustomJS, DataRange1d, Range1d
+    from bokeh.models.sources import DataDict
+    from bokeh.models.annotations import Legend, Span
+    from bokeh.models.widgets import Div
     from bokeh.plotting import figure
 
-    axes = {a: list(grid[a]) if a == "f" else [float(v) for v in grid[a]] for a in explorer.AXES}
+    labels = list(grid["f"])
+    values: dict[str, list[float]] = {a: [float(v) for v in grid[a]] for a in explorer.AXES[1:]}
+    axes: dict[str, list[str] | list[float]] = {"f": labels, **values}
     shape = [len(axes[a]) for a in explorer.AXES]
     g = np.asarray(grid["g"], dtype=float)
     ns = [int(k) for k in grid["n"]]
     G, points = g.size, int(np.prod(shape))
-    store = {"attention": np.ascontiguousarray(grid["attention"], dtype=float).reshape(-1)}
+    store: DataDict = {"attention": np.ascontiguousarray(grid["attention"], dtype=float).reshape(-1)}
     for i in range(len(ns)):
         store[f"finite_{i}"] = np.ascontiguousarray(grid["finite"][i], dtype=float).reshape(-1)
     source = ColumnDataSource(store, name="grid")
@@ -214,9 +228,9 @@ def document(grid: Mapping[str, Any], mc: Mapping[str, Any] | None, mc_points: S
     shown = ColumnDataSource({k: [] for k in ["g"] + check_columns}, name="checks")
 
     def describe(flat: int) -> str:
-        idx = np.unravel_index(flat, shape)
-        f, c, snr, a, w = (axes[ax][i] for ax, i in zip(explorer.AXES, idx))
-        return f"{_label(f)}, c = {c:g}, SNR = {snr:g}, alignment {a:g}, norm {w:g}"
+        i, *idx = np.unravel_index(flat, shape)
+        c, snr, a, w = (values[ax][k] for ax, k in zip(explorer.AXES[1:], idx))
+        return f"{_label(labels[i])}, c = {c:g}, SNR = {snr:g}, alignment {a:g}, norm {w:g}"
 
     controls = {a: _control(a, axes[a], axes[a][i]) for a, i in zip(explorer.AXES, initial)}
     note = Div(name="note", sizing_mode="stretch_width")
@@ -236,15 +250,18 @@ def document(grid: Mapping[str, Any], mc: Mapping[str, Any] | None, mc_points: S
         w.js_on_change("value", callback)
 
     pad = (g[-1] / g[0]) ** 0.03  # room for the markers at the ends
-    x_range = Range1d(float(g[0] / pad), float(g[-1] * pad))
-    common = dict(sizing_mode="stretch_width", x_axis_type="log", x_range=x_range,
-                  toolbar_location="above", tools="pan,box_zoom,wheel_zoom,reset,save",
-                  x_axis_label="γ / τ")
-    err = figure(name="errors", height=400, y_range=DataRange1d(start=0.0),
-                 y_axis_label="interpolation error E", **common)
-    gap = figure(name="differences", height=290, y_axis_label="attention − ridge", **common)
+    x_range = Range1d(start=float(g[0] / pad), end=float(g[-1] * pad))
+    panel = functools.partial(figure, sizing_mode="stretch_width", x_axis_type="log",
+                              x_range=x_range, toolbar_location="above",
+                              tools="pan,box_zoom,wheel_zoom,reset,save", x_axis_label="γ / τ")
+    err = panel(name="errors", height=400, y_range=DataRange1d(start=0.0),
+                y_axis_label="interpolation error E")
+    gap = panel(name="differences", height=290, y_axis_label="attention − ridge")
     ca, cr = COLORS["attention"], COLORS["ridge"]
-    items, gap_items = [], []
+    # GlyphRenderer[Any]: Legend's stub asks list[GlyphRenderer[Glyph]], and the type parameter
+    # is invariant, so no list of GlyphRenderer[Line] (or of several glyphs) would match it.
+    items: list[tuple[str, list[GlyphRenderer[Any]]]] = []
+    gap_items: list[tuple[str, list[GlyphRenderer[Any]]]] = []
     items.append(("attention, limit", [err.line("g", "attention", source=curves, color=ca,
                                                  line_width=2.5)]))
     gap_items.append(("limit", [gap.line("g", "gap", source=curves, color=ca, line_width=2.5)]))
@@ -270,7 +287,10 @@ def document(grid: Mapping[str, Any], mc: Mapping[str, Any] | None, mc_points: S
     gap.add_layout(Span(location=0.0, dimension="width", line_color="#777777", line_width=1))
     for fig, its in ((err, items), (gap, gap_items)):
         fig.add_layout(Legend(items=its, click_policy="hide", orientation="horizontal",
-                              ncols=3, label_text_font_size="9pt", padding=2, spacing=14,
+                              ncols=3, label_text_font_size="9pt",
+                              # Bokeh's stub types padding as Property[...], not its value
+                              padding=2,  # type: ignore[arg-type]
+                              spacing=14,
                               location="center", border_line_alpha=0),
                        "below")
         fig.toolbar.logo = None
@@ -307,7 +327,7 @@ def _position(values: Sequence[Any], value: Any, axis: str) -> int:
 
 def write(path: str | os.PathLike[str], *, profile: str, f: Sequence[str], c: Sequence[float],
           snr: Sequence[float], alignment: Sequence[float], norm: Sequence[float],
-          g_range: Sequence[float], n_g: int, n: Sequence[int], mc_points: Sequence[Mapping],
+          g_range: Sequence[float], n_g: int, n: Sequence[int], mc_points: Sequence[Mapping[str, Any]],
           mc_n: int, mc_trials: int, mc_g: Sequence[float], seed: int = 0) -> dict[str, Any]:
     """Compute the explorer's grid and checks (cached) and write the standalone HTML page.
 
@@ -367,10 +387,10 @@ def write(path: str | os.PathLike[str], *, profile: str, f: Sequence[str], c: Se
         where.append(tuple(_position(axes[a], point[a], a) for a in explorer.AXES))
     grid = explorer.cached_grid(f=list(f), c=c, snr=snr, alignment=alignment, norm=norm,
                                 g=np.geomspace(lo, hi, n_g), n=list(n))
-    axes = {a: grid[a] for a in explorer.AXES}
-    shape = tuple(len(axes[a]) for a in explorer.AXES)
-    settings = [explorer.setting(*(axes[a][i] for a, i in zip(explorer.AXES, idx)))
-                for idx in where]
+    shape = tuple(len(grid[a]) for a in explorer.AXES)
+    settings = [explorer.setting(grid["f"][i], grid["c"][j], grid["snr"][k],
+                                 grid["alignment"][m], grid["norm"][w])
+                for i, j, k, m, w in where]
     mc = explorer.monte_carlo(settings, mc_g, n=mc_n, trials=mc_trials, seed=seed)
     flat = [int(np.ravel_multi_index(idx, shape)) for idx in where]
     doc = document(grid, mc, flat, where[0], profile)

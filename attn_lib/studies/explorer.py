@@ -39,8 +39,9 @@ marked as not covered. Ridge: :func:`attn_lib.theory.ridge_error`, which depends
 
 from __future__ import annotations
 
+import functools
 import itertools
-from typing import Sequence
+from typing import Final, Literal, Sequence, TypedDict
 
 import numpy as np
 
@@ -51,12 +52,42 @@ from ..model.setting import Setting, Softmax
 from ..theory import attention_error_batch, ridge_error, softmax
 from . import sweeps
 
-__all__ = ["AXES", "SOFTMAX", "setting", "theory_gammas", "grid", "cached_grid", "monte_carlo"]
+__all__ = ["AXES", "SOFTMAX", "Axis", "Grid", "MonteCarlo", "setting", "theory_gammas", "grid",
+           "cached_grid", "monte_carlo"]
 
+#: Name of an axis of the grid.
+Axis = Literal["f", "c", "snr", "alignment", "norm"]
 #: The axes of the grid, in the order of the arrays of :func:`grid` (then ``g``).
-AXES = ("f", "c", "snr", "alignment", "norm")
+AXES: Final[tuple[Axis, Axis, Axis, Axis, Axis]] = ("f", "c", "snr", "alignment", "norm")
 #: Prefix of a softmax nonlinearity: ``"softmax:<beta>"``.
 SOFTMAX = "softmax:"
+
+
+class Grid(TypedDict):
+    """:func:`grid`'s result (shapes in its docstring)."""
+
+    f: list[str]
+    c: np.ndarray
+    snr: np.ndarray
+    alignment: np.ndarray
+    norm: np.ndarray
+    g: np.ndarray
+    n: np.ndarray
+    attention: np.ndarray
+    finite: np.ndarray
+    covered: np.ndarray
+    ridge: np.ndarray
+    delta: np.ndarray
+
+
+class MonteCarlo(TypedDict):
+    """:func:`monte_carlo`'s result (shapes in its docstring)."""
+
+    attention: np.ndarray
+    ridge: np.ndarray
+    g: np.ndarray
+    n: int
+    trials: int
 
 
 def _beta(f: str) -> float | None:
@@ -100,11 +131,11 @@ def setting(f: str, c: float, snr: float, alignment: float, norm: float) -> Sett
     Setting
     """
     beta = _beta(f)
-    kw = dict(c=c, snr=snr, wk_norm=norm, wq_norm=norm, cos_mu_wk=alignment,
-              cos_mu_wq=alignment, cos_wk_wq=1.0)
+    make = functools.partial(Setting, c=c, snr=snr, wk_norm=norm, wq_norm=norm,
+                             cos_mu_wk=alignment, cos_mu_wq=alignment, cos_wk_wq=1.0)
     if beta is None:
-        return Setting(f=f, **kw)
-    return Setting(attention=Softmax(beta), **kw)
+        return make(f=f)
+    return make(attention=Softmax(beta))
 
 
 def theory_gammas(s: Setting, g: object, n: int | None = None) -> np.ndarray:
@@ -145,7 +176,8 @@ def _axis(values: object, name: str, low: float, high: float | None = None,
 
 
 def _check(f: object, c: object, snr: object, alignment: object, norm: object, g: object,
-           n: object) -> tuple:
+           n: object) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                np.ndarray, np.ndarray]:
     if isinstance(f, str) or not isinstance(f, (list, tuple)) or not f:
         raise TypeError("f must be a non-empty list of nonlinearities (registered names or "
                         f"'softmax:<beta>'), got {f!r}")
@@ -170,7 +202,7 @@ def _check(f: object, c: object, snr: object, alignment: object, norm: object, g
 
 
 def grid(f: Sequence[str], c: object, snr: object, alignment: object, norm: object, g: object,
-         n: Sequence[int] = ()) -> dict[str, object]:
+         n: Sequence[int] = ()) -> Grid:
     """The theory curves of every setting of the grid ``f x c x snr x alignment x norm``.
 
     Parameters
@@ -237,7 +269,7 @@ def grid(f: Sequence[str], c: object, snr: object, alignment: object, norm: obje
 
 
 def cached_grid(f: Sequence[str], c: object, snr: object, alignment: object, norm: object,
-                g: object, n: Sequence[int] = ()) -> dict[str, object]:
+                g: object, n: Sequence[int] = ()) -> Grid:
     """:func:`grid` through the result cache (:func:`attn_lib.cache.cached`), axes as lists."""
     f, c, snr, alignment, norm, g, ns = _check(f, c, snr, alignment, norm, g, n)
     return cache.cached(grid, f=f, c=c.tolist(), snr=snr.tolist(), alignment=alignment.tolist(),
@@ -245,7 +277,7 @@ def cached_grid(f: Sequence[str], c: object, snr: object, alignment: object, nor
 
 
 def monte_carlo(settings: Sequence[Setting], g: object, *, n: int, trials: int,
-                seed: int = 0) -> dict[str, np.ndarray]:
+                seed: int = 0) -> MonteCarlo:
     """Simulated errors of attention and ridge at ``g = gamma / tau``, on common draws.
 
     Each setting is simulated once (:func:`attn_lib.studies.sweeps.simulations`, cached) on the
@@ -276,8 +308,8 @@ def monte_carlo(settings: Sequence[Setting], g: object, *, n: int, trials: int,
         tau = sweeps.feature_scale(s, n=n)
         mc = sweeps.simulations([s], np.concatenate([tau * g, s.c * g]), n=n, trials=trials,
                                 seed=seed)
-        att.append(mc.attention[0][:, :g.size])
-        ridge.append(mc.ridge[0][:, g.size:])
+        att.append(mc.values("attention")[0][:, :g.size])
+        ridge.append(mc.values("ridge")[0][:, g.size:])
     return {"attention": np.array(att).reshape(len(att), trials, g.size),
             "ridge": np.array(ridge).reshape(len(ridge), trials, g.size),
             "g": g, "n": n, "trials": trials}

@@ -90,11 +90,6 @@ def theory_and_simulation(ax: Any, x_th: ArrayLike, settings_th: Sequence[Settin
     return th, mc
 
 
-def _equivalent(setting: Setting, gamma: float, model: str = "attention") -> float:
-    """DE of one setting at one gamma."""
-    return float(sweeps.equivalents([setting], gamma, model=model)[0])
-
-
 def _rel(a: Any, b: Any) -> Any:
     """Relative gap in percent, ``100 (a / b - 1)``."""
     return 100 * (a / b - 1)
