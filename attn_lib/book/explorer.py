@@ -39,6 +39,7 @@ from .style import COLORS
 if TYPE_CHECKING:
     from bokeh.document import Document
     from bokeh.models.renderers.glyph_renderer import GlyphRenderer
+    from bokeh.models.sources import DataDict  # a type alias of the stub only
     from bokeh.models.widgets import Select, Slider
 
 __all__ = ["AGREE", "LABELS", "document", "checks", "write"]
@@ -193,7 +194,6 @@ def document(grid: explorer.Grid, mc: explorer.MonteCarlo | None, mc_points: Seq
     from bokeh.events import DocumentReady
     from bokeh.layouts import column, row
     from bokeh.models import ColumnDataSource, CustomJS, DataRange1d, Range1d
-    from bokeh.models.sources import DataDict
     from bokeh.models.annotations import Legend, Span
     from bokeh.models.widgets import Div
     from bokeh.plotting import figure
