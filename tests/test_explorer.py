@@ -15,6 +15,9 @@ from attn_lib.book import explorer as page
 from attn_lib.studies import explorer, sweeps
 from attn_lib.theory import attention_error, ridge_error, softmax
 
+# the explorer draws both theories at every grid point, inside their domains or not
+pytestmark = pytest.mark.filterwarnings("ignore::attn_lib.DomainWarning")
+
 #: A grid small enough for a unit test, with a softmax point the finite-size theory refuses
 #: (beta = 1, c = 1/2, SNR 4, aligned weights of norm 2: 2 beta ||M_r|| / sqrt(p) = 1.77 at n = 64).
 SMALL = dict(f=["tanh", "softmax:1"], c=[0.5], snr=[0.0, 4.0], alignment=[1.0], norm=[1.0, 2.0],

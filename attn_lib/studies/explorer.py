@@ -49,7 +49,7 @@ from .. import cache
 from .._validation import check_array, check_gammas, check_int, check_real, check_seed, check_sizes
 from ..model.nonlinearity import REGISTRY
 from ..model.setting import Setting, Softmax
-from ..theory import attention_error_batch, ridge_error, softmax
+from ..theory import attention_error_batch, domain, ridge_error, softmax
 from . import sweeps
 
 __all__ = ["AXES", "SOFTMAX", "Axis", "Grid", "MonteCarlo", "setting", "theory_gammas", "grid",
@@ -243,7 +243,10 @@ def grid(f: Sequence[str], c: object, snr: object, alignment: object, norm: obje
     f, c, snr, alignment, norm, g, ns = _check(f, c, snr, alignment, norm, g, n)
     shape = (len(f), c.size, snr.size, alignment.size, norm.size)
     settings = [setting(*point) for point in itertools.product(f, c, snr, alignment, norm)]
-    limit = attention_error_batch(settings, np.array([theory_gammas(s, g) for s in settings]))
+    # Both theories at every point, inside their domains or not: the page draws both and its note
+    # says which applies (the limit where the two agree within attn_lib.book.explorer.AGREE).
+    with domain.ignored():
+        limit = attention_error_batch(settings, np.array([theory_gammas(s, g) for s in settings]))
     finite = np.full((ns.size, len(settings), g.size), np.nan)
     covered = np.zeros((ns.size, len(settings)), dtype=bool)
     for i, k in enumerate(ns):
@@ -252,9 +255,10 @@ def grid(f: Sequence[str], c: object, snr: object, alignment: object, norm: obje
                       for s in settings]
         todo = np.flatnonzero(covered[i])
         if todo.size:
-            finite[i, todo] = attention_error_batch(
-                [settings[b] for b in todo],
-                np.array([theory_gammas(settings[b], g, k) for b in todo]), n=k)
+            with domain.ignored():
+                finite[i, todo] = attention_error_batch(
+                    [settings[b] for b in todo],
+                    np.array([theory_gammas(settings[b], g, k) for b in todo]), n=k)
     ridge = np.array([ridge_error(Setting(c=ci, snr=si), ci * g) for ci in c for si in snr])
     delta = np.array([[setting("tanh", ci, si, ai, wi).delta(int(k))
                        for ci, si, ai, wi in itertools.product(c, snr, alignment, norm)]
