@@ -21,16 +21,160 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown
 
-from ... import Entrywise, Softmax, theory
+from ... import Entrywise, Setting, Softmax, theory
 from ... import cache
 from ...simulation.trials import standard_error
 from ...studies import gpt2
 from .. import style
-from ..claims import Claim, equivalent, exceeds
+from ..claims import Claim, Z, equivalent, exceeds, less, threshold
 from ..page import Figure, markdown_table
-from .gpt2 import _COL, _all_points, _raw_matrices, _renamed, _summaries, _tokens
+from .gpt2 import (_COL, _all_points, _count, _draws, _gammas, _monte_carlo, _raw_matrices,
+                   _renamed, _span, _summaries, _tokens)
 
-__all__ = ["real_matrix_theory", "multi_head", "multi_head_theory"]
+__all__ = ["theory_vs_simulation", "real_matrix_theory", "multi_head", "multi_head_theory"]
+
+
+#: Headers of the detail table (:func:`theory_vs_simulation`) in the book's notation.
+_DETAIL_HEADERS = {"mu": r"$\mu$", "E real": r"$E$, real $A$ (simulation)",
+                   "E fit (MC)": r"$E$, fit (simulation)", "E fit (theory)": r"$E$, fit (DE)",
+                   "E ridge (theory)": r"$E_{\mathrm{ridge}}$ (DE)", "delta": r"$\delta$"}
+
+
+def theory_vs_simulation(*, f: str, c: float, snrs: Sequence[float], detail_layers: Sequence[int],
+                         trials: int, n_gamma: int, gamma_report: float, k_max: int,
+                         seed: int) -> Figure:
+    """``E`` against ``gamma / tau`` for ``detail_layers``: real ``A`` and its fit by Monte Carlo,
+    the fit's theory.
+
+    The Monte Carlo is the chapter *GPT-2's weights*' cached run (:func:`~attn_lib.book.figures.
+    gpt2.layer_errors`, the same arguments): every model at its own ``gamma = g tau``, ``tau``
+    measured on each draw. One panel per (layer, SNR): attention with the real matrix (open
+    markers) and with the fitted ``alpha I + s_1 u_1 v_1^T`` (crosses) on the same draws, and the
+    deterministic equivalent :func:`attn_lib.theory.attention_error` of the fit's
+    :func:`~attn_lib.studies.gpt2.fit_setting` (lines) at ``gamma = g tau_fit``, ``tau_fit`` the
+    fit's mean measured ``tau`` (its draw-to-draw spread is ``O(1/n)``), for the aligned and the
+    random signal; ridge by Monte Carlo and :func:`attn_lib.theory.ridge_error` at ``g`` times its
+    mean measured ``tau``. Mean ± one standard error of the mean; ``gpt2_sign_aligned``,
+    ``gpt2_sign_random``: the sign claims of :func:`_sign_claim`.
+
+    Returns
+    -------
+    Figure
+        ``len(detail_layers) x len(snrs)`` axes. Numbers at the reported ``g``:
+        ``gpt2_real_vs_fit_max`` (largest ``|E real - E fit|`` of the Monte Carlo);
+        ``gpt2_fit_vs_theory_aligned``, ``gpt2_fit_vs_theory_random`` (largest
+        ``|E fit - theory|`` per direction); ``gpt2_delta_max``, ``gpt2_delta_aligned``,
+        ``gpt2_delta_random`` (largest coherent shift :meth:`attn_lib.Setting.delta` at ``n``);
+        ``gpt2_fit_layers`` (Markdown list), ``gpt2_fit_trials``; ``gpt2_detail_table``: Markdown
+        table of these errors and shifts.
+    """
+    summary = _summaries(detail_layers, k_max, seed)
+    gammas, i_rep = _gammas(n_gamma, gamma_report)
+    mc = _monte_carlo(summary, f, c, snrs, detail_layers, trials, gammas, seed)
+    n = _tokens(c)
+    curves, ridge, deltas = {}, {}, {}
+    for l in detail_layers:
+        for snr in snrs:
+            r = mc[l, snr]
+            for key, mu in (("aligned", gpt2.aligned_direction(summary[l].fit, snr)),
+                            ("random", gpt2.random_direction(gpt2.P, snr, seed))):
+                st = gpt2.fit_setting(summary[l].fit, mu, c, f)
+                deltas[l, snr, key] = st.delta(n)
+                tau = float(np.mean(r.values["scale", "fit", key]))
+                curves[l, snr, key] = theory.attention_error(st, gammas * tau)
+                ridge[l, snr, key] = theory.ridge_error(
+                    Setting(c=c, snr=snr), gammas * float(np.mean(r.values["ridge_scale", key])))
+
+    fig, axes = plt.subplots(len(detail_layers), len(snrs),
+                             figsize=(5.2 * len(snrs), 3.6 * len(detail_layers)), sharex=True,
+                             sharey=True, squeeze=False)
+    for row, l in zip(axes, detail_layers):
+        for ax, snr in zip(row, snrs):
+            r = mc[l, snr]
+            for key, mk in (("aligned", "o"), ("random", "s")):
+                real, fit_ = r.attention["real"][key], r.attention["fit"][key]
+                style.plot_sim(ax, gammas, real.mean, real.sem, color=_COL[key], fmt=mk,
+                               label=f"real $A$, $\\mu$ {key}")
+                style.plot_sim(ax, gammas, fit_.mean, fit_.sem, color=_COL[key], fmt="x",
+                               markerfacecolor=_COL[key],
+                               label=f"fitted $\\alpha I + s_1 u_1 v_1^\\top$, $\\mu$ {key}")
+                style.plot_theory(ax, gammas, curves[l, snr, key], color=_COL[key],
+                                  label=f"theory (fit), $\\mu$ {key}")
+            style.plot_theory_vs_sim(ax, gammas, ridge[l, snr, "random"], r.ridge["random"].mean,
+                                     r.ridge["random"].sem, label="ridge", fmt="^")
+            style.label_axes(ax, r"$\gamma / \tau$" if l == detail_layers[-1] else "",
+                             r"$E$" if snr == snrs[0] else "",
+                             title=f"layer {l}, SNR = {snr:g}", logx=True, legend=False)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=8)
+
+    rows = []
+    for l in detail_layers:
+        for snr in snrs:
+            for key in ("aligned", "random"):
+                r = mc[l, snr]
+                rows.append({"layer": l, "SNR": snr, "mu": key,
+                             "E real": r.attention["real"][key].values[:, i_rep].mean(),
+                             "E fit (MC)": r.attention["fit"][key].values[:, i_rep].mean(),
+                             "E fit (theory)": curves[l, snr, key][i_rep],
+                             "E ridge (theory)": ridge[l, snr, key][i_rep],
+                             "delta": deltas[l, snr, key]})
+    table = pd.DataFrame(rows).set_index(["layer", "SNR", "mu"])
+    real_vs_fit = (table["E real"] - table["E fit (MC)"]).abs()
+    fit_vs_th = (table["E fit (MC)"] - table["E fit (theory)"]).abs()
+    numbers: dict[str, Any] = {"gpt2_real_vs_fit_max": float(real_vs_fit.max()),
+                               "gpt2_delta_max": float(table["delta"].max()),
+                               "gpt2_fit_layers": Markdown(", ".join(map(str, detail_layers))),
+                               "gpt2_fit_trials": trials}
+    for key in ("aligned", "random"):
+        numbers[f"gpt2_fit_vs_theory_{key}"] = float(fit_vs_th.xs(key, level="mu").max())
+        numbers[f"gpt2_delta_{key}"] = float(table["delta"].xs(key, level="mu").max())
+    formats = {c_: ".4f" for c_ in table.columns} | {"SNR": "g", "delta": ".2f"}
+    numbers["gpt2_detail_table"] = markdown_table(*_renamed(table, formats, _DETAIL_HEADERS),
+                                                   left=True)
+    for key in ("aligned", "random"):
+        numbers[f"gpt2_sign_{key}"] = _sign_claim(key, mc, curves, ridge, detail_layers, snrs,
+                                                  trials, i_rep)
+    return Figure(fig, numbers)
+
+
+def _sign_claim(key: str, mc: dict, curves: dict, ridge: dict, detail_layers: Sequence[int],
+                snrs: Sequence[float], trials: int, i_rep: int) -> Claim:
+    """Does the DE of the fit get the sign of attention minus ridge of the fit's simulation?
+
+    Per ``(layer, SNR)`` the simulated sign is that of the paired difference
+    ``E_fit - E_ridge`` over the trials (same draws, both at ``gamma = g tau``), *resolved* when
+    it is beyond the Student t threshold (:func:`attn_lib.book.claims.threshold` at :data:`Z`
+    with ``draws=trials``); the DE's sign is that of ``theory - ridge theory``. For the random
+    direction (``delta`` small) the finding is agreement in every resolved cell; for the aligned
+    one (``delta`` of order one) that the DE misses the sign in at least one. ``holds is None``
+    when no cell is resolved (always with one trial).
+    """
+    k = threshold(Z, trials)
+    resolved = wrong = 0
+    for l in detail_layers:
+        for snr in snrs:
+            r = mc[l, snr]
+            d = r.attention["fit"][key].values[:, i_rep] - r.ridge[key].values[:, i_rep]
+            if np.isfinite(k) and abs(d.mean()) > k * float(standard_error(d, axis=0)):
+                resolved += 1
+                wrong += bool(np.sign(d.mean()) != np.sign(curves[l, snr, key][i_rep]
+                                                            - ridge[l, snr, key][i_rep]))
+    cells = len(detail_layers) * len(snrs)
+    rule = (f"beyond {k:.3g} s.e. (t with {trials - 1} d.o.f.)" if np.isfinite(k)
+            else "(not decided with fewer than 2 draws)")
+    evidence = (f"{key} mu: the simulated sign of E_fit - E_ridge is resolved {rule} "
+                f"in {resolved} of {cells} (layer, SNR) cells; the DE has the other sign in "
+                f"{wrong} of them")
+    undecided = (f"is not decided at this profile: no (layer, SNR) cell resolves the simulated "
+                 f"sign at {_draws(trials)}")
+    right = f"gets the sign of attention minus ridge right in {_count(resolved, resolved, 'resolved cells')}"
+    wrong_ = f"gets the sign of attention minus ridge wrong in {_count(wrong, resolved, 'resolved cells')}"
+    if key == "random":
+        holds, wording = (None if resolved == 0 else wrong == 0), (right, wrong_, undecided)
+    else:
+        holds, wording = (None if resolved == 0 else wrong > 0), (wrong_, right, undecided)
+    return Claim(f"gpt2_sign_{key}", holds, evidence, wording)
 
 
 #: Rank-r limits of the section "The theory of the real matrix": r = 1, 8 and k_50 per layer.
@@ -47,6 +191,18 @@ def _directions(fit: gpt2.Fit, snr: float, seed: int) -> dict[str, np.ndarray]:
     spike of ``fit`` (:func:`~attn_lib.studies.gpt2.aligned_direction`), both of SNR ``snr``."""
     return {"random": gpt2.random_direction(gpt2.P, snr, seed),
             "aligned": gpt2.aligned_direction(fit, snr)}
+
+
+def _words(numbers: dict[str, Any], fmt: str, ranges: Sequence[str] = (),
+           counts: Sequence[tuple[str, int]] = ()) -> None:
+    """Add the prose forms of ``numbers``: ``<base>_range`` (Markdown ``_min`` to ``_max`` in
+    ``fmt``, one value when both print alike) for each base of ``ranges``, and ``<key>_text``
+    (Markdown "k of n layers", :func:`~attn_lib.book.figures.gpt2._count`) for each
+    ``(key, n)`` of ``counts``."""
+    for base in ranges:
+        numbers[base + "_range"] = Markdown(_span(numbers[base + "_min"], numbers[base + "_max"], fmt))
+    for key, n in counts:
+        numbers[key + "_text"] = Markdown(_count(numbers[key], n))
 
 
 def real_matrix_theory(*, f: str, c: float, snr: float, theory_layers: Sequence[int],
@@ -91,7 +247,10 @@ def real_matrix_theory(*, f: str, c: float, snr: float, theory_layers: Sequence[
         larger in the half of the layers with the larger ``delta``), ``gpt2_mt_fs_within``
         (the finite-size theory within :data:`_MARGIN` at every aligned point; not required: at
         16 trials the Monte Carlo cannot resolve every point); ``gpt2_mt_table``: Markdown table
-        per layer and direction.
+        per layer and direction; ``gpt2_mt_c``; the prose forms (:func:`_words`)
+        ``gpt2_mt_aligned_range``, ``gpt2_mt_fs_range``, ``gpt2_mt_delta_range`` and
+        ``gpt2_mt_{random,fs,rank}_n01_text``. Every claim is decided at the Student t threshold
+        for ``theory_trials`` draws (:func:`attn_lib.book.claims.threshold`).
     """
     layers = list(theory_layers)
     gammas = np.asarray(theory_gammas, dtype=float)
@@ -162,7 +321,7 @@ def real_matrix_theory(*, f: str, c: float, snr: float, theory_layers: Sequence[
     rank_rand = np.array([np.abs(diffs("random", lim, r)) for r in _RANKS])  # (R, L, G)
     numbers: dict[str, Any] = {
         "gpt2_mt_n_layers": len(layers), "gpt2_mt_layers": Markdown(", ".join(map(str, layers))),
-        "gpt2_mt_n_tokens": n, "gpt2_mt_trials": theory_trials,
+        "gpt2_mt_n_tokens": n, "gpt2_mt_trials": theory_trials, "gpt2_mt_c": float(c),
         "gpt2_mt_snr": float(snr), "gpt2_mt_gammas": Markdown(", ".join(f"{g:g}" for g in gammas)),
         "gpt2_mt_sem_max": float(max(s.max() for s in sem.values())),
         "gpt2_mt_random_median": float(np.median(np.abs(d_rand))),
@@ -180,43 +339,47 @@ def real_matrix_theory(*, f: str, c: float, snr: float, theory_layers: Sequence[
     numbers["gpt2_mt_fs_n01"] = int(np.sum(np.all(np.abs(d_fs) <= 0.01, axis=1)))
     points = [(il, ig) for il in range(len(layers)) for ig in range(len(gammas))]
     numbers["gpt2_mt_random_within"] = _all_points("gpt2_mt_random_within", [
-        equivalent("p", d_rand[p], sem["random"][p], margin=_MARGIN, wording=("", "", ""))
+        equivalent("p", d_rand[p], sem["random"][p], margin=_MARGIN, draws=theory_trials,
+                   wording=("", "", ""))
         for p in points], (f"within {_MARGIN:g} of the Monte Carlo at every layer and gamma",
                            f"not within {_MARGIN:g} of the Monte Carlo at every layer and gamma",
-                           f"not resolved within {_MARGIN:g} at every layer and gamma at this "
-                           "number of trials"))
+                           f"not decided within {_MARGIN:g} at every layer and gamma at this "
+                           "profile"))
     numbers["gpt2_mt_fs_within"] = _all_points("gpt2_mt_fs_within", [
-        equivalent("p", d_fs[p], sem["aligned"][p], margin=_MARGIN, wording=("", "", ""))
+        equivalent("p", d_fs[p], sem["aligned"][p], margin=_MARGIN, draws=theory_trials,
+                   wording=("", "", ""))
         for p in points], (f"within {_MARGIN:g} of the Monte Carlo at every layer and gamma",
                            f"not within {_MARGIN:g} of the Monte Carlo at every layer and gamma",
-                           f"not resolved within {_MARGIN:g} at every layer and gamma at this "
-                           "number of trials"), required=False)
-    # |limit - MC| - |theory - MC| moves by at most 2 MC standard errors when MC moves by one.
+                           f"not decided within {_MARGIN:g} at every layer and gamma at this "
+                           "profile"), required=False)
+    # |theory - MC| - |limit - MC| moves by at most 2 MC standard errors when MC moves by one.
     # Point by point (a rank-r limit can cross the Monte Carlo at one gamma: reported, not
     # required) and per layer, by the largest miss over the gammas (required).
-    closer = [exceeds("p", rank_rand[k][p], 2 * sem["random"][p], abs(d_rand[p]),
-                      wording=("", "", "")) for k in range(len(_RANKS)) for p in points]
+    closer = [less("p", abs(d_rand[p]), 2 * sem["random"][p], rank_rand[k][p],
+                   draws=theory_trials, wording=("", "", "")) for k in range(len(_RANKS)) for p in points]
     numbers["gpt2_mt_closer_n"] = sum(c_.holds is True for c_ in closer)
     numbers["gpt2_mt_closer_total"] = len(closer)
     numbers["gpt2_mt_random_closer"] = _all_points("gpt2_mt_random_closer", closer, (
         "closer to the Monte Carlo than every rank-r limit on the fits at every layer and gamma",
         "farther from the Monte Carlo than a rank-r limit at some layer and gamma",
-        "not resolved as closer than every rank-r limit at every layer and gamma"), required=False,
+        "not decided as closer than every rank-r limit at every layer and gamma at this profile"), required=False,
         what="(layer, gamma, r) points")
     se_layer = 2 * sem["random"].max(axis=1)
     numbers["gpt2_mt_random_closer_layers"] = _all_points("gpt2_mt_random_closer_layers", [
-        exceeds("p", rank_rand[k][il].max(), se_layer[il], np.abs(d_rand[il]).max(),
-                wording=("", "", "")) for k in range(len(_RANKS)) for il in range(len(layers))], (
+        less("p", np.abs(d_rand[il]).max(), se_layer[il], rank_rand[k][il].max(),
+             draws=theory_trials, wording=("", "", "")) for k in range(len(_RANKS)) for il in range(len(layers))], (
         "in every layer its largest miss over the gammas is smaller than that of every rank-r limit",
         "in some layer a rank-r limit has a smaller largest miss",
-        "its largest miss per layer is not resolved as smaller than every rank-r limit's"),
+        "its largest miss per layer is not decided as smaller than every rank-r limit's at this "
+        "profile"),
         what="(layer, r) pairs")
     pooled_se = float(np.sqrt(np.sum(sem["aligned"] ** 2)) / sem["aligned"].size)
     numbers["gpt2_mt_aligned_above"] = exceeds(
         "gpt2_mt_aligned_above", float(d_al.mean()), pooled_se,
         wording=("lies above the Monte Carlo on average over the layers and gammas",
                  "lies below the Monte Carlo on average over the layers and gammas",
-                 "is not resolved above or below the Monte Carlo on average"))
+                 "is not decided above or below the Monte Carlo on average at this profile"),
+        draws=theory_trials)
     order = np.argsort(deltas)
     lo, hi = order[:len(layers) // 2], order[len(layers) - len(layers) // 2:]
     if len(layers) >= 2:
@@ -227,11 +390,16 @@ def real_matrix_theory(*, f: str, c: float, snr: float, theory_layers: Sequence[
             "gpt2_mt_aligned_grows", m_hi, s_hi, m_lo, s_lo,
             wording=("is larger in the half of the layers with the larger delta",
                      "is smaller in the half of the layers with the larger delta",
-                     "is not resolved as growing with delta over the layers"))
+                     "is not decided as growing with delta over the layers at this profile"),
+            draws=theory_trials)
     else:
         numbers["gpt2_mt_aligned_grows"] = Claim(
             "gpt2_mt_aligned_grows", None, "one layer: no comparison across delta",
             ("", "", "cannot be compared across delta with one layer"))
+    nl = len(layers)
+    _words(numbers, "+.4f", ("gpt2_mt_aligned", "gpt2_mt_fs"),
+           (("gpt2_mt_random_n01", nl), ("gpt2_mt_fs_n01", nl), ("gpt2_mt_rank_n01", nl)))
+    numbers["gpt2_mt_delta_range"] = Markdown(_span(deltas.min(), deltas.max(), ".2f"))
     table = pd.DataFrame(rows).set_index(["layer", "mu"])
     formats = {"delta": ".3f", "its max |limit - MC|": ".3f"}
     headers = {"mu": r"$\mu$", "delta": r"$\delta$"} | {
@@ -285,7 +453,9 @@ def multi_head(*, f: str, c: float, snr: float, head_layers: Sequence[int],
         where the difference is largest in standard errors: its sign may change with ``g``) and
         ``gpt2_mh_above_ridge`` (every model above ridge, random ``mu``), each at :data:`Z`
         paired standard errors; ``gpt2_mh_table``: Markdown table per layer, direction and model
-        (``E`` ± s.e. at each ``g`` and the mean ``tau``).
+        (``E`` ± s.e. at each ``g`` and the mean ``tau``); the prose forms
+        ``gpt2_mh_unit_minus_summed_range``, ``gpt2_mh_softmax_minus_summed_range`` and
+        ``gpt2_mh_sigma_range``. Claims at the Student t threshold for ``head_trials`` draws.
     """
     layers = list(head_layers)
     gammas = np.asarray(head_gammas, dtype=float)
@@ -354,11 +524,13 @@ def multi_head(*, f: str, c: float, snr: float, head_layers: Sequence[int],
         "gpt2_mh_softmax_minus_summed_min": float(min(v[0].min() for v in d_soft.values())),
         "gpt2_mh_softmax_minus_summed_max": float(max(v[0].max() for v in d_soft.values())),
     }
+    _words(numbers, "+.3f", ("gpt2_mh_unit_minus_summed", "gpt2_mh_softmax_minus_summed"))
+    numbers["gpt2_mh_sigma_range"] = Markdown(_span(min(sigma), max(sigma), ".1f"))
     numbers["gpt2_mh_unit_lower"] = _all_points("gpt2_mh_unit_lower", [
-        exceeds("p", -d_unit[p], s_unit[p], wording=("", "", "")) for p in points], (
+        less("p", d_unit[p], s_unit[p], draws=head_trials, wording=("", "", "")) for p in points], (
         "lower than the summed-logit model's at every layer and g",
         "higher than the summed-logit model's at some layer and g",
-        "not resolved below the summed-logit model's at every layer and g"))
+        "not decided below the summed-logit model's at every layer and g at this profile"))
     # per layer and direction, the g where GPT-2's own form is farthest from the summed logits
     # (in standard errors; the difference may change sign with g): resolved beyond Z of either sign
     farthest = []
@@ -366,23 +538,25 @@ def multi_head(*, f: str, c: float, snr: float, head_layers: Sequence[int],
         diff, se = d_soft[d]
         for il in range(len(layers)):
             ig = int(np.argmax(np.abs(diff[il]) / np.maximum(se[il], 1e-300)))
-            c_ = exceeds("p", diff[il, ig], se[il, ig], wording=("", "", ""))
+            c_ = exceeds("p", diff[il, ig], se[il, ig], draws=head_trials, wording=("", "", ""))
             farthest.append(Claim("p", None if c_.holds is None else True,
                                   f"layer {layers[il]}, mu {d}, g {gammas[ig]:g}: {c_.evidence}",
                                   c_.wording))
     numbers["gpt2_mh_softmax_differs"] = _all_points("gpt2_mh_softmax_differs", farthest, (
         "differs from the summed-logit model's in every layer and direction",
-        "", "is not resolved from the summed-logit model's in every layer and direction"),
+        "", "is not decided as different from the summed-logit model's in every layer and "
+        "direction at this profile"),
         what="(layer, direction) pairs")
     above = []
     for m in _HEAD_MODELS:
         d_r, s_r = paired(m, "ridge", "random")
-        above += [exceeds("p", d_r[p], s_r[p], wording=("", "", "")) for p in points]
+        above += [exceeds("p", d_r[p], s_r[p], draws=head_trials, wording=("", "", ""))
+                  for p in points]
     numbers["gpt2_mh_above_ridge"] = _all_points("gpt2_mh_above_ridge", above, (
         "above ridge regression at every layer and g: the claim holds for the per-head forms "
         "too, in this regime",
         "below ridge regression at some layer and g: the claim fails there",
-        "not resolved above ridge regression at every layer and g at this number of draws"),
+        "not decided above ridge regression at every layer and g at this profile"),
         what="(model, layer, g) points")
     rows = []
     for l in layers:
@@ -441,7 +615,8 @@ def multi_head_theory(*, f: str, c: float, snr: float, head_layers: Sequence[int
         unit-scale random-``mu`` point, at two standard errors of the difference of the two
         misses) and ``gpt2_mht_aligned_above`` (above the Monte Carlo on average for the aligned
         ``mu``, the coherent shift the limit drops; pooled); ``gpt2_mht_table``: Markdown table
-        per layer and case.
+        per layer and case; the prose forms ``gpt2_mht_<case>_range`` and
+        ``gpt2_mht_<case>_n01_text``. Claims at the Student t threshold for ``theory_trials`` draws.
     """
     layers = list(head_layers)
     gammas = np.asarray(theory_gammas, dtype=float)
@@ -495,30 +670,35 @@ def multi_head_theory(*, f: str, c: float, snr: float, head_layers: Sequence[int
         numbers[key + "_min"], numbers[key + "_max"] = float(diff[case].min()), float(diff[case].max())
         numbers[key + "_median"] = float(np.median(np.abs(diff[case])))
         numbers[key + "_n01"] = int(np.sum(np.all(np.abs(diff[case]) <= 0.01, axis=1)))
+    _words(numbers, "+.4f", [f"gpt2_mht_{'_'.join(case)}" for case in _HEAD_CASES],
+           [(f"gpt2_mht_{'_'.join(case)}_n01", len(layers)) for case in _HEAD_CASES])
     points = [(il, ig) for il in range(len(layers)) for ig in range(len(gammas))]
     numbers["gpt2_mht_random_within"] = _all_points("gpt2_mht_random_within", [
-        equivalent("p", diff[case][p], sem[case][p], margin=_MARGIN, wording=("", "", ""))
+        equivalent("p", diff[case][p], sem[case][p], margin=_MARGIN, draws=theory_trials,
+                   wording=("", "", ""))
         for case in _HEAD_CASES if case[1] == "random" for p in points], (
         f"within {_MARGIN:g} of the Monte Carlo at every layer and gamma, at both scales",
         f"not within {_MARGIN:g} of the Monte Carlo at some layer and gamma",
-        f"not resolved within {_MARGIN:g} at every layer and gamma at this number of trials"),
+        f"not decided within {_MARGIN:g} at every layer and gamma at this profile"),
         required=False, what="(scale, layer, gamma) points")
-    # |summed - MC| - |heads - MC| moves by at most 2 MC standard errors when MC moves by one
+    # |heads - MC| - |summed - MC| moves by at most 2 MC standard errors when MC moves by one
     base = ("unit", "random")
     numbers["gpt2_mht_closer"] = _all_points("gpt2_mht_closer", [
-        exceeds("p", abs(d_sum[p]), 2 * sem[base][p], abs(diff[base][p]), wording=("", "", ""))
+        less("p", abs(diff[base][p]), 2 * sem[base][p], abs(d_sum[p]), draws=theory_trials,
+             wording=("", "", ""))
         for p in points], (
         "closer to the per-head simulation at every layer and gamma: the heads change the error by "
         "more than the theory's error, so a theory of GPT-2's attention has to keep them apart",
         "farther from it than the theory of the summed logits at some layer and gamma",
-        "not resolved as closer at every layer and gamma at this number of trials"))
+        "not decided as closer at every layer and gamma at this profile"))
     al_ = diff["unit", "aligned"]
     se_al = sem["unit", "aligned"]
     numbers["gpt2_mht_aligned_above"] = exceeds(
         "gpt2_mht_aligned_above", float(al_.mean()), float(np.sqrt(np.sum(se_al ** 2)) / se_al.size),
         wording=("lies above the Monte Carlo on average over the layers and gammas",
                  "lies below the Monte Carlo on average over the layers and gammas",
-                 "is not resolved above or below the Monte Carlo on average"))
+                 "is not decided above or below the Monte Carlo on average at this profile"),
+        draws=theory_trials)
     rows = []
     for il, l in enumerate(layers):
         for case in _HEAD_CASES:

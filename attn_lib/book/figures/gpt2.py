@@ -1,18 +1,18 @@
-"""Figures and numbers of the chapter *GPT-2: real attention weights* (``book/06_gpt2.ipynb``).
+"""Figures and numbers of the chapter *GPT-2's weights* (``book/06_gpt2.ipynb``).
 
 Every function reads GPT-2 small's query/key weights through :mod:`attn_lib.studies.gpt2`
 (fetched once into the user cache when no local copy exists: see
 :func:`attn_lib.studies.gpt2.find_source`), summarises each layer's matrix ``A = W_K W_Q^T``
 with the cached :func:`attn_lib.studies.gpt2.layer_summary` (``seed=[seed, layer]``: one
 shuffled copy per layer) and simulates attention with the cached
-:func:`attn_lib.studies.gpt2.simulate_matrices`; :func:`real_matrix_theory` also caches the
-any-matrix theory of each layer (:func:`attn_lib.studies.gpt2.matrix_theory`, seconds per
-layer and direction). Figure functions return a
-:class:`~attn_lib.book.page.Figure`; :func:`orientation`, :func:`fit_table` and
-:func:`takeaway` return dicts of numbers and Markdown tables. Number names are the glue names of
-the chapter's prose.
+:func:`attn_lib.studies.gpt2.simulate_matrices`, every model at its own ``gamma = g tau``
+(``tau = ||Phi||_F^2 / n^2`` measured on each draw: the book's equal-``gamma / tau``
+convention). Figure functions return a :class:`~attn_lib.book.page.Figure`;
+:func:`orientation` and :func:`fit_table` return dicts of numbers and Markdown tables. Number
+names are the glue names of the chapter's prose. The private helpers (weights, summaries, the
+Monte Carlo, ranges and counts in words) are shared with :mod:`attn_lib.book.figures.any_matrix`.
 
-Error bars are one standard deviation over trials (``ddof=0``: none for a single trial).
+Error bars are one standard error of the mean over trials (none for a single trial).
 """
 
 from __future__ import annotations
@@ -24,15 +24,16 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown
 
-from ... import Setting, theory
+from ... import Setting
 from ...studies import gpt2
 from ... import cache
+from ...simulation.trials import standard_error
 from .. import style
-from ..claims import Claim, Z
+from ..claims import Claim, Z, exact, exceeds, threshold
 from ..page import Figure, markdown_table
 
 __all__ = ["LAYERS", "weights_source", "orientation", "scale", "singular_values", "eigenvalues",
-           "fit_table", "shares", "layer_errors", "theory_vs_simulation", "takeaway"]
+           "fit_table", "shares", "layer_errors"]
 
 #: GPT-2 small's layers, all shown by default.
 LAYERS: tuple[int, ...] = tuple(range(gpt2.N_LAYERS))
@@ -81,10 +82,13 @@ def _gammas(n_gamma: int, gamma_report: float) -> tuple[np.ndarray, int]:
 def _monte_carlo(summary: dict[int, gpt2.Summary], f: str, c: float, snrs: Sequence[float],
                  detail_layers: Sequence[int], trials: int, gammas: np.ndarray,
                  seed: int) -> dict[tuple[int, float], gpt2.MonteCarlo]:
-    """Cached :func:`~attn_lib.studies.gpt2.simulate_matrices` per ``(layer, snr)``.
+    """Cached :func:`~attn_lib.studies.gpt2.simulate_matrices` per ``(layer, snr)``, at equal
+    ``gamma / tau``.
 
     Matrices: the normalised real ``A`` ("real") and, for ``detail_layers``, its fitted
-    ``alpha I + s_1 u_1 v_1^T`` ("fit"); directions "aligned" and "random".
+    ``alpha I + s_1 u_1 v_1^T`` ("fit"); directions "aligned" and "random". ``gammas`` are in
+    units of each model's feature scale ``tau = ||Phi||_F^2 / n^2`` measured on each draw
+    (``relative=True``): every model, ridge included, at its own ``gamma = g tau``.
     """
     n, A_raw = _tokens(c), _raw_matrices(summary)
     mc = {}
@@ -96,38 +100,38 @@ def _monte_carlo(summary: dict[int, gpt2.Summary], f: str, c: float, snrs: Seque
             mus = {"aligned": gpt2.aligned_direction(sm.fit, snr),
                    "random": gpt2.random_direction(gpt2.P, snr, seed)}
             mc[l, snr] = cache.cached(gpt2.simulate_matrices, matrices=mats, mus=mus, f=f,
-                                      gammas=gammas, n=n, trials=trials, seed=seed)
+                                      gammas=gammas, n=n, trials=trials, seed=seed,
+                                      relative=True)
     return mc
 
 
-def _gap_table(summary: dict[int, gpt2.Summary], mc: dict, snrs: Sequence[float], trials: int,
+def _gap_table(summary: dict[int, gpt2.Summary], mc: dict, snrs: Sequence[float],
                i_rep: int) -> pd.DataFrame:
-    """Errors at ``gammas[i_rep]`` per ``(layer, SNR)``: aligned, random, their gap, ridge."""
+    """Errors at ``gammas[i_rep]`` per ``(layer, SNR)``: aligned, random, the paired differences
+    aligned - random and (random ``mu``) attention - ridge with their standard errors, ridge."""
     rows = []
-    for l, sm in summary.items():
+    for l in summary:
         for snr in snrs:
             r = mc[l, snr]
             al_ = r.attention["real"]["aligned"].values[:, i_rep]
             ra_ = r.attention["real"]["random"].values[:, i_rep]
-            gap = ra_ - al_
+            ri_ = r.ridge["random"].values[:, i_rep]
             rows.append({"layer": l, "SNR": snr, "E aligned": al_.mean(), "E random": ra_.mean(),
-                         "gap (random - aligned)": gap.mean(),
-                         "gap sem": gap.std(ddof=1) / np.sqrt(trials) if trials > 1 else np.nan,
-                         "E ridge": r.ridge["random"].values[:, i_rep].mean(),
-                         "E ridge (aligned draw)": r.ridge["aligned"].values[:, i_rep].mean(),
-                         "verdict": sm.verdict})
+                         "E ridge": ri_.mean(),
+                         "aligned - random": (al_ - ra_).mean(),
+                         "se (aligned - random)": float(standard_error(al_ - ra_, axis=0)),
+                         "random - ridge": (ra_ - ri_).mean(),
+                         "se (random - ridge)": float(standard_error(ra_ - ri_, axis=0))})
     return pd.DataFrame(rows).set_index(["layer", "SNR"])
 
 
-#: Headers of the gap table (:func:`layer_errors`) and of the detail table
-#: (:func:`theory_vs_simulation`) in the book's notation.
+#: Headers of the gap table (:func:`layer_errors`) in the book's notation.
 _GAP_HEADERS = {"E aligned": r"$E$, $\mu$ aligned", "E random": r"$E$, $\mu$ random",
-                "gap (random - aligned)": r"$E_{\mathrm{random}} - E_{\mathrm{aligned}}$",
-                "gap sem": "s.e. of the gap", "E ridge": r"$E_{\mathrm{ridge}}$",
-                "E ridge (aligned draw)": r"$E_{\mathrm{ridge}}$, aligned draw"}
-_DETAIL_HEADERS = {"mu": r"$\mu$", "E real": r"$E$, real $A$ (simulation)",
-                   "E fit (MC)": r"$E$, fit (simulation)", "E fit (theory)": r"$E$, fit (DE)",
-                   "E ridge (theory)": r"$E_{\mathrm{ridge}}$ (DE)", "delta": r"$\delta$"}
+                "E ridge": r"$E_{\mathrm{ridge}}$",
+                "aligned - random": r"$E_{\mathrm{aligned}} - E_{\mathrm{random}}$",
+                "se (aligned - random)": "its s.e.",
+                "random - ridge": r"$E_{\mathrm{random}} - E_{\mathrm{ridge}}$",
+                "se (random - ridge)": "its s.e. "}
 
 
 def _renamed(table: pd.DataFrame, formats: dict[str, str],
@@ -136,6 +140,26 @@ def _renamed(table: pd.DataFrame, formats: dict[str, str],
     out = table.rename(columns=headers)
     out.index.names = [headers.get(n, n) for n in table.index.names]
     return out, {headers.get(k, k): v for k, v in formats.items()}
+
+
+def _span(lo: float, hi: float, fmt: str) -> str:
+    """``"lo to hi"`` in the format ``fmt``, or the single value when both print alike."""
+    a, b = format(lo, fmt), format(hi, fmt)
+    return a if a == b else f"{a} to {b}"
+
+
+def _draws(trials: int) -> str:
+    """``"one draw"`` or ``"4 draws"``."""
+    return "one draw" if trials == 1 else f"{trials} draws"
+
+
+def _count(k: int, n: int, noun: str = "layers") -> str:
+    """``k`` of ``n`` things in words: "all 12 layers", "none of the 12 layers", "5 of 12
+    layers"; with ``n = 1``, "the one layer" or "no layer" (``noun`` singular: drop the s)."""
+    one = noun[:-1] if noun.endswith("s") else noun
+    if n == 1:
+        return f"the one {one}" if k == 1 else f"no {one}"
+    return f"all {n} {noun}" if k == n else f"none of the {n} {noun}" if k == 0 else f"{k} of {n} {noun}"
 
 
 def weights_source() -> str:
@@ -357,7 +381,10 @@ def shares(*, k_max: int, seed: int, layers: Sequence[int] = LAYERS) -> Figure:
         Two axes. Numbers: ``gpt2_share{0,1,8,64}_{min,max}`` (range over layers of the share with
         0, 1, 8, 64 spikes); ``gpt2_k50_min``, ``gpt2_k50_max`` (spikes needed for half the norm)
         and ``gpt2_k50_shuf_min`` (the same for the shuffled copies, smallest); ``gpt2_n_hold``,
-        ``gpt2_n_fail``: layers passing and failing :func:`attn_lib.studies.gpt2.verdict`.
+        ``gpt2_n_fail``: layers passing and failing :func:`attn_lib.studies.gpt2.verdict`, of
+        ``gpt2_n_layers``; ``gpt2_k50_range``, ``gpt2_share{1,8,64}_range`` (Markdown ranges,
+        a single value when both ends print alike); the claim ``gpt2_verdict`` (no layer passes
+        the rule, :func:`attn_lib.book.claims.exact`).
     """
     layers = list(layers)
     summary = _summaries(layers, k_max, seed)
@@ -393,35 +420,57 @@ def shares(*, k_max: int, seed: int, layers: Sequence[int] = LAYERS) -> Figure:
     k50 = np.array([fits[l].k_for(0.5) for l in layers])
     k50_shuf = np.array([int(np.searchsorted(summary[l].shuffled_shares, 0.5 - 1e-12)) for l in layers])
     n_hold = sum(summary[l].verdict.startswith("holds") for l in layers)
+    nl = len(layers)
     numbers.update({"gpt2_k50_min": int(k50.min()), "gpt2_k50_max": int(k50.max()),
                     "gpt2_k50_shuf_min": int(k50_shuf.min()), "gpt2_n_hold": n_hold,
-                    "gpt2_n_fail": len(layers) - n_hold})
+                    "gpt2_n_fail": nl - n_hold, "gpt2_n_layers": nl,
+                    "gpt2_k50_range": Markdown(_span(k50.min(), k50.max(), "d")),
+                    "gpt2_share1_range": Markdown(_span(numbers["gpt2_share1_min"],
+                                                        numbers["gpt2_share1_max"], ".2f")),
+                    "gpt2_share8_range": Markdown(_span(numbers["gpt2_share8_min"],
+                                                        numbers["gpt2_share8_max"], ".2f")),
+                    "gpt2_share64_range": Markdown(_span(numbers["gpt2_share64_min"],
+                                                         numbers["gpt2_share64_max"], ".2f"))})
+    numbers["gpt2_verdict"] = exact(
+        "gpt2_verdict", n_hold == 0, f"{n_hold} of {nl} layers pass the verdict rule", wording=(
+            f"{_count(0, nl)} is identity plus low rank",
+            f"{_count(n_hold, nl)} {'is' if n_hold == 1 else 'are'} identity plus low rank", ""))
     return Figure(fig, numbers)
 
 
 def layer_errors(*, f: str, c: float, snrs: Sequence[float], detail_layers: Sequence[int],
                  trials: int, n_gamma: int, gamma_report: float, k_max: int, seed: int,
                  layers: Sequence[int] = LAYERS) -> Figure:
-    """Interpolation error at the reported ``gamma`` per layer: attention with the real ``A``
-    (signal aligned with the leading spike, or random) and ridge, one panel per SNR.
+    """Interpolation error at the reported ``gamma / tau`` per layer: attention with the real
+    ``A`` (signal aligned with the leading spike, or a random direction) and ridge, one panel per
+    SNR.
 
-    Monte Carlo with :func:`attn_lib.studies.gpt2.simulate_matrices` (``n = p / c`` tokens,
-    ``gammas = logspace(-3, 1, n_gamma)``, the point nearest ``gamma_report``); mean ± one
-    standard error of the mean over trials.
+    Monte Carlo with :func:`attn_lib.studies.gpt2.simulate_matrices` (``n = p / c`` tokens; every
+    model at its own ``gamma = g tau``, ``tau = ||Phi||_F^2 / n^2`` measured on each draw,
+    ``g`` in ``logspace(-3, 1, n_gamma)``, the point nearest ``gamma_report``); mean ± one
+    standard error of the mean over trials. The differences are paired over the common draws and
+    decided at the Student t threshold of :func:`attn_lib.book.claims.threshold` with
+    ``draws=trials``.
 
     Returns
     -------
     Figure
-        One axis per SNR. Numbers: ``gpt2_gamma_rep`` (the reported gamma), ``gpt2_n_tokens``,
-        ``gpt2_trials``; ``gpt2_gap_table``: Markdown table per layer and SNR of the aligned and
-        random errors, their gap (random - aligned) with its standard error, the two ridge errors
-        and the verdict.
+        One axis per SNR. Numbers: ``gpt2_gamma_rep`` (the reported ``g = gamma / tau``),
+        ``gpt2_n_tokens``, ``gpt2_trials``, ``gpt2_snrs`` (Markdown list); ``gpt2_tau_att``,
+        ``gpt2_tau_ridge`` (Markdown: range of the measured ``tau`` of attention with the real
+        ``A`` and of ridge); ``gpt2_att_minus_ridge`` (Markdown: range over layers and SNRs of
+        the paired ``E_random - E_ridge`` with the largest standard error) and the claim
+        ``gpt2_above_ridge`` (attention with a random ``mu`` above ridge in every (layer, SNR)
+        cell); ``gpt2_aligned_minus_random`` (Markdown range of the paired ``E_aligned -
+        E_random``) and ``gpt2_aligned_verdict`` (Markdown: in how many cells alignment lowers or
+        raises the error beyond the threshold, or that the draws cannot decide);
+        ``gpt2_gap_table``: Markdown table per layer and SNR.
     """
     layers = list(layers)
     summary = _summaries(layers, k_max, seed)
     gammas, i_rep = _gammas(n_gamma, gamma_report)
     mc = _monte_carlo(summary, f, c, snrs, detail_layers, trials, gammas, seed)
-    table = _gap_table(summary, mc, snrs, trials, i_rep)
+    table = _gap_table(summary, mc, snrs, i_rep)
     n = _tokens(c)
     fig, axes = plt.subplots(1, len(snrs), figsize=(5.2 * len(snrs), 3.8), sharey=True, squeeze=False)
     for ax, snr in zip(axes[0], snrs):
@@ -433,199 +482,57 @@ def layer_errors(*, f: str, c: float, snrs: Sequence[float], detail_layers: Sequ
         se = [mc[l, snr].ridge["random"].sem[i_rep] for l in layers]
         style.plot_sim(ax, layers, sub["E ridge"], se, color=_COL["ridge"], fmt="^", label="ridge")
         ax.set_xticks(layers)
-        style.label_axes(ax, "layer", rf"$E(\gamma)$ at $\gamma = {gammas[i_rep]:.3g}$",
+        style.label_axes(ax, "layer", rf"$E$ at $\gamma = {gammas[i_rep]:.3g}\,\tau$",
                          title=f"SNR = {snr:g}, $n = {n}$, $p = {gpt2.P}$, {trials} trial(s)")
-    formats = {c_: ".4f" for c_ in table.columns if c_ != "verdict"} | {"SNR": "g"}
-    return Figure(fig, {"gpt2_gamma_rep": float(gammas[i_rep]), "gpt2_n_tokens": n,
-                        "gpt2_trials": trials,
-                        "gpt2_gap_table": markdown_table(*_renamed(table, formats, _GAP_HEADERS),
-                                                         left=True)})
-
-
-def theory_vs_simulation(*, f: str, c: float, snrs: Sequence[float], detail_layers: Sequence[int],
-                         trials: int, n_gamma: int, gamma_report: float, k_max: int,
-                         seed: int) -> Figure:
-    """``E(gamma)`` for ``detail_layers``: real ``A`` and its fit by Monte Carlo, the fit's theory.
-
-    One panel per (layer, SNR): attention with the real matrix (open markers) and with the fitted
-    ``alpha I + s_1 u_1 v_1^T`` (crosses) on the same draws, the deterministic equivalent
-    :func:`attn_lib.theory.attention_error` of the fit's
-    :func:`~attn_lib.studies.gpt2.fit_setting` (lines), for the aligned and the random signal;
-    ridge by Monte Carlo and :func:`attn_lib.theory.ridge_error`. Mean ± one standard error of
-    the mean; ``gpt2_sign_aligned``, ``gpt2_sign_random``: the sign claims of :func:`_sign_claim`.
-
-    Returns
-    -------
-    Figure
-        ``len(detail_layers) x len(snrs)`` axes. Numbers at the reported gamma:
-        ``gpt2_real_vs_fit_max`` (largest ``|E real - E fit|`` of the Monte Carlo);
-        ``gpt2_fit_vs_theory_aligned``, ``gpt2_fit_vs_theory_random`` (largest
-        ``|E fit - theory|`` per direction); ``gpt2_delta_max``, ``gpt2_delta_aligned``,
-        ``gpt2_delta_random`` (largest coherent shift :meth:`attn_lib.Setting.delta` at ``n``);
-        ``gpt2_detail_table``: Markdown table of these errors and shifts.
-    """
-    summary = _summaries(detail_layers, k_max, seed)
-    gammas, i_rep = _gammas(n_gamma, gamma_report)
-    mc = _monte_carlo(summary, f, c, snrs, detail_layers, trials, gammas, seed)
-    n = _tokens(c)
-    curves, deltas = {}, {}
-    for l in detail_layers:
-        for snr in snrs:
-            for key, mu in (("aligned", gpt2.aligned_direction(summary[l].fit, snr)),
-                            ("random", gpt2.random_direction(gpt2.P, snr, seed))):
-                st = gpt2.fit_setting(summary[l].fit, mu, c, f)
-                deltas[l, snr, key] = st.delta(n)
-                curves[l, snr, key] = theory.attention_error(st, gammas)
-    ridge = {snr: theory.ridge_error(Setting(c=c, snr=snr), gammas) for snr in snrs}
-
-    fig, axes = plt.subplots(len(detail_layers), len(snrs),
-                             figsize=(5.2 * len(snrs), 3.6 * len(detail_layers)), sharex=True, sharey=True, squeeze=False)
-    for row, l in zip(axes, detail_layers):
-        for ax, snr in zip(row, snrs):
-            r = mc[l, snr]
-            for key, mk in (("aligned", "o"), ("random", "s")):
-                real, fit_ = r.attention["real"][key], r.attention["fit"][key]
-                style.plot_sim(ax, gammas, real.mean, real.sem, color=_COL[key], fmt=mk,
-                               label=f"real $A$, $\\mu$ {key}")
-                style.plot_sim(ax, gammas, fit_.mean, fit_.sem, color=_COL[key], fmt="x",
-                               markerfacecolor=_COL[key],
-                               label=f"fitted $\\alpha I + s_1 u_1 v_1^\\top$, $\\mu$ {key}")
-                style.plot_theory(ax, gammas, curves[l, snr, key], color=_COL[key],
-                                  label=f"theory (fit), $\\mu$ {key}")
-            style.plot_theory_vs_sim(ax, gammas, ridge[snr], r.ridge["random"].mean,
-                                     r.ridge["random"].sem, label="ridge", fmt="^")
-            style.label_axes(ax, r"$\gamma$" if l == detail_layers[-1] else "",
-                             r"$E(\gamma)$" if snr == snrs[0] else "",
-                             title=f"layer {l}, SNR = {snr:g}", logx=True, legend=False)
-    handles, labels = axes[0, 0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=8)
-
-    rows = []
-    for l in detail_layers:
-        for snr in snrs:
-            for key in ("aligned", "random"):
-                r = mc[l, snr]
-                rows.append({"layer": l, "SNR": snr, "mu": key,
-                             "E real": r.attention["real"][key].values[:, i_rep].mean(),
-                             "E fit (MC)": r.attention["fit"][key].values[:, i_rep].mean(),
-                             "E fit (theory)": curves[l, snr, key][i_rep],
-                             "E ridge (theory)": ridge[snr][i_rep],
-                             "delta": deltas[l, snr, key]})
-    table = pd.DataFrame(rows).set_index(["layer", "SNR", "mu"])
-    real_vs_fit = (table["E real"] - table["E fit (MC)"]).abs()
-    fit_vs_th = (table["E fit (MC)"] - table["E fit (theory)"]).abs()
-    numbers: dict[str, Any] = {"gpt2_real_vs_fit_max": float(real_vs_fit.max()),
-                               "gpt2_delta_max": float(table["delta"].max())}
-    for key in ("aligned", "random"):
-        numbers[f"gpt2_fit_vs_theory_{key}"] = float(fit_vs_th.xs(key, level="mu").max())
-        numbers[f"gpt2_delta_{key}"] = float(table["delta"].xs(key, level="mu").max())
-    formats = {c_: ".4f" for c_ in table.columns} | {"SNR": "g", "delta": ".2f"}
-    numbers["gpt2_detail_table"] = markdown_table(*_renamed(table, formats, _DETAIL_HEADERS),
-                                                   left=True)
-    for key in ("aligned", "random"):
-        numbers[f"gpt2_sign_{key}"] = _sign_claim(key, mc, curves, ridge, detail_layers, snrs,
-                                                  trials, i_rep)
+    tau_att = [float(np.mean(mc[l, s].values["scale", "real", d])) for l in layers for s in snrs
+               for d in ("aligned", "random")]
+    tau_ridge = [float(np.mean(mc[l, s].values["ridge_scale", d])) for l in layers for s in snrs
+                 for d in ("aligned", "random")]
+    k = threshold(Z, trials)
+    cells = len(table)
+    above = [exceeds("p", row["random - ridge"], row["se (random - ridge)"], draws=trials,
+                     wording=("", "", "")) for _, row in table.iterrows()]
+    undecided = f"is not decided above ridge regression at this profile ({_draws(trials)} per layer)"
+    numbers: dict[str, Any] = {
+        "gpt2_gamma_rep": float(gammas[i_rep]), "gpt2_n_tokens": n, "gpt2_trials": trials,
+        "gpt2_snrs": Markdown(", ".join(f"{s:g}" for s in snrs)),
+        "gpt2_tau_att": Markdown(_span(min(tau_att), max(tau_att), ".3f")),
+        "gpt2_tau_ridge": Markdown(_span(min(tau_ridge), max(tau_ridge), ".3f")),
+        "gpt2_att_minus_ridge": Markdown(_difference_span(table["random - ridge"],
+                                                          table["se (random - ridge)"], trials)),
+        "gpt2_aligned_minus_random": Markdown(_difference_span(
+            table["aligned - random"], table["se (aligned - random)"], trials)),
+    }
+    wording = (f"lies above ridge regression in {_count(cells, cells, 'cells')}",
+               "lies below ridge regression in some cell", undecided)
+    numbers["gpt2_above_ridge"] = (
+        _all_points("gpt2_above_ridge", above, wording, what="(layer, SNR) cells") if trials > 1
+        else Claim("gpt2_above_ridge", None, "one draw per (layer, SNR) cell: not decided", wording))
+    if np.isfinite(k):
+        d, se = table["aligned - random"], table["se (aligned - random)"]
+        lower, higher = int(np.sum(d < -k * se)), int(np.sum(d > k * se))
+        numbers["gpt2_aligned_verdict"] = Markdown(
+            f"lowers the error in {_count(lower, cells, 'cells')} and raises it in "
+            f"{_count(higher, cells, 'cells')} (beyond {k:.3g} paired standard errors, the t "
+            f"threshold at {trials} draws)")
+    else:
+        numbers["gpt2_aligned_verdict"] = Markdown(
+            "cannot be decided at this profile (one draw per layer)")
+    if trials < 2:  # one draw has no standard error
+        table = table.drop(columns=["se (aligned - random)", "se (random - ridge)"])
+    formats = {c_: ".4f" for c_ in table.columns} | {"SNR": "g"}
+    numbers["gpt2_gap_table"] = markdown_table(*_renamed(table, formats, _GAP_HEADERS), left=True)
     return Figure(fig, numbers)
 
 
-def _sign_claim(key: str, mc: dict, curves: dict, ridge: dict, detail_layers: Sequence[int],
-                snrs: Sequence[float], trials: int, i_rep: int) -> Claim:
-    """Does the DE of the fit get the sign of attention minus ridge of the fit's simulation?
-
-    Per ``(layer, SNR)`` the simulated sign is that of the paired difference
-    ``E_fit - E_ridge`` over the trials (same draws), *resolved* when it is beyond :data:`Z`
-    standard errors (``trials > 1``); the DE's sign is that of ``theory - ridge theory``.
-    For the random direction (``delta`` small) the finding is agreement in every resolved cell;
-    for the aligned one (``delta`` of order one) that the DE misses the sign in at least one.
-    ``holds is None`` when no cell is resolved.
-    """
-    resolved = wrong = 0
-    for l in detail_layers:
-        for snr in snrs:
-            r = mc[l, snr]
-            d = r.attention["fit"][key].values[:, i_rep] - r.ridge[key].values[:, i_rep]
-            se = d.std(ddof=1) / np.sqrt(trials) if trials > 1 else np.inf
-            if abs(d.mean()) > Z * se:
-                resolved += 1
-                wrong += bool(np.sign(d.mean()) != np.sign(curves[l, snr, key][i_rep]
-                                                            - ridge[snr][i_rep]))
-    cells = len(detail_layers) * len(snrs)
-    evidence = (f"{key} mu: the simulated sign of E_fit - E_ridge is resolved beyond {Z:g} s.e. "
-                f"in {resolved} of {cells} (layer, SNR) cells; the DE has the other sign in "
-                f"{wrong} of them")
-    undecided = (f"cannot be judged at this size: no (layer, SNR) cell resolves the simulated sign "
-                 f"beyond {Z:g} standard errors")
-    if key == "random":
-        holds = None if resolved == 0 else wrong == 0
-        wording = (f"gets the sign of attention minus ridge right in all {resolved} resolved cells",
-                   f"gets the sign of attention minus ridge wrong in {wrong} of {resolved} "
-                   f"resolved cells", undecided)
-    else:
-        holds = None if resolved == 0 else wrong > 0
-        wording = (f"gets the sign of attention minus ridge wrong in {wrong} of {resolved} "
-                   f"resolved cells", f"gets the sign of attention minus ridge right in all "
-                   f"{resolved} resolved cells", undecided)
-    return Claim(f"gpt2_sign_{key}", holds, evidence, wording)
-
-
-def takeaway(*, f: str, c: float, snrs: Sequence[float], detail_layers: Sequence[int],
-             trials: int, n_gamma: int, gamma_report: float, k_max: int, seed: int,
-             layers: Sequence[int] = LAYERS) -> dict[str, Any]:
-    """The closing numbers: the aligned-minus-random gap per SNR and the per-layer verdicts.
-
-    Returns
-    -------
-    dict
-        ``gpt2_gap_summary`` (Markdown bullets per SNR: mean, range and counts of the gap
-        ``E_random - E_aligned`` at the reported gamma over layers, and the aligned error in the
-        layers with ``u_1 . v_1 < 0``); ``gpt2_gap_mean_first``, ``gpt2_gap_mean_last`` (mean gap
-        at the first and the last SNR); ``gpt2_gap_min_all`` (smallest gap); ``gpt2_verdict_table``
-        (Markdown: ``alpha``, shares, ``k_50``, verdict and gap ± s.e. per layer).
-    """
-    layers = list(layers)
-    summary = _summaries(layers, k_max, seed)
-    gammas, i_rep = _gammas(n_gamma, gamma_report)
-    mc = _monte_carlo(summary, f, c, snrs, detail_layers, trials, gammas, seed)
-    table = _gap_table(summary, mc, snrs, trials, i_rep)
-    fits, nl = {l: summary[l].fit for l in layers}, len(layers)
-    gap = table["gap (random - aligned)"]
-    lines = []
-    for snr in snrs:
-        g_ = gap.xs(snr, level="SNR")
-        sub = table.xs(snr, level="SNR")
-        beats_ridge = int(np.sum(sub["E aligned"] < sub["E ridge"]))
-        lines.append(
-            f"* SNR {snr:g}: aligned minus random gap {g_.mean():.3f} on average over the {nl} layers "
-            f"(from {g_.min():.3f} in layer {int(g_.idxmin())} to {g_.max():.3f} in layer "
-            f"{int(g_.idxmax())}); the aligned error is below the random one in "
-            f"{int(np.sum(g_ > 0))} of {nl} layers and below ridge in {beats_ridge} of {nl}; with a "
-            f"random $\\mu$ attention is above ridge in "
-            f"{int(np.sum(sub['E random'] > sub['E ridge']))} of {nl}.")
-    neg = [l for l in layers if fits[l].cos_uv < 0]
-    if neg:
-        for snr in snrs:
-            sub = table.xs(snr, level="SNR")["E aligned"]
-            lines.append(
-                f"* SNR {snr:g}: in the layers whose leading spike has $u_1 \\cdot v_1 < 0$ "
-                f"({', '.join(map(str, neg))}), where the aligned $\\mu$ gets a *negative* spike shift, "
-                f"the aligned error averages {sub[neg].mean():.3f}, against "
-                f"{sub.drop(index=neg).mean():.3f} in the other layers.")
-    sem = table["gap sem"]
-    gap_column = "gap at SNR " + " / ".join(f"{s:g}" for s in snrs)
-    verdicts = [{"layer": l, r"$\alpha$": fits[l].alpha, r"share $\alpha I$": fits[l].share(0),
-                 "share +1": fits[l].share(1), "share +8": fits[l].share(8),
-                 "$k_{50}$": fits[l].k_for(0.5), "verdict": summary[l].verdict,
-                 gap_column: " / ".join(f"{gap[l, s]:.3f}"
-                                        + (f" ± {sem[l, s]:.3f}" if trials > 1 else "")
-                                        for s in snrs)}
-                for l in layers]
-    verdict_formats = {r"$\alpha$": "+.3f", r"share $\alpha I$": ".2g", "share +1": ".3f",
-                       "share +8": ".3f"}
-    return {"gpt2_gap_summary": Markdown("\n".join(lines)),
-            "gpt2_gap_mean_first": float(gap.xs(snrs[0], level="SNR").mean()),
-            "gpt2_gap_mean_last": float(gap.xs(snrs[-1], level="SNR").mean()),
-            "gpt2_gap_min_all": float(gap.min()),
-            "gpt2_verdict_table": markdown_table(verdicts, verdict_formats, right=())}
+def _difference_span(d: pd.Series, se: pd.Series, trials: int) -> str:
+    """The range of paired differences over cells with their largest standard error, e.g.
+    ``"+0.012 to +0.054 (standard error at most 0.003, 4 draws)"``; a single value when they
+    print alike, and the undecided case for one draw."""
+    text = _span(float(d.min()), float(d.max()), "+.3f")
+    if trials < 2:
+        return f"{text} (one draw per cell: not decided at this profile)"
+    return f"{text} (standard error at most {float(se.max()):.3f}, {trials} draws)"
 
 
 def _all_points(name: str, claims: list[Claim], wording: tuple[str, str, str],
