@@ -148,7 +148,7 @@ def test_theory_vs_simulation():
         "gpt2_real_vs_fit_max", "gpt2_delta_max", "gpt2_fit_vs_theory_aligned",
         "gpt2_fit_vs_theory_random", "gpt2_delta_aligned", "gpt2_delta_random",
         "gpt2_detail_table", "gpt2_sign_aligned", "gpt2_sign_random", "gpt2_fit_layers",
-        "gpt2_fit_trials"}, 1)
+        "gpt2_fit_trials", "gpt2_gamma_rep"}, 1)
     assert nums["gpt2_detail_table"].data.splitlines()[0].startswith(
         "| layer | SNR | $\\mu$ | $E$, real $A$ (simulation) |")
     for key in ("aligned", "random"):

@@ -65,7 +65,8 @@ def theory_vs_simulation(*, f: str, c: float, snrs: Sequence[float], detail_laye
         ``gpt2_fit_vs_theory_aligned``, ``gpt2_fit_vs_theory_random`` (largest
         ``|E fit - theory|`` per direction); ``gpt2_delta_max``, ``gpt2_delta_aligned``,
         ``gpt2_delta_random`` (largest coherent shift :meth:`attn_lib.Setting.delta` at ``n``);
-        ``gpt2_fit_layers`` (Markdown list), ``gpt2_fit_trials``; ``gpt2_detail_table``: Markdown
+        ``gpt2_fit_layers`` (Markdown list), ``gpt2_fit_trials``, ``gpt2_gamma_rep`` (the reported
+        ``g``); ``gpt2_detail_table``: Markdown
         table of these errors and shifts.
     """
     summary = _summaries(detail_layers, k_max, seed)
@@ -125,7 +126,7 @@ def theory_vs_simulation(*, f: str, c: float, snrs: Sequence[float], detail_laye
     numbers: dict[str, Any] = {"gpt2_real_vs_fit_max": float(real_vs_fit.max()),
                                "gpt2_delta_max": float(table["delta"].max()),
                                "gpt2_fit_layers": Markdown(", ".join(map(str, detail_layers))),
-                               "gpt2_fit_trials": trials}
+                               "gpt2_fit_trials": trials, "gpt2_gamma_rep": float(gammas[i_rep])}
     for key in ("aligned", "random"):
         numbers[f"gpt2_fit_vs_theory_{key}"] = float(fit_vs_th.xs(key, level="mu").max())
         numbers[f"gpt2_delta_{key}"] = float(table["delta"].xs(key, level="mu").max())
