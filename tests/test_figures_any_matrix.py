@@ -48,7 +48,7 @@ def test_real_matrix_theory(monkeypatch):
         "gpt2_mt_random_closer_layers", "gpt2_mt_fs_min", "gpt2_mt_fs_max", "gpt2_mt_fs_n01",
         "gpt2_mt_fs_within", "gpt2_mt_c", "gpt2_mt_aligned_range", "gpt2_mt_fs_range",
         "gpt2_mt_delta_range", "gpt2_mt_random_n01_text", "gpt2_mt_fs_n01_text",
-        "gpt2_mt_rank_n01_text"}, 2)
+        "gpt2_mt_rank_n01_text", "gpt2_mt_random_miss"}, 2)
     fit = gpt2.layer_summary(gpt2.paper_matrix(*gpt2.load_qk(0)), k_max=64, seed=[0, 0])
     M = gpt2.normalise(gpt2.paper_matrix(*gpt2.load_qk(0)))[0]
     mus = {"random": gpt2.random_direction(gpt2.P, 2.0, 0), "aligned": gpt2.aligned_direction(fit.fit, 2.0)}
@@ -67,6 +67,7 @@ def test_real_matrix_theory(monkeypatch):
     assert nums["gpt2_mt_closer_total"] == 3 and not nums["gpt2_mt_random_closer"].required
     # one layer and one gamma: ranges are single values, counts say "the one layer" / "no layer"
     assert nums["gpt2_mt_fs_range"].data == f"{0.5 - alig.mean[0]:+.4f}"
+    assert nums["gpt2_mt_random_miss"].data == f"is {abs(0.5 - rand.mean[0]):.4f}"
     assert nums["gpt2_mt_random_n01_text"].data in ("the one layer", "no layer")
     # two draws: Student t with 1 d.o.f., far beyond 3 s.e.
     assert "t with 1 d.o.f." in nums["gpt2_mt_random_within"].evidence

@@ -249,7 +249,9 @@ def real_matrix_theory(*, f: str, c: float, snr: float, theory_layers: Sequence[
         (the finite-size theory within :data:`_MARGIN` at every aligned point; not required: at
         16 trials the Monte Carlo cannot resolve every point); ``gpt2_mt_table``: Markdown table
         per layer and direction; ``gpt2_mt_c``; the prose forms (:func:`_words`)
-        ``gpt2_mt_aligned_range``, ``gpt2_mt_fs_range``, ``gpt2_mt_delta_range`` and
+        ``gpt2_mt_aligned_range``, ``gpt2_mt_fs_range``, ``gpt2_mt_delta_range``,
+        ``gpt2_mt_random_miss`` ("has median .. and maximum .." of ``|theory - MC|``, random
+        ``mu``; one value for one point) and
         ``gpt2_mt_{random,fs,rank}_n01_text``. Every claim is decided at the Student t threshold
         for ``theory_trials`` draws (:func:`attn_lib.book.claims.threshold`).
     """
@@ -401,6 +403,9 @@ def real_matrix_theory(*, f: str, c: float, snr: float, theory_layers: Sequence[
     _words(numbers, "+.4f", ("gpt2_mt_aligned", "gpt2_mt_fs"),
            (("gpt2_mt_random_n01", nl), ("gpt2_mt_fs_n01", nl), ("gpt2_mt_rank_n01", nl)))
     numbers["gpt2_mt_delta_range"] = Markdown(_span(deltas.min(), deltas.max(), ".2f"))
+    numbers["gpt2_mt_random_miss"] = Markdown(
+        f"is {np.abs(d_rand).item():.4f}" if d_rand.size == 1 else
+        f"has median {np.median(np.abs(d_rand)):.4f} and maximum {np.abs(d_rand).max():.4f}")
     table = pd.DataFrame(rows).set_index(["layer", "mu"])
     formats = {"delta": ".3f", "its max |limit - MC|": ".3f"}
     headers = {"mu": r"$\mu$", "delta": r"$\delta$"} | {
