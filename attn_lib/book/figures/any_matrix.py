@@ -182,7 +182,8 @@ def _sign_claim(key: str, mc: dict, curves: dict, ridge: dict, detail_layers: Se
 _RANKS: tuple[int | str, ...] = (1, 8, "k50")
 #: Margin of the equivalence claim of the any-matrix theory for a random mu (the s.e. of the
 #: full profile's Monte Carlo, <= 0.0033 in benchmarks/any_matrix.py at 32 trials and about
-#: 0.005 at 16, leaves room for |theory - MC| up to ~0.005 at 3 s.e.; 0.01 does not).
+#: 0.005 at 16, leaves room at 32 draws (t threshold 3.26 s.e.) for |theory - MC| up to about
+#: 0.009; at 16 draws (3.59 s.e.) the weakest layer is not decided; 0.01 does not fit).
 _MARGIN = 0.02
 
 
@@ -247,7 +248,7 @@ def real_matrix_theory(*, f: str, c: float, snr: float, theory_layers: Sequence[
         ``gpt2_mt_aligned_above`` (theory above MC, pooled), ``gpt2_mt_aligned_grows`` (the miss
         larger in the half of the layers with the larger ``delta``), ``gpt2_mt_fs_within``
         (the finite-size theory within :data:`_MARGIN` at every aligned point; not required: at
-        16 trials the Monte Carlo cannot resolve every point); ``gpt2_mt_table``: Markdown table
+        32 trials the Monte Carlo cannot resolve every point); ``gpt2_mt_table``: Markdown table
         per layer and direction; ``gpt2_mt_c``; the prose forms (:func:`_words`)
         ``gpt2_mt_aligned_range``, ``gpt2_mt_fs_range``, ``gpt2_mt_delta_range``,
         ``gpt2_mt_random_miss`` ("has median .. and maximum .." of ``|theory - MC|``, random
