@@ -538,12 +538,14 @@ def _difference_span(d: pd.Series, se: pd.Series, trials: int) -> str:
 def _all_points(name: str, claims: list[Claim], wording: tuple[str, str, str],
                 required: bool = True, what: str = "(layer, gamma) points") -> Claim:
     """One claim from point claims: ``True`` if all hold, ``False`` if one is contradicted,
-    ``None`` otherwise; the evidence counts them and quotes the weakest."""
+    ``None`` otherwise; the evidence counts them and quotes the first contradicted point, else
+    the first undecided one, else the first point."""
     n_true = sum(c.holds is True for c in claims)
     n_false = sum(c.holds is False for c in claims)
     holds = True if n_true == len(claims) else False if n_false else None
     worst = next((c for c in claims if c.holds is False), next(
-        (c for c in claims if c.holds is None), claims[0]))
+        (c for c in claims if c.holds is None), None))
+    label = ("first contradicted" if n_false else "first undecided") if worst else "first"
     evidence = (f"{n_true} of {len(claims)} {what} hold, {n_false} contradicted; "
-                f"weakest: {worst.evidence}")
+                f"{label}: {(worst or claims[0]).evidence}")
     return Claim(name, holds, evidence, wording, required)
