@@ -10,6 +10,8 @@ from IPython.display import Markdown
 from attn_lib.book.figures import gpt2 as gpt2_figs
 from attn_lib.studies import gpt2
 
+from attn_lib.book.claims import threshold
+
 from book_helpers import check_figure
 
 # the chapters' figures evaluate the theories outside their measured domain on purpose
@@ -61,129 +63,75 @@ def test_fit_table_and_shares():
     assert out["gpt2_head_rank"] == gpt2.HEAD_DIM and out["gpt2_layer_rank"] == gpt2.P
     assert out["gpt2_fit_table"].data.count("\n") == 2  # header, rule, one layer
     names = {f"gpt2_share{k}_{m}" for k in (0, 1, 8, 64) for m in ("min", "max")}
-    check_figure(gpt2_figs.shares(**SMALL), names | {"gpt2_k50_min", "gpt2_k50_max", "gpt2_k50_shuf_min",
-                                               "gpt2_n_hold", "gpt2_n_fail"}, 2)
+    nums = check_figure(gpt2_figs.shares(**SMALL), names | {
+        "gpt2_k50_min", "gpt2_k50_max", "gpt2_k50_shuf_min", "gpt2_n_hold", "gpt2_n_fail",
+        "gpt2_n_layers", "gpt2_k50_range", "gpt2_share1_range", "gpt2_share8_range",
+        "gpt2_share64_range", "gpt2_verdict"}, 2)
+    # one layer: every range is a single value, and layer 0 is not identity plus low rank
+    assert nums["gpt2_k50_range"].data == str(nums["gpt2_k50_min"])
+    assert nums["gpt2_share8_range"].data == f"{nums['gpt2_share8_min']:.2f}"
+    assert nums["gpt2_n_layers"] == 1 and nums["gpt2_n_hold"] == 0
+    assert nums["gpt2_verdict"].holds is True
+    assert nums["gpt2_verdict"].text == "no layer is identity plus low rank"
 
 
-def test_attention_with_the_real_weights():
-    nums = check_figure(gpt2_figs.layer_errors(**MC, layers=(0,)),
-                  {"gpt2_gamma_rep", "gpt2_n_tokens", "gpt2_trials", "gpt2_gap_table"}, 1)
+def test_span_and_count():
+    assert gpt2_figs._span(0.0399, 0.03991, "+.4f") == "+0.0399"
+    assert gpt2_figs._span(0.01, 0.02, ".2f") == "0.01 to 0.02"
+    assert gpt2_figs._count(0, 1) == "no layer" and gpt2_figs._count(1, 1) == "the one layer"
+    assert gpt2_figs._count(0, 12) == "none of the 12 layers"
+    assert gpt2_figs._count(12, 12) == "all 12 layers" and gpt2_figs._count(5, 12) == "5 of 12 layers"
+
+
+LAYER_ERRORS = {"gpt2_gamma_rep", "gpt2_n_tokens", "gpt2_trials", "gpt2_snrs", "gpt2_tau_att",
+                "gpt2_tau_ridge", "gpt2_att_minus_ridge", "gpt2_aligned_minus_random",
+                "gpt2_above_ridge", "gpt2_aligned_verdict", "gpt2_gap_table"}
+
+
+def _paired(trials):
+    """Attention (random mu) minus ridge and aligned minus random of layer 0 at g = 1e-3 (the
+    first grid point), straight from the simulator at equal gamma / tau."""
+    sm = gpt2.layer_summary(gpt2.paper_matrix(*gpt2.load_qk(0)), k_max=8, seed=[0, 0])
+    M = gpt2.normalise(gpt2.paper_matrix(*gpt2.load_qk(0)))[0]
+    mus = {"aligned": gpt2.aligned_direction(sm.fit, 2.0), "random": gpt2.random_direction(gpt2.P, 2.0, 0)}
+    mats = {"real": M, "fit": sm.fit.low_rank(1)}
+    mc = gpt2.simulate_matrices(mats, mus, "tanh", np.logspace(-3, 1, 2), n=192, trials=trials,
+                                seed=0, relative=True)
+    v = mc.values
+    return (v["attention", "real", "random"][:, 0] - v["ridge", "random"][:, 0],
+            v["attention", "real", "aligned"][:, 0] - v["attention", "real", "random"][:, 0])
+
+
+def test_attention_with_the_real_weights_one_draw():
+    """One draw decides nothing: the claims say so, the table has no standard errors, and the
+    single-layer ranges print one value."""
+    nums = check_figure(gpt2_figs.layer_errors(**MC, layers=(0,)), LAYER_ERRORS, 1)
     assert nums["gpt2_n_tokens"] == 192 and nums["gpt2_gamma_rep"] == pytest.approx(1e-3)
-    nums = check_figure(gpt2_figs.theory_vs_simulation(**MC), {
-        "gpt2_real_vs_fit_max", "gpt2_delta_max", "gpt2_fit_vs_theory_aligned",
-        "gpt2_fit_vs_theory_random", "gpt2_delta_aligned", "gpt2_delta_random",
-        "gpt2_detail_table", "gpt2_sign_aligned", "gpt2_sign_random"}, 1)
-    assert nums["gpt2_detail_table"].data.splitlines()[0].startswith(
-        "| layer | SNR | $\\mu$ | $E$, real $A$ (simulation) |")
-    for key in ("aligned", "random"):  # one trial has no standard error: the sign is undecided
-        claim = nums[f"gpt2_sign_{key}"]
-        assert claim.holds is None and claim.text.startswith("cannot be judged")
-        assert "resolved beyond 3 s.e. in 0 of 1" in claim.evidence
-    out = gpt2_figs.takeaway(**MC, layers=(0,))
-    assert set(out) == {"gpt2_gap_summary", "gpt2_gap_mean_first", "gpt2_gap_mean_last",
-                        "gpt2_gap_min_all", "gpt2_verdict_table"}
-    assert out["gpt2_gap_mean_first"] == out["gpt2_gap_mean_last"] == out["gpt2_gap_min_all"]
+    d_ridge, d_align = _paired(1)
+    assert nums["gpt2_att_minus_ridge"].data == (
+        f"{d_ridge[0]:+.3f} (one draw per cell: not decided at this profile)")
+    assert nums["gpt2_aligned_minus_random"].data.startswith(f"{d_align[0]:+.3f} (")
+    claim = nums["gpt2_above_ridge"]
+    assert claim.holds is None and claim.text == (
+        "is not decided above ridge regression at this profile (one draw per layer)")
+    assert nums["gpt2_aligned_verdict"].data.startswith("cannot be decided at this profile")
+    assert "s.e." not in nums["gpt2_gap_table"].data
+    assert " to " not in nums["gpt2_att_minus_ridge"].data  # one layer: one value
+
+
+def test_attention_with_the_real_weights_three_draws():
+    """Three paired draws: the claim is decided at the Student t threshold with 2 d.o.f."""
+    nums = check_figure(gpt2_figs.layer_errors(**{**MC, "trials": 3}, layers=(0,)), LAYER_ERRORS, 1)
+    d_ridge, _ = _paired(3)
+    mean, se = d_ridge.mean(), d_ridge.std(ddof=1) / np.sqrt(3)
+    k = threshold(3.0, 3)
+    claim = nums["gpt2_above_ridge"]
+    assert claim.holds == (True if mean > k * se else False if mean < -k * se else None)
+    assert "2 d.o.f." in claim.evidence and f"{k:.3g} s.e." in claim.evidence
+    assert f"standard error at most {se:.3f}, 3 draws" in nums["gpt2_att_minus_ridge"].data
+    assert "its s.e." in nums["gpt2_gap_table"].data
 
 
 def test_tokens_must_give_p():
     with pytest.raises(ValueError, match="c must give p"):
         gpt2_figs.layer_errors(**{**MC, "c": 1000.0}, layers=(0,))
-
-
-def _flat_theory(M, mu, c, nonlinearity, gammas, n=None):
-    """Stands in for the any-matrix theory and its finite-size version (seconds at p = 768;
-    tested in tests/test_matrix_theory.py and tests/test_rank_finite_size.py): 0.5 at every gamma."""
-    return np.full(len(gammas), 0.5)
-
-
-def test_real_matrix_theory(monkeypatch):
-    """The section's numbers from its Monte Carlo and the theory, at n = 192, one layer, one gamma."""
-    monkeypatch.setattr(gpt2, "matrix_theory", _flat_theory)
-    kw = dict(f="tanh", c=4.0, snr=2.0, theory_layers=[0], theory_gammas=[1e-3], theory_trials=2,
-              k_max=64, seed=0)
-    nums = check_figure(gpt2_figs.real_matrix_theory(**kw), {
-        "gpt2_mt_n_layers", "gpt2_mt_layers", "gpt2_mt_n_tokens", "gpt2_mt_trials", "gpt2_mt_snr",
-        "gpt2_mt_gammas", "gpt2_mt_sem_max", "gpt2_mt_random_median", "gpt2_mt_random_max",
-        "gpt2_mt_random_n01", "gpt2_mt_rank_median", "gpt2_mt_rank_min", "gpt2_mt_rank_n01",
-        "gpt2_mt_aligned_min", "gpt2_mt_aligned_max", "gpt2_mt_delta_min", "gpt2_mt_delta_max",
-        "gpt2_mt_random_within", "gpt2_mt_random_closer", "gpt2_mt_aligned_above",
-        "gpt2_mt_aligned_grows", "gpt2_mt_table", "gpt2_mt_closer_n", "gpt2_mt_closer_total",
-        "gpt2_mt_random_closer_layers", "gpt2_mt_fs_min", "gpt2_mt_fs_max", "gpt2_mt_fs_n01",
-        "gpt2_mt_fs_within"}, 2)
-    fit = gpt2.layer_summary(gpt2.paper_matrix(*gpt2.load_qk(0)), k_max=64, seed=[0, 0])
-    M = gpt2.normalise(gpt2.paper_matrix(*gpt2.load_qk(0)))[0]
-    mus = {"random": gpt2.random_direction(gpt2.P, 2.0, 0), "aligned": gpt2.aligned_direction(fit.fit, 2.0)}
-    mc = gpt2.simulate_matrices({"real": M}, mus, "tanh", [1e-3], n=192, trials=2, seed=0)
-    rand, alig = mc.attention["real"]["random"], mc.attention["real"]["aligned"]
-    assert nums["gpt2_mt_random_max"] == pytest.approx(abs(0.5 - rand.mean[0]), rel=1e-12)
-    assert nums["gpt2_mt_aligned_max"] == pytest.approx(0.5 - alig.mean[0], rel=1e-12)
-    assert nums["gpt2_mt_fs_max"] == pytest.approx(0.5 - alig.mean[0], rel=1e-12)
-    assert nums["gpt2_mt_fs_n01"] == int(abs(0.5 - alig.mean[0]) <= 0.01)
-    assert not nums["gpt2_mt_fs_within"].required
-    assert nums["gpt2_mt_random_n01"] == int(abs(0.5 - rand.mean[0]) <= 0.01)
-    assert nums["gpt2_mt_delta_max"] == pytest.approx(abs(mus["aligned"] @ M @ mus["aligned"]) / np.sqrt(gpt2.P))
-    assert nums["gpt2_mt_table"].data.count("\n") == 3  # header, rule, two directions
-    assert nums["gpt2_mt_aligned_grows"].holds is None  # one layer: nothing to compare
-    assert "of 1 (layer, gamma) points" in nums["gpt2_mt_random_within"].evidence
-    assert nums["gpt2_mt_closer_total"] == 3 and not nums["gpt2_mt_random_closer"].required
-
-
-def test_multi_head():
-    """The multi-head section at n = 192, one layer, three draws: its numbers are the paired
-    differences of the simulator's own runs (per-head tanh and softmax on the same draws)."""
-    kw = dict(f="tanh", c=4.0, snr=2.0, head_layers=[0], head_gammas=[1e-3, 1.0], head_trials=3,
-              k_max=64, seed=0)
-    nums = check_figure(gpt2_figs.multi_head(**kw), {
-        "gpt2_mh_layers", "gpt2_mh_n_layers", "gpt2_mh_n_tokens", "gpt2_mh_trials", "gpt2_mh_snr",
-        "gpt2_mh_gammas", "gpt2_mh_sem_max", "gpt2_mh_sigma_min", "gpt2_mh_sigma_max",
-        "gpt2_mh_unit_minus_summed_min", "gpt2_mh_unit_minus_summed_max",
-        "gpt2_mh_softmax_minus_summed_min", "gpt2_mh_softmax_minus_summed_max",
-        "gpt2_mh_unit_lower", "gpt2_mh_softmax_differs", "gpt2_mh_above_ridge", "gpt2_mh_table"}, 4)
-    W_Q, W_K = gpt2.load_qk(0)
-    A, _ = gpt2.normalise(gpt2.paper_matrix(W_Q, W_K))
-    mus = {"random": gpt2.random_direction(gpt2.P, 2.0, 0)}
-    mats = {"summed": A, "heads/unit": gpt2.heads(W_Q, W_K, "unit")}
-    mc = gpt2.simulate_matrices(mats, mus, "tanh", [1e-3, 1.0], n=192, trials=3, seed=0,
-                                relative=True)
-    diff = (mc.values["attention", "heads/unit", "random"]
-            - mc.values["attention", "summed", "random"]).mean(axis=0)
-    assert nums["gpt2_mh_unit_minus_summed_min"] == pytest.approx(diff.min(), rel=1e-12)
-    assert nums["gpt2_mh_unit_minus_summed_max"] == pytest.approx(diff.max(), rel=1e-12)
-    sigma = np.linalg.norm(gpt2.heads(W_Q, W_K, "gpt2"), axis=(1, 2)) / np.sqrt(gpt2.P)
-    assert nums["gpt2_mh_sigma_max"] == pytest.approx(sigma.max())
-    # GPT-2's 1/8 on N(0, I) tokens: logits far beyond tanh's linear range
-    assert nums["gpt2_mh_sigma_min"] > 5.0
-    # header, rule, 2 directions x 5 models
-    assert nums["gpt2_mh_table"].data.count("\n") == 11
-    assert "(layer, direction) pairs" in nums["gpt2_mh_softmax_differs"].evidence
-
-
-def _flat_heads_theory(W_Q, W_K, mu, c, nonlinearity, gammas, scale="unit"):
-    """Stands in for the multi-head theory (a minute at p = 768; tested in
-    tests/test_heads_theory.py): 0.4 at every gamma."""
-    return np.full(len(gammas), 0.4)
-
-
-def test_multi_head_theory(monkeypatch):
-    """The per-head theory section from its Monte Carlo and the (stand-in) theories, at n = 192."""
-    monkeypatch.setattr(gpt2, "heads_theory", _flat_heads_theory)
-    monkeypatch.setattr(gpt2, "matrix_theory", _flat_theory)
-    kw = dict(f="tanh", c=4.0, snr=2.0, head_layers=[0], theory_gammas=[1e-3, 1.0], theory_trials=2,
-              k_max=64, seed=0)
-    cases = ("unit_random", "unit_aligned", "gpt2_random")
-    nums = check_figure(gpt2_figs.multi_head_theory(**kw), {
-        "gpt2_mht_trials", "gpt2_mht_sem_max", "gpt2_mht_summed_min", "gpt2_mht_random_within",
-        "gpt2_mht_closer", "gpt2_mht_aligned_above", "gpt2_mht_table"} | {
-        f"gpt2_mht_{c}_{s}" for c in cases for s in ("min", "max", "median", "n01")}, 6)
-    W_Q, W_K = gpt2.load_qk(0)
-    mu = gpt2.random_direction(gpt2.P, 2.0, 0)
-    mc = gpt2.simulate_matrices({"unit": gpt2.heads(W_Q, W_K, "unit")}, {"random": mu}, "tanh",
-                                [1e-3, 1.0], n=192, trials=2, seed=0)
-    d = 0.4 - mc.attention["unit"]["random"].mean
-    assert nums["gpt2_mht_unit_random_min"] == pytest.approx(d.min(), rel=1e-12)
-    assert nums["gpt2_mht_unit_random_max"] == pytest.approx(d.max(), rel=1e-12)
-    # the summed-logit stand-in (0.5) against the same per-head Monte Carlo
-    assert nums["gpt2_mht_summed_min"] == pytest.approx(np.abs(0.5 - mc.attention["unit"]["random"].mean).min())
-    assert "of 4 (scale, layer, gamma) points" in nums["gpt2_mht_random_within"].evidence
-    assert not nums["gpt2_mht_random_within"].required
-    assert nums["gpt2_mht_table"].data.count("\n") == 4  # header, rule, three cases
