@@ -88,6 +88,8 @@ EXPLORER_PAGE = "book/explorer"
 EXPLORER_HTML = Path("interactive") / "theory_explorer.html"
 #: Pages of the toc whose content the build writes, keyed by their params key.
 GENERATED_PAGES = {EXPLORER: EXPLORER_PAGE}
+#: The boxes every chapter has: the result it opens with and where that result holds.
+BOXES = (r"\{admonition\}[ \t]+The result\b", r"\{admonition\}[ \t]+Where it holds\b")
 GLUE_MIME = "application/papermill.record/"  # glued outputs, e.g. .../image/png for a figure
 _PREFIX = re.compile(r"^\d+_")
 _GLUE_FIGURE = re.compile(r"^(?P<fence>`{3,}|:{3,})\{glue:figure\}[ \t]+(?P<key>\S+)[ \t]*\n"
@@ -195,7 +197,9 @@ def style_problems(nb: nbformat.NotebookNode) -> list[str]:
     * no code cell but the parameters has more than :data:`MAX_CELL_LINES` non-blank lines;
     * every figure is glued (``page.show(name, ...)``, no displayed image output) and shown by a
       ``{glue:figure}`` directive with a ``:name:`` and a caption, whose label the prose refers
-      to with ``{numref}``; there is at least one such figure.
+      to with ``{numref}``; there is at least one such figure;
+    * the first cell opens with the boxed statement (an admonition titled "The result") and the
+      chapter has a box "Where it holds" (:data:`BOXES`).
     """
     problems, glued = [], set()
     prose = "\n\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
@@ -224,6 +228,11 @@ def style_problems(nb: nbformat.NotebookNode) -> list[str]:
             problems.append(f"{{glue:figure}} {key} has no caption")
     for name in sorted(glued - {key for key, _, _ in shown} - {None}):
         problems.append(f"figure {name} is glued but not shown with a {{glue:figure}} directive")
+    first = nb.cells[0].source if nb.cells and nb.cells[0].cell_type == "markdown" else ""
+    if not re.search(BOXES[0], first):
+        problems.append("the first cell has no boxed statement ({admonition} The result)")
+    if not re.search(BOXES[1], prose):
+        problems.append("no box {admonition} Where it holds")
     return problems + ([] if shown else ["no {glue:figure} directive"])
 
 

@@ -435,3 +435,29 @@ def test_explorer_moves_to_a_grid_point_and_plots_its_theory(browser, html_dir):
         thrown = [e["params"]["exceptionDetails"] for e in chrome.events
                   if e.get("method") == "Runtime.exceptionThrown"]
     assert not thrown, f"the explorer's JavaScript raised: {thrown[0]}"
+
+
+@functools.cache
+def metrics():
+    """``scripts/book_metrics.py`` (not a package) as a module."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("attn_book_metrics",
+                                                  REPO / "scripts" / "book_metrics.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_intro_and_part_one_fit_their_word_budgets(html_dir):
+    m = metrics()
+    pages = m.part_one(html_dir)
+    words = {p.stem: m.prose_words(p) for p in pages}
+    assert words[pages[0].stem] <= m.INTRO_BUDGET, words
+    assert sum(words.values()) <= m.PART_ONE_BUDGET, words
+
+
+def test_intro_table_cells_are_short(html_dir):
+    m = metrics()
+    longest, text = m.table_cells(m.part_one(html_dir)[0])[0]
+    assert longest <= m.CELL_BUDGET, text

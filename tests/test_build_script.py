@@ -60,13 +60,21 @@ def glued_output(name: str, mime: str = FIGURE) -> dict:
 
 def chapter_nb(code: str = 'page.show("fig-x-curve", figures.x.curve())', outputs=(),
                prose: str = "As {numref}`fig-x-curve` shows.", caption: str = "The curve. More.",
-               options: str = ":name: fig-x-curve\n") -> nbformat.NotebookNode:
+               options: str = ":name: fig-x-curve\n", title: str | None = None,
+               where: str | None = None) -> nbformat.NotebookNode:
     """A chapter in the chapter style (each argument breaks it in one way)."""
     params = new_code_cell('profile = "quick"\n' + "n = 1\n" * 20, metadata={"tags": ["parameters"]})
     cell = new_code_cell(code)
     cell.outputs = list(outputs)
     figure = f"```{{glue:figure}} fig-x-curve\n{options}\n{caption}\n```\n\n{prose}"
-    return new_notebook(cells=[new_markdown_cell("# X"), params, cell, new_markdown_cell(figure)])
+    title = f"# X\n\n{RESULT}" if title is None else title
+    where = WHERE if where is None else where
+    return new_notebook(cells=[new_markdown_cell(title), params, cell,
+                               new_markdown_cell(f"{figure}\n\n{where}")])
+
+
+RESULT = "```{admonition} The result\n:class: important\nX holds.\n```"
+WHERE = "```{admonition} Where it holds\nEverywhere.\n```"
 
 
 def test_a_chapter_in_the_chapter_style_passes():
@@ -86,7 +94,10 @@ def test_a_chapter_in_the_chapter_style_passes():
     (chapter_nb(prose="As the figure shows."), "fig-x-curve is not referred to with {numref}"),
     (chapter_nb(code='page.show("fig-x-other", f)'), "fig-x-other is glued but not shown"),
     (chapter_nb(outputs=[glued_output("fig-x-other")]), "fig-x-other is glued but not shown"),
-    (new_notebook(cells=[new_markdown_cell("# X")]), r"no \{glue:figure\} directive"),
+    (new_notebook(cells=[new_markdown_cell(f"# X\n\n{RESULT}\n\n{WHERE}")]),
+     r"no \{glue:figure\} directive"),
+    (chapter_nb(title="# X"), r"the first cell has no boxed statement"),
+    (chapter_nb(where=""), "no box {admonition} Where it holds"),
 ])
 def test_chapter_style_problems_are_named(nb, match):
     problems = bb.style_problems(nb)
@@ -197,7 +208,7 @@ def style_chapter(stem: str, size: int) -> nbformat.NotebookNode:
     """A chapter in the chapter style: one figure, glued by ``page.show``, shown and referred to."""
     label = f"fig-{stem}-line"
     return new_notebook(metadata=KERNEL, cells=[
-        new_markdown_cell(f"# Chapter {stem} with $a_1$"),
+        new_markdown_cell(f"# Chapter {stem} with $a_1$\n\n{RESULT}"),
         new_code_cell(f'profile = "quick"\nsize = {size}', metadata={"tags": ["parameters"]}),
         new_code_cell("import matplotlib.pyplot as plt\nfrom attn_lib.book import page\n\n"
                       "page.setup(profile)", metadata={"tags": ["hide-cell"]}),
@@ -207,7 +218,7 @@ def style_chapter(stem: str, size: int) -> nbformat.NotebookNode:
         new_markdown_cell(f"```{{glue:figure}} {label}\n:name: {label}\n\n"
                           f"A line of slope $1/n$ for {stem}. Its slope is {{glue:text}}`slope:.3f`.\n"
                           f"```\n\nAs {{numref}}`{label}` shows, executed with the "
-                          f"{{glue:md}}`profile` profile."),
+                          f"{{glue:md}}`profile` profile.\n\n{WHERE}"),
     ])
 
 
