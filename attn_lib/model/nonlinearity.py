@@ -21,9 +21,9 @@ where ``g`` is the base and ``a0, a1, nu_g`` its Hermite data (:func:`attn_lib.m
 ==========================  ================================================  ==========================
 constructor                 function                                          used by
 ==========================  ================================================  ==========================
-:func:`normalised`          ``t -> sqrt(nu / nu_f) f(t)``                     sweeps, atlas, chapter 4
-:func:`mixture`             ``t -> cos(theta) t + sin(theta) h(t)``           sweeps, atlas, chapters 4, 7
-:func:`reflected`           ``t -> sqrt(nu / nu_f) f(-t)``                    atlas, chapter 8
+:func:`normalised`          ``t -> sqrt(nu / nu_f) f(t)``                     sweeps, atlas, a1 = 0
+:func:`mixture`             ``t -> cos(theta) t + sin(theta) h(t)``           sweeps, atlas, a1 = 0
+:func:`reflected`           ``t -> sqrt(nu / nu_f) f(-t)``                    atlas
 :func:`scaled`              ``t -> f(scale t)``                               ``Setting.canonical``, ``gpt2.fit_setting``
 :func:`exponential`         ``f_beta(t) = exp(beta t - beta^2/2) - 1``        softmax attention
 ==========================  ================================================  ==========================
