@@ -379,6 +379,7 @@ def _plotted(values: list) -> np.ndarray:
     return np.array([np.nan if v is None else v for v in values], dtype=float)
 
 
+@pytest.mark.filterwarnings("ignore::attn_lib.DomainWarning")  # the explorer draws both theories
 def test_explorer_moves_to_a_grid_point_and_plots_its_theory(browser, html_dir):
     """Moving the controls redraws the theory of that setting: the plotted curves equal
     attention_error (limit and finite size) and ridge_error there within 1e-9, and the Monte

@@ -25,7 +25,7 @@ def test_convention():
 
 
 def test_random_inputs():
-    names = ["trials", "theory_gap_min", "theory_worse", "grade_worse"] + [
+    names = ["trials", "theory_gap_min", "theory_worse", "grade_worse", "grade_worse_word"] + [
         f"{k}_{b}" for b in ("05", "10", "15")
                           for k in ("err", "err_se", "ew_err", "fits", "ew_fits", "gap", "gap_se",
                                     "worse", "sm_ew", "sm_ew_se", "above_ew")]
@@ -46,7 +46,7 @@ def test_structured():
                         "sm_last",
                         "sm_falls", "tail", "fs_mc_aligned", "fs_follows", "fs_mc_max",
                         "fs_within", "th_gap_perp", "th_gap_aligned", "fs_gap_aligned",
-                        "limit_closes", "limit_reverses", "grade_align"], 2)
+                        "limit_closes", "limit_reverses", "grade_align", "grade_align_word"], 2)
     # aligned weights of norm 2 raise delta over orthogonal ones (|mu^T M mu| = snr (1 + 4))
     assert out["bd_aligned"] == pytest.approx(5 * out["bd_perp"])
     # at n = 32 (p = 16) 2 beta ||M_r|| / sqrt(p) = 2 (1 + 4) / 4 = 2.5: the finite-size theory
@@ -66,6 +66,7 @@ def test_structured():
     # graded as for entry-wise attention: at most "partly", since the limit does not reverse
     assert out["grade_align"].data in ("**partly**", "**not decided at this profile**",
                                        "**contradicted**")
+    assert out["grade_align_word"] == out["grade_align"].data.strip("*")
 
 
 def test_grade():

@@ -42,6 +42,7 @@ def test_zero_diagonal_leaves_the_row_space():
     np.testing.assert_allclose(r["equivalent"], r["ridge"], atol=1e-12)  # b2 = 0
 
 
+@pytest.mark.filterwarnings("ignore::attn_lib.DomainWarning")  # outside on purpose: strong shifts
 @pytest.mark.parametrize("c", [0.3, 0.8])
 def test_limit_theory_never_below_the_rank_bound(c):
     settings = [Setting(c=c, snr=s, f=f, wk_norm=w, wq_norm=w, cos_mu_wk=k, cos_mu_wq=k)

@@ -170,7 +170,8 @@ def random_inputs(*, n: int, trials: int, seed: int, n_gamma: int) -> Figure:
         0.1``, paired) and claim ``above_ew_b``; ``theory_gap_min`` (the
         smallest softmax-minus-ridge gap of the limits at ``g = 0.1``) and claim
         ``theory_worse`` (exact: every such gap is positive); ``grade_worse`` (Markdown, the
-        verdict on "worse than ridge" from those claims, :func:`_grade`); ``trials``.
+        verdict on "worse than ridge" from those claims, :func:`_grade`) and ``grade_worse_word``
+        (the same verdict as plain text, for other pages); ``trials``.
     """
     g = _grid(n_gamma)
     k = _k(g)
@@ -227,6 +228,7 @@ def random_inputs(*, n: int, trials: int, seed: int, n_gamma: int) -> Figure:
         wording=("predicts", "does not predict", "does not predict"))
     out["grade_worse"] = _grade([out[f"worse_{b}"] for b in ("05", "10", "15")]
                                 + [out["theory_worse"]])
+    out["grade_worse_word"] = out["grade_worse"].data.strip("*")  # plain, for other pages
     return Figure(fig, out)
 
 
@@ -274,7 +276,7 @@ def structured(*, n: int, trials: int, seed: int, snrs: Sequence[float],
         required: in the proportional limit it does not) and the finite-size theory's
         ``fs_gap_aligned`` (``nan`` where refused); ``grade_align`` (Markdown, :func:`_grade`:
         the gap closes in the limit and in the simulation; *partly* unless the limit reverses it
-        too);
+        too) and ``grade_align_word`` (the same as plain text);
         ``bd_aligned`` (``beta delta`` of the aligned setting at the last SNR), ``bd_perp``;
         ``th_mc_aligned`` (``|theory - MC|`` of softmax there) and claim ``limit_misses``
         (beyond :data:`MARGIN`), ``th_mc_perp``, ``th_mc_se``;
@@ -386,6 +388,7 @@ def structured(*, n: int, trials: int, seed: int, snrs: Sequence[float],
         wording=("reverses", "does not reverse", "does not reverse"))
     out["grade_align"] = _grade([out["limit_closes"], out["aligned_closes"]],
                                 partly=[out["limit_reverses"]])
+    out["grade_align_word"] = out["grade_align"].data.strip("*")  # plain, for other pages
 
     def fs_miss(cmp: study.Comparison) -> tuple[float, float]:
         if cmp.theory_finite is None:
