@@ -32,6 +32,20 @@ def book_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path
     plt.close("all")
 
 
+@pytest.fixture(scope="module")
+def gpt2_module_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One throw-away cache for a GPT-2 figure module (each layer summary is computed once), with
+    the weights read from their default place; closes the figures."""
+    from attn_lib.studies import gpt2
+
+    folder = tmp_path_factory.mktemp("cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ATTN_BOOK_CACHE", str(folder))
+        mp.delenv(gpt2.ENV_VAR, raising=False)
+        yield folder
+    plt.close("all")
+
+
 @pytest.fixture
 def book_cache_off(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """No result cache, ``$ATTN_BOOK_CACHE = off``; closes the figures."""

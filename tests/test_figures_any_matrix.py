@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import yaml
@@ -13,18 +12,9 @@ from attn_lib.studies import gpt2
 
 from book_helpers import REPO, check_figure
 
-pytestmark = pytest.mark.skipif(not gpt2.default_path().is_file(),
-                                reason=f"GPT-2 weights not present at {gpt2.default_path()}")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _cache(tmp_path_factory):
-    """One throw-away cache for the module (the layer summary is computed once)."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("ATTN_BOOK_CACHE", str(tmp_path_factory.mktemp("cache")))
-        mp.delenv(gpt2.ENV_VAR, raising=False)
-        yield
-    plt.close("all")
+pytestmark = [pytest.mark.skipif(not gpt2.default_path().is_file(),
+                                 reason=f"GPT-2 weights not present at {gpt2.default_path()}"),
+              pytest.mark.usefixtures("gpt2_module_cache")]
 
 
 def _flat_theory(M, mu, c, nonlinearity, gammas, n=None):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 from IPython.display import Markdown
@@ -17,22 +16,13 @@ from book_helpers import check_figure
 # the chapters' figures evaluate the theories outside their measured domain on purpose
 pytestmark = [pytest.mark.skipif(not gpt2.default_path().is_file(),
                                  reason=f"GPT-2 weights not present at {gpt2.default_path()}"),
-              pytest.mark.filterwarnings("ignore::attn_lib.DomainWarning")]
+              pytest.mark.filterwarnings("ignore::attn_lib.DomainWarning"),
+              pytest.mark.usefixtures("gpt2_module_cache")]
 
 SMALL = dict(k_max=8, seed=0, layers=(0,))
 # c = 4: n = 192 tokens for p = 768; one trial, two gammas.
 MC = dict(f="tanh", c=4.0, snrs=[2.0], detail_layers=[0], trials=1, n_gamma=2,
           gamma_report=1e-3, k_max=8, seed=0)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _cache(tmp_path_factory):
-    """One throw-away cache for the module (the layer summary is computed once)."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("ATTN_BOOK_CACHE", str(tmp_path_factory.mktemp("cache")))
-        mp.delenv(gpt2.ENV_VAR, raising=False)
-        yield
-    plt.close("all")
 
 
 def test_weights_source_and_orientation():
