@@ -113,6 +113,19 @@ def _n_for_shift(coef: float, c: float, bound: float) -> int:
     return int(math.ceil((coef / bound) ** 2 / c))
 
 
+def _tail_edge(beta: float, n: int, measured: str) -> list[Violation]:
+    """The softmax tail-edge violation at ``n`` (empty inside), ``measured`` ending its message."""
+    from .softmax import tail_beta
+
+    edge = tail_beta(n)
+    if beta <= edge:
+        return []
+    return [Violation("softmax tail edge", beta, edge, (
+        f"softmax beta = {beta:g} is past the tail edge beta = {edge:.3g} at n = {n} "
+        f"({excess(beta, edge)}; the kurtosis of f_beta equals n there, "
+        f"attn_lib.theory.softmax.tail_beta): {measured}"))]
+
+
 def _limit(s: BaseSetting) -> list[Violation]:
     out = []
     if isinstance(s, (MatrixSetting, HeadsSetting)):
@@ -139,18 +152,12 @@ def _limit(s: BaseSetting) -> list[Violation]:
     coef = abs(cast("Setting | RankSetting", s).signed_delta(n)) * np.sqrt(p)
     delta = coef / np.sqrt(p)
     if isinstance(s.attention, Softmax):
-        from .softmax import tail_beta
 
         beta = s.attention.beta
-        edge = tail_beta(n)
-        if beta > edge:
-            out.append(Violation("softmax tail edge", beta, edge, (
-                f"softmax beta = {beta:g} is past the tail edge beta = {edge:.3g} at n = {n} "
-                f"({excess(beta, edge)}; the kurtosis of f_beta equals n there, "
-                "attn_lib.theory.softmax.tail_beta): at n = 2048 the limit is within 0.011 of "
-                "Monte Carlo for beta <= 1 and off by up to 0.029 at beta = 1.5 "
-                "(benchmarks/softmax_grid.py). Instead: none (the finite-size softmax theory has "
-                f"the same edge); {_SIMULATE}")))
+        out += _tail_edge(beta, n, (
+            "at n = 2048 the limit is within 0.011 of Monte Carlo for beta <= 1 and off by up to "
+            "0.029 at beta = 1.5 (benchmarks/softmax_grid.py). Instead: none (the finite-size "
+            f"softmax theory has the same edge); {_SIMULATE}"))
         if beta * delta > SOFTMAX_BETA_DELTA:
             n_ok = _n_for_shift(beta * coef, s.c, SOFTMAX_BETA_DELTA)
             out.append(Violation("softmax regular regime", beta * delta, SOFTMAX_BETA_DELTA, (
@@ -192,16 +199,10 @@ def _finite(s: BaseSetting, n: int) -> list[Violation]:
             "(benchmarks/strong_alignment.py, benchmarks/small_n.py). Instead: none; "
             f"{_SIMULATE}")))
     if isinstance(s.attention, Softmax) and n >= 9:
-        from .softmax import tail_beta
 
-        beta, edge = s.attention.beta, tail_beta(n)
-        if beta > edge:
-            out.append(Violation("softmax tail edge", beta, edge, (
-                f"softmax beta = {beta:g} is past the tail edge beta = {edge:.3g} at n = {n} "
-                f"({excess(beta, edge)}; the kurtosis of f_beta equals n there, "
-                "attn_lib.theory.softmax.tail_beta): at beta = 1.5, n = 2048 the finite-size "
-                "theory misses by up to 0.030 (benchmarks/softmax_strong.py). Instead: none; "
-                f"{_SIMULATE}")))
+        out += _tail_edge(s.attention.beta, n, (
+            "at beta = 1.5, n = 2048 the finite-size theory misses by up to 0.030 "
+            f"(benchmarks/softmax_strong.py). Instead: none; {_SIMULATE}"))
     return out
 
 
