@@ -335,8 +335,9 @@ def hero(*, n: int, trials: int, seed: int) -> Figure:
         Numbers: ``hero_gap_small_random``, ``hero_gap_small_structured`` (theory, attention minus
         ridge at ``g =`` :data:`HERO_SMALL`), ``hero_gap_large_structured`` (theory, at
         :data:`HERO_LARGE`), ``hero_cross`` (the ``g`` where the structured theory gap changes
-        sign), ``hero_mc_large``, ``hero_mc_large_sem`` (Monte Carlo, attention minus ridge on common
-        draws at :data:`HERO_LARGE`) and the claim ``hero_mc_large_below`` (that difference is
+        sign), ``hero_mc_small_random``, ``hero_mc_small_random_sem`` (Monte Carlo, attention minus
+        ridge on common draws of random tokens at :data:`HERO_SMALL`), ``hero_mc_large``,
+        ``hero_mc_large_sem`` (the same with signal at :data:`HERO_LARGE`) and the claim ``hero_mc_large_below`` (that difference is
         negative, at the Student t threshold of ``trials`` draws), ``hero_delta``, ``hero_p``,
         ``trials``.
     """
@@ -364,6 +365,11 @@ def hero(*, n: int, trials: int, seed: int) -> Figure:
         gap = att - ridge
         small = float(np.interp(np.log(HERO_SMALL), np.log(g_th), gap))
         out[f"hero_gap_small_{name}"] = small
+        if name == "random":
+            i = int(np.argmin(np.abs(HERO_G - HERO_SMALL)))
+            paired = mc_att.values("attention")[0, :, i] - mc_ridge.ridge[0, :, i]
+            out["hero_mc_small_random"] = float(paired.mean())
+            out["hero_mc_small_random_sem"] = float(standard_error(paired, axis=0))
         if name == "structured":
             out["hero_gap_large_structured"] = float(np.interp(np.log(HERO_LARGE), np.log(g_th), gap))
             k = int(np.flatnonzero(np.diff(np.sign(gap)) != 0)[-1])
