@@ -327,7 +327,10 @@ def optimum(**P: Any) -> dict[str, Any]:
     :func:`~attn_lib.studies.fine_tuning.theory_optimum` at the same norms (its cosines and
     error). Returns the glue numbers: ``ft_optimum_table`` (Markdown: mean ± 95 % t half-width
     over seeds), ``ft_opt_gap_<case>`` (learned minus optimal theory error, mean) and the claim
-    ``ft_tanh_reaches_optimum`` (that gap below 0.01, an equivalence test over seeds).
+    ``ft_tanh_reaches_optimum`` (that gap below 0.01, an equivalence test over seeds);
+    ``ft_gen_minus_interp`` (``..._hw``): the final ``|cos(mu, w_K)|`` of the test-error
+    objective minus the interpolation objective's, paired by seed, and the claim
+    ``ft_gen_same`` (within 0.1).
     """
     rows: list[dict[str, str]] = []
     numbers: dict[str, Any] = {}
@@ -352,6 +355,15 @@ def optimum(**P: Any) -> dict[str, Any]:
                 wording=("within 0.01 of", "more than 0.01 above",
                          "not shown within 0.01 of"))
     numbers["ft_optimum_table"] = markdown_table(rows)
+    cos_i, cos_g = (_cosines(_case(case, P)[2])["K"][:, -1] for case in ("tanh", "generalisation"))
+    d = cos_g - cos_i
+    numbers["ft_gen_minus_interp"] = float(d.mean())
+    numbers["ft_gen_minus_interp_hw"] = float(_half_width(d))
+    numbers["ft_gen_same"] = equivalent(
+        "ft_gen_same", float(d.mean()), float(standard_error(d, axis=0)), margin=0.1,
+        draws=d.size, required=False,
+        wording=("the same, within 0.1,", "different (by more than 0.1)",
+                 "not shown to be the same within 0.1"))
     return numbers
 
 
