@@ -245,7 +245,7 @@ def theory_optimum(setting: Setting, wk_norm: float, wq_norm: float, gamma: floa
 
     x0s = [np.zeros(3)] + [rng.uniform(0, np.pi, 3) for _ in range(starts - 1)]
     fits = [optimize.minimize(objective, x0, method="Nelder-Mead",
-                              options={"xatol": 1e-4, "fatol": 1e-8}) for x0 in x0s]
+                              options={"xatol": 1e-3, "fatol": 1e-7}) for x0 in x0s]
     best = min(fits, key=lambda f: f.fun)
     return _geometry(setting, best.x, wk_norm, wq_norm), float(best.fun)
 
