@@ -303,7 +303,7 @@ def theory_check(**P: Any) -> Figure:
     steps = runs["steps"][idx]
     fig, ax = plt.subplots(figsize=(5.4, 3.6))
     style.plot_theory_vs_sim(ax, steps, c["finite"], c["mc"], c["sem"],
-                             label=f"finite-size theory vs MC, n = {P['n_check']}")
+                             label=f"n = {P['n_check']}, finite-size")
     ax.plot(steps, c["limit"], ":", color="0.4", label="limit theory")
     style.label_axes(ax, "SGD step", "$E$", title=_LABEL["tanh"] + ", first seed", legend=True)
     miss = np.abs(c["finite"] - c["mc"])
