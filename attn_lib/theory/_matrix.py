@@ -133,96 +133,109 @@ class _Oracle:
     With ``s = Sigma_pp`` (rows d, b, q; columns q', d', b), ``beta = 1 - s_bb`` and
     ``alpha_1 = s_dd' + s_db s_bd' / beta``, ``alpha_2 = s_dq' + s_db s_bq' / beta``,
     ``alpha_3 = s_qd' + s_qb s_bd' / beta``, ``alpha_4 = s_qq' + s_qb s_bq' / beta``, the
-    ``2p x 2p`` operator ``[[I - alpha_1 M, -alpha_2 M^T], [-alpha_3 M, I - alpha_4 M^T]]`` is
-    inverted by its Schur complement ``S = I - alpha_1 M - b N``, ``b = alpha_2 alpha_3``,
-    ``N = B M``, ``B = M^T A^{-1}``, ``A = I - alpha_4 M^T``. The values are
-    ``F = (f_1, alpha_2 f_2, alpha_3 f_2, f_3)`` with ``f_1 = tr(M S^{-1})/p``,
-    ``f_2 = tr(N S^{-1})/p`` and ``f_3 = tr(B)/p + b tr(B N S^{-1})/p`` (traces), or the same
-    with ``m^T . m`` (forms): three functions of ``(alpha_1, b, alpha_4)``.
+    p-side operator is ``L = [[I - alpha_1 M, -alpha_2 M^T], [-alpha_3 M, A]]``,
+    ``A = I - alpha_4 M^T``, and the values are
+    ``F = (tr(M G_dd), tr(M G_dq), tr(M^T G_qd), tr(M^T G_qq)) / p`` with ``G = L^{-1}``
+    (traces), or the same with ``m^T . m`` (forms).
 
-    Their derivatives are exact: ``dS^{-1} = S^{-1} (M d alpha_1 + N db + b B N d alpha_4) S^{-1}``
-    and ``dB / d alpha_4 = B^2``, so with ``P = M S^{-1}``, ``R = N S^{-1}`` and ``T = B R``
-    the trace Jacobian is made of ``tr`` of products of two of ``P, R, T``, and the forms' of
-    matrix-vector products. One evaluation (:meth:`traces` or :meth:`forms`, which share it at
-    the same ``alpha``) costs two ``p x p`` inverses and three GEMMs (``N``, ``P``, ``T``; one
-    more each for ``B`` near ``alpha_4 = 0`` and ``R`` near ``b = 0``).
+    ``A`` commutes with ``M^T``, so ``A`` times the Schur complement
+    ``S = I - alpha_1 M - b M^T A^{-1} M`` (``b = alpha_2 alpha_3``) is
+
+        W = A S = I - alpha_1 M - alpha_4 M^T + e M^T M,     e = alpha_1 alpha_4 - b,
+
+    and ``det L = det A det S = det W``. The traces are the derivatives of
+    ``psi(alpha) = log det W / p``: ``F = -(d psi / d alpha)`` in the order
+    ``(alpha_1, alpha_3, alpha_2, alpha_4)``, i.e. with ``Z = W^{-1}`` and ``K = M^T M``,
+
+        F = (tr(Z (M - alpha_4 K)), alpha_2 tr(Z K), alpha_3 tr(Z K), tr(Z (M^T - alpha_1 K))) / p,
+
+    and their Jacobian is the Hessian of ``psi``, made of ``tr(Z X Z Y) / p`` for ``X, Y`` in
+    ``(M, M^T, K)``. The forms are ``u^T G v`` with ``u``, ``v`` among ``(M^T m, 0)``,
+    ``(0, M m)``, ``(m, 0)``, ``(0, m)``, and ``dG = G (E_k d alpha_k) G``: a few solves with
+    ``G`` and ``G^T`` (``Z`` and one LU of ``A``) and matrix-vector products. One evaluation
+    (:meth:`traces` or :meth:`forms`, which share ``Z`` at the same ``alpha``) costs one
+    ``p x p`` inverse and two GEMMs (``Z M``, ``Z M^T``; ``Z K`` follows from ``Z W = I``, a
+    third GEMM only near ``e = 0``); the forms add one LU of ``A``.
     """
 
     def __init__(self, M: np.ndarray, m: np.ndarray | None):
         self.M, self.m = M, m
         self.p = M.shape[0]
         self.I = np.eye(self.p)
+        self.K = M.T @ M
         self.scale = np.linalg.norm(M) / np.sqrt(self.p)
         self.evaluations = 0
         self._key: tuple[float, float, float] | None = None
 
-    def _factor(self, a1: float, b: float, a4: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(B, N, S^{-1})`` at ``(alpha_1, b, alpha_4)``; the last one is kept.
-
-        ``A^{-1}`` commutes with ``M^T``, so ``B = (A^{-1} - I) / alpha_4`` without a product
-        when ``|alpha_4| ||M||_F / sqrt(p) >= 0.01`` (the subtraction then loses at most a factor
-        100 of ``||A^{-1}||`` times the rounding), ``M^T A^{-1}`` otherwise."""
-        if self._key != (a1, b, a4):
+    def _inverse(self, a1: float, a4: float, e: float) -> np.ndarray:
+        """``Z = W^{-1}`` at ``(alpha_1, alpha_4, e)``; the last one is kept."""
+        if self._key != (a1, a4, e):
             self.evaluations += 1
-            M = self.M
-            Ainv = linalg.inv(self.I - a4 * M.T, check_finite=False)
-            if abs(a4) * self.scale >= 0.01:
-                B = (Ainv - self.I) / a4
-            else:
-                B = M.T @ Ainv
-            N = B @ M
-            Sinv = linalg.inv(self.I - a1 * M - b * N, check_finite=False)
-            self._cache = (B, N, Sinv)
-            self._key = (a1, b, a4)
-        return self._cache
+            self._Z = linalg.inv(self.I - a1 * self.M - a4 * self.M.T + e * self.K, check_finite=False)
+            self._key = (a1, a4, e)
+        return self._Z
 
     def traces(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(tr(M G_dd), tr(M G_dq), tr(M^T G_qd), tr(M^T G_qq)) / p`` at ``alpha = a`` and
         their Jacobian in ``alpha`` (4 x 4).
 
-        ``R = (S^{-1} - I - alpha_1 P) / b`` without a product when
-        ``|b| ||N||_F >= 0.01 (1 + |alpha_1| ||M||_F / sqrt(p)) sqrt(p)`` (the subtraction then
-        loses at most a factor 100 of the rounding), ``N S^{-1}`` otherwise."""
-        b = a[1] * a[2]
-        B, N, Sinv = self._factor(a[0], b, a[3])
-        P = self.M @ Sinv
-        if abs(b) * np.linalg.norm(N) >= 0.01 * np.sqrt(self.p) * (1 + abs(a[0]) * self.scale):
-            R = (Sinv - self.I - a[0] * P) / b       # alpha_1 P + b R = (I - S) S^{-1}
+        ``Z K = (I - Z + alpha_1 Z M + alpha_4 Z M^T) / e`` (from ``Z W = I``) without a product
+        when ``|e| ||K||_F >= 0.01 (1 + (|alpha_1| + |alpha_4|) ||M||_F / sqrt(p)) sqrt(p)``
+        (the subtraction then loses at most a factor 100 of the rounding), ``Z @ K`` otherwise."""
+        a1, a2, a3, a4 = (float(x) for x in a)
+        e = a1 * a4 - a2 * a3
+        M, K, p = self.M, self.K, self.p
+        Z = self._inverse(a1, a4, e)
+        P1, P4 = Z @ M, Z @ M.T
+        if abs(e) * np.linalg.norm(K) >= 0.01 * np.sqrt(p) * (1 + (abs(a1) + abs(a4)) * self.scale):
+            Pe = (self.I - Z + a1 * P1 + a4 * P4) / e
         else:
-            R = N @ Sinv
-        T = B @ R
-        pp, pr, pt = _tr(P, P), _tr(P, R), _tr(P, T)
-        rr, rt, tt = _tr(R, R), _tr(R, T), _tr(T, T)
-        tr_r, tr_t = np.trace(R), np.trace(T)
-        f = np.array([np.trace(P), tr_r, tr_r, np.trace(B) + b * tr_t]) / self.p
-        f2 = [pr, rr, tr_t + b * rt]
-        df = np.array([[pp, pr, b * pt], f2, f2,
-                       [b * pt, tr_t + b * rt, _tr(B, B) + 2 * b * _tr(B, T) + b * b * tt]]) / self.p
-        return _chain(f, df, a)
+            Pe = Z @ K
+        # psi = phi(alpha_1, alpha_4, e) = log det W / p: its gradient and Hessian
+        grad = np.array([-np.trace(P1), -np.trace(P4), np.trace(Pe)]) / p
+        P = (P1, P4, Pe)
+        sign = np.array([-1.0, -1.0, 1.0])          # dW / d(alpha_1, alpha_4, e) = (-M, -M^T, K)
+        hess = np.empty((3, 3))
+        for i in range(3):
+            for j in range(i, 3):
+                hess[i, j] = hess[j, i] = -sign[i] * sign[j] * _tr(P[i], P[j]) / p
+        # chain rule through e = alpha_1 alpha_4 - alpha_2 alpha_3
+        Jx = np.array([[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0], [a4, -a3, -a2, a1]])
+        He = np.zeros((4, 4))
+        He[0, 3] = He[3, 0] = 1.0
+        He[1, 2] = He[2, 1] = -1.0
+        order = [0, 2, 1, 3]
+        return -(Jx.T @ grad)[order], -(Jx.T @ hess @ Jx + grad[2] * He)[order]
 
     def forms(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The forms ``m^T . m`` of :meth:`traces` and their Jacobian in ``alpha``."""
-        b = a[1] * a[2]
-        B, N, Sinv = self._factor(a[0], b, a[3])
+        a1, a2, a3, a4 = (float(x) for x in a)
         M, m = self.M, self.m
-        Bm, Btm = B @ m, B.T @ m
-        BBm, BtBtm = B @ Bm, B.T @ Btm
-        r1, r2 = Sinv @ m, Sinv @ Bm                  # S^{-1} m, S^{-1} B m
-        l1, l3 = M.T @ m, M.T @ Btm                   # m^T M, m^T B M (as columns)
-        z1, z3 = Sinv.T @ l1, Sinv.T @ l3
-        Mr1, Mr2, Nr1, Nr2 = M @ r1, M @ r2, N @ r1, N @ r2
-        BNr1, BNr2 = B @ Nr1, B @ Nr2
-        w = l3 @ r2
-        # f_2: m^T M S^{-1} B m (= alpha_2^{-1} m^T M G_dq m) and m^T B M S^{-1} m
-        # (= alpha_3^{-1} m^T M^T G_qd m) differ for forms: both are returned
-        f = np.array([l1 @ r1, l1 @ r2, l3 @ r1, m @ Bm + b * w])
-        df = np.array([
-            [z1 @ Mr1, z1 @ Nr1, b * (z1 @ BNr1)],
-            [z1 @ Mr2, z1 @ Nr2, b * (z1 @ BNr2) + z1 @ BBm],
-            [z3 @ Mr1, z3 @ Nr1, b * (z3 @ BNr1) + BtBtm @ Mr1],
-            [b * (z3 @ Mr2), w + b * (z3 @ Nr2),
-             m @ BBm + b * (b * (z3 @ BNr2) + BtBtm @ Mr2 + z3 @ BBm)]])
-        return _chain(f, df, a)
+        Z = self._inverse(a1, a4, a1 * a4 - a2 * a3)
+        lu = linalg.lu_factor(self.I - a4 * M.T, check_finite=False)
+
+        def solve(vd: np.ndarray, vq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            # G v: x_d = S^{-1} (v_d + alpha_2 M^T A^{-1} v_q) = Z (A v_d + alpha_2 M^T v_q)
+            xd = Z @ (vd - a4 * (M.T @ vd) + a2 * (M.T @ vq))
+            return xd, linalg.lu_solve(lu, vq + a3 * (M @ xd), check_finite=False)
+
+        def solve_t(ud: np.ndarray, uq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            # G^T u: y_d = S^{-T} (u_d + alpha_3 M^T A^{-T} u_q), S^{-T} = A^T Z^T
+            w = Z.T @ (ud + a3 * (M.T @ linalg.lu_solve(lu, uq, trans=1, check_finite=False)))
+            yd = w - a4 * (M @ w)
+            return yd, linalg.lu_solve(lu, uq + a2 * (M @ yd), trans=1, check_finite=False)
+
+        zero = np.zeros_like(m)
+        u1, u2 = M.T @ m, M @ m
+        xs = (solve(m, zero), solve(zero, m))
+        ys = (solve_t(u1, zero), solve_t(zero, u2))
+        F, J = np.empty(4), np.empty((4, 4))
+        for i, (yd, yq) in enumerate(ys):
+            for j, (xd, xq) in enumerate(xs):
+                Mxd, Mtxq = M @ xd, M.T @ xq
+                F[2 * i + j] = (u1 @ xd) if i == 0 else (u2 @ xq)
+                J[2 * i + j] = (yd @ Mxd, yd @ Mtxq, yq @ Mxd, yq @ Mtxq)
+        return F, J
 
 
 class _Blocks:
