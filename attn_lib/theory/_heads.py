@@ -181,6 +181,7 @@ class _Heads:
             R.append(Vt[:r].T)
             cols.append(np.full(r, h))
         self.L, self.R, self.fw = np.hstack(L), np.hstack(R), np.concatenate(cols)
+        self.Pf = (self.fw[None, :] == np.arange(H)[:, None]).astype(float)   # (H, sum r_h) 0/1
         self.LtL = self.L.T @ self.L
 
     def _row_mix(self, w: np.ndarray) -> np.ndarray:
@@ -299,8 +300,7 @@ class _Heads:
         T[np.ix_(a, a)] = -rho[:, None] * (np.einsum("hij,ji->hi", M, pc["Gdb"]) @ Pm.T) / p
         T[np.ix_(t, a)] = np.diag(-(Pm @ pc["gbb"]) / p)
         T[x, t] = rho * (self.Mflat @ pc["Gpp"].ravel()) / p
-        S = np.zeros((self.H, self.H), dtype=T.dtype)
-        np.add.at(S, (self.fw[:, None], self.fw[None, :]), (self.R.T @ pc["Gdp"] @ self.R) * self.LtL)
+        S = self.Pf @ ((self.R.T @ pc["Gdp"] @ self.R) * self.LtL) @ self.Pf.T   # head-block sums
         T[np.ix_(a, t)] = -rho[:, None] * rho[None, :] * S / p
         T[np.ix_(t, t)] = -rho[None, :] * (Pm @ np.einsum("ij,kij->ik", pc["Gbp"], M)) / p
         return T

@@ -45,8 +45,15 @@ n-n and p-p blocks and depends on normalised block traces only (so not on ``P``)
   ``[[I - alpha_1 M', -alpha_2 M'^T], [-alpha_3 M', I - alpha_4 M'^T]]``, inverted by its Schur
   complement ``S = I - alpha_1 M' - alpha_2 alpha_3 M'^T (I - alpha_4 M'^T)^{-1} M'``. The
   fixed point needs four normalised traces ``tr(M' G_dd), tr(M' G_dq), tr(M'^T G_qd),
-  tr(M'^T G_qq)`` over ``p`` (:class:`_Oracle`), three functions of
-  ``(alpha_1, alpha_2 alpha_3, alpha_4)``: two ``p x p`` inverses and three products per call.
+  tr(M'^T G_qq)`` over ``p`` (:class:`_Oracle`): the derivatives in the ``alpha``'s of
+  ``log det W / p``, ``W = (I - alpha_4 M'^T) S = I - alpha_1 M' - alpha_4 M'^T + e M'^T M'``
+  (``e = alpha_1 alpha_4 - alpha_2 alpha_3``; the determinant of the ``2p x 2p`` operator),
+  so one ``p x p`` inverse ``W^{-1}`` gives all four, and two products their Jacobian. ``W``
+  is a three-parameter family in ``M'``, ``M'^T`` and ``M'^T M'``, which no factorisation done
+  once reduces to ``O(p^2)`` work for a non-normal ``M'`` (``M'`` and ``M'^T`` have no common
+  triangular or diagonal form); the fixed point keeps ``alpha_1 = alpha_4``, where ``W`` is
+  symmetric, ``kappa C^T C + (1 - kappa) I`` with ``C = I - (e / alpha_1) M'`` and
+  ``kappa = alpha_1^2 / e``: its spectrum moves with ``e / alpha_1``.
 
 For ``M' = I`` all blocks are scalars and the fixed point is the bulk fixed point of
 :mod:`~attn_lib.theory._bulk` (``(1/n) tr Q = g_xx``; checked to 1e-12). For a symmetric ``M``
@@ -71,27 +78,31 @@ measured by ``benchmarks/any_matrix.py --agreement``).
 
 Numerics
 --------
-The nine entries of ``g`` are found by Newton's method at each ``gamma`` along a path from
-``gamma = 10`` down through the requested ``gamma`` (steps of ratio at most 4), each point
-predicted by the Hermite polynomial in ``log gamma`` through up to three solved points (values and
-the derivatives ``dg/dgamma`` below). Every Newton iterate calls the oracle with its exact
-Jacobian in the ``alpha``'s (``tr`` of products of ``M S^{-1}``, ``N S^{-1}`` and
-``B N S^{-1}``: :class:`_Oracle`), and the small n-side algebra is differentiated by complex
-steps, so the Newton Jacobian is exact and the convergence quadratic; at a residual below
-``1e-10`` (relative; ``1e-6`` at the path points between the requested ``gamma``) one last step
-is taken without an oracle call (error of the order of the residual squared), and
-``y^T Q y / n`` follows to first order from the last iterate.
+The nine entries of ``g`` are found at each ``gamma`` along a path from ``gamma = 10`` down
+through the requested ``gamma`` (steps of ratio at most 10), each point predicted by the Hermite
+polynomial in ``log gamma`` through up to three solved points (values and the derivatives
+``dg/dgamma`` below). The first iterate of each point calls the oracle with its exact Jacobian
+in the ``alpha``'s (:meth:`_Oracle.traces`), the next ones with its values only (one inverse,
+:meth:`_Oracle.values`) and Broyden's update of that Jacobian (:func:`_secant`); the small
+n-side algebra is differentiated by complex steps, and between two oracle calls the small
+problem with the oracle linearised is solved by Newton's method (a few steps, no ``p x p``
+work), so that the oracle calls converge superlinearly. At a residual below ``1e-10``
+(relative; ``1e-6`` at the path points between the requested ``gamma``) the exact Jacobian is
+taken at the same inverse (two products) and one last Newton step without an oracle call (error
+of the order of the residual squared); ``y^T Q y / n`` follows to first order from the last
+iterate.
 ``E = -gamma^2 d(y^T Q y / n)/dgamma`` by the implicit function theorem,
-``dg/dgamma = J^{-1} g E_xx g`` with ``J`` the Newton Jacobian, and the gradient of the Woodbury
-step (the form oracle's exact Jacobian, complex steps for the rest): one solve per ``gamma``; it
-matches the Richardson-extrapolated central difference of ``y^T Q y / n`` to 1e-10
+``dg/dgamma = J^{-1} g E_xx g`` with ``J`` the exact Newton Jacobian, and the gradient of the
+Woodbury step (the form oracle's exact Jacobian, complex steps for the rest): one solve per
+``gamma``; it matches the Richardson-extrapolated central difference of ``y^T Q y / n`` to 1e-10
 (``tests/test_matrix_theory.py``), where the former central difference of step ``1e-4`` was off by
 about 1e-8 (``benchmarks/any_matrix.py --agreement``).
-Cost: ``O(p^3)`` per oracle call (two ``p x p`` inverses and three GEMMs), about two calls per
-``gamma`` on a fine grid (49 for the 20-point curve of ``benchmarks/any_matrix.py --speed``, 22
-path points; 24-32 for the three ``gamma`` 1e-3, 0.1, 1, 9 path points); a GPT-2 layer
-(``p = 768``) takes 6.7 s wall (6.5 s CPU) for 20 ``gamma`` with one BLAS thread under load
-(the former solver: 328 calls, 41.7 s). Run it with one BLAS thread on a shared machine
+Cost: ``O(p^3)`` per oracle call (one ``p x p`` inverse; two GEMMs more for the exact
+Jacobian); for the three ``gamma`` 1e-3, 0.1, 1 on a GPT-2 layer (``p = 768``), five path
+points, about 18 inverses and 10 exact Jacobians: 1.1-1.7 s with one BLAS thread under load,
+against 0.5 s for one Monte Carlo trial of the same setting at ``n = 1536``
+(``benchmarks/theory_speed.py``; before: 25 calls of two inverses and three GEMMs each, 3.0 s).
+Run it with one BLAS thread on a shared machine
 (``threadpoolctl``): several threads on small matrices oversubscribe the cores.
 """
 
@@ -119,8 +130,11 @@ _SIG = (0, 2, 3)                    # p-row of the Y block in n-column x, a, t
 _NEWTON_TOL = 1e-10
 _PATH_TOL = 1e-6                    # path points between the requested gamma
 _MAX_ITER = 60
-_MAX_RATIO_STEP = 4.0
+_MAX_RATIO_STEP = 10.0
 _PREDICT_POINTS = 3
+_TRY_ITER = 12                      # oracle calls before a path step is split in two
+_MIN_SPLIT = 1.2                    # ... if its ratio is above this
+_INNER = 8                          # Newton steps on the small algebra per oracle call
 
 
 def _yt_coef(rho: float) -> np.ndarray:
@@ -175,6 +189,14 @@ class _Oracle:
             self._key = (a1, a4, e)
         return self._Z
 
+    def values(self, a: np.ndarray) -> np.ndarray:
+        """The traces of :meth:`traces` without their Jacobian: one ``p x p`` inverse."""
+        a1, a2, a3, a4 = (float(x) for x in a)
+        e = a1 * a4 - a2 * a3
+        Z = self._inverse(a1, a4, e)
+        grad = np.array([-_tr(Z, self.M), -_tr(Z, self.M.T), _tr(Z, self.K)]) / self.p
+        return _trace_values(grad, a)
+
     def traces(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(tr(M G_dd), tr(M G_dq), tr(M^T G_qd), tr(M^T G_qq)) / p`` at ``alpha = a`` and
         their Jacobian in ``alpha`` (4 x 4).
@@ -200,12 +222,11 @@ class _Oracle:
             for j in range(i, 3):
                 hess[i, j] = hess[j, i] = -sign[i] * sign[j] * _tr(P[i], P[j]) / p
         # chain rule through e = alpha_1 alpha_4 - alpha_2 alpha_3
-        Jx = np.array([[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0], [a4, -a3, -a2, a1]])
+        Jx = _JX(a)
         He = np.zeros((4, 4))
         He[0, 3] = He[3, 0] = 1.0
         He[1, 2] = He[2, 1] = -1.0
-        order = [0, 2, 1, 3]
-        return -(Jx.T @ grad)[order], -(Jx.T @ hess @ Jx + grad[2] * He)[order]
+        return _trace_values(grad, a), -(Jx.T @ hess @ Jx + grad[2] * He)[_ORDER]
 
     def forms(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The forms ``m^T . m`` of :meth:`traces` and their Jacobian in ``alpha``."""
@@ -238,6 +259,35 @@ class _Oracle:
         return F, J
 
 
+_ORDER = [0, 2, 1, 3]        # F in the order (alpha_1, alpha_3, alpha_2, alpha_4) of -grad psi
+
+
+def _JX(a: np.ndarray) -> np.ndarray:
+    """``d(alpha_1, alpha_4, e) / d alpha`` (3 x 4), ``e = alpha_1 alpha_4 - alpha_2 alpha_3``."""
+    return np.array([[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0], [a[3], -a[2], -a[1], a[0]]])
+
+
+def _trace_values(grad: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """The four traces ``F = -(d psi / d alpha)[_ORDER]`` from the gradient of
+    ``psi = log det W / p`` in ``(alpha_1, alpha_4, e)`` (:class:`_Oracle`)."""
+    return -(_JX(a).T @ grad)[_ORDER]
+
+
+def _secant(oracle: Any, a: np.ndarray, last: tuple[np.ndarray, np.ndarray, np.ndarray] | None
+            ) -> tuple[np.ndarray, np.ndarray, bool]:
+    """The trace oracle's values at ``a`` and a Jacobian: Broyden's update of ``last``'s
+    ``(a0, F0, J0)`` along the step ``a - a0`` (one inverse, no GEMM), or the exact one
+    (:meth:`_Oracle.traces`) when ``last`` is ``None`` or the oracle has no ``values``.
+    Returns ``(F, J, exact)``."""
+    values = getattr(oracle, "values", None)
+    if last is None or values is None:
+        return (*oracle.traces(a), True)
+    a0, F0, J0 = last
+    F, s = values(a), a - a0
+    J = J0 + np.outer(F - F0 - J0 @ s, s) / (s @ s) if s @ s > 0 else J0
+    return F, J, False
+
+
 class _Blocks:
     """The oracle of a matrix that is block diagonal in an orthonormal basis,
     ``diag(M_1, alpha I_d)``: ``M_1`` (``k x k``) on an invariant subspace that holds ``m``, and
@@ -259,6 +309,11 @@ class _Blocks:
     @property
     def evaluations(self) -> int:
         return self.parts[0].evaluations
+
+    def values(self, a: np.ndarray) -> np.ndarray:
+        """The dimension-weighted mean of the blocks' :meth:`_Oracle.values`."""
+        w1, w2 = self.weights
+        return w1 * self.parts[0].values(a) + w2 * self.parts[1].values(a)
 
     def traces(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The dimension-weighted mean of the blocks' :meth:`_Oracle.traces`."""
@@ -365,27 +420,40 @@ def _phi(g, lin, c, rho, k0, b2, gamma):
     return _n_side(_blocks(S, _linearised(lin, a), 1.0), g, rho, k0, b2, gamma)
 
 
-def _solve_point(g, oracle, c, rho, k0, b2, gamma, tol):
-    """Newton on the nine n-side unknowns at one ``gamma``.
+def _solve_point(g, oracle, c, rho, k0, b2, gamma, tol, max_iter=_MAX_ITER):
+    """The nine n-side unknowns at one ``gamma`` (module docstring, *Numerics*).
 
-    Each iterate evaluates the trace oracle with its exact Jacobian in the four ``alpha``
-    (:meth:`_Oracle.traces`), so the Newton Jacobian (the small algebra by complex steps) is
-    exact and the convergence quadratic. Once the residual is below ``tol`` (relative)
-    the last Newton step is taken without a new oracle call: its error is of the order of the
-    residual squared. Returns ``(g, gk, J, a, res, converged)``: ``g`` the solution, ``gk`` the
-    last iterate, ``J`` the Jacobian (9 x 9) of ``Phi(g) - g`` and ``a`` the ``alpha`` at ``gk``,
-    ``res`` its residual."""
-    for _ in range(_MAX_ITER):
+    The first iterate evaluates the trace oracle with its exact Jacobian in the four ``alpha``
+    (:meth:`_Oracle.traces`), the next ones its values and Broyden's update of that Jacobian
+    (:func:`_secant`); after each oracle call, up to ``_INNER`` Newton steps on the small algebra
+    with the oracle linearised (:func:`_linearised`). Once the residual is below ``tol``
+    (relative) the exact Jacobian is taken at the same ``alpha`` and the last Newton step
+    without a new oracle call: its error is of the order of the residual squared; at most
+    ``max_iter`` oracle calls. Returns
+    ``(g, gk, J, a, res, converged)``: ``g`` the solution, ``gk`` the last iterate, ``J`` the
+    exact Jacobian (9 x 9) of ``Phi(g) - g`` and ``a`` the ``alpha`` at ``gk``, ``res`` its
+    residual."""
+    last = None
+    for _ in range(max_iter):
         a0, _ = _alphas(_sigma_pp(g, rho, c))
-        lin = (*oracle.traces(a0), a0)
-        r0, J = _complex_step(lambda e: _phi(e, lin, c, rho, k0, b2, gamma) - e, g)
+        F, dF, exact = _secant(oracle, a0, last)
+        last = (a0, F, dF)
+        r0, J = _complex_step(lambda e: _phi(e, (F, dF, a0), c, rho, k0, b2, gamma) - e, g)
         scale = np.abs(g).max()
         res = np.abs(r0).max()
+        if res < tol * scale and not exact:
+            lin = (*oracle.traces(a0), a0)        # the exact Jacobian at the same inverse
+            r0, J = _complex_step(lambda e: _phi(e, lin, c, rho, k0, b2, gamma) - e, g)
         step = np.linalg.solve(J, -r0.ravel()).reshape(3, 3)
         if res < tol * scale:
             return g + step, g, J, a0, res, True
-        big = np.abs(step).max() / scale
-        g = g + step * min(1.0, 0.5 / big)
+        for _ in range(_INNER):
+            big = np.abs(step).max() / scale
+            g = g + step * min(1.0, 0.5 / big)
+            r1, J1 = _complex_step(lambda e: _phi(e, (F, dF, a0), c, rho, k0, b2, gamma) - e, g)
+            if np.abs(r1).max() < 1e-3 * res:
+                break
+            step = np.linalg.solve(J1, -r1.ravel()).reshape(3, 3)
     return g, g, J, a0, res, False
 
 
@@ -532,17 +600,26 @@ def matrix_resolvent_form(c, M, mu, f: NonlinearityLike, gammas, *, scale=None, 
     g = np.linalg.inv(np.array([[path[0], 0.0, -k0], [k0, 1.0, 0.0], [0.0, 0.0, 1.0]]))
     out: dict[Any, tuple[Any, Any]] = {}
     points: list[tuple[Any, np.ndarray, np.ndarray]] = []
-    for gam in _progress.bar(path, "any-matrix theory (gamma path)"):
-        if points:
-            g = _predict(points, gam)
-        tol = _NEWTON_TOL if gam in targets else _PATH_TOL
-        g, gk, J, a, res, ok = _solve_point(g, traces, c, rho, k0, b2, gam, tol)
-        if not ok:
-            raise ConvergenceError(f"any-matrix fixed point did not converge at gamma={gam:.6g}: "
-                                   f"last residual {res:.3g}")
-        # implicit function theorem: J dg/dgamma = -dPhi/dgamma = g E_xx g
-        dg = np.linalg.solve(J, np.outer(g[:, 0], g[0, :]).ravel())
-        points.append((np.log(gam), g, gam * dg.reshape(3, 3)))
+    for step in _progress.bar(path, "any-matrix theory (gamma path)"):
+        todo = [step]          # a step that fails within _TRY_ITER calls is split in two
+        while todo:
+            gam = todo[-1]
+            split = bool(points) and points[-1][0] - np.log(gam) > np.log(_MIN_SPLIT)
+            g0 = _predict(points, gam) if points else g
+            tol = _NEWTON_TOL if gam in targets else _PATH_TOL
+            g1, gk, J, a, res, ok = _solve_point(g0, traces, c, rho, k0, b2, gam, tol,
+                                                 _TRY_ITER if split else _MAX_ITER)
+            if not ok and split:
+                todo.append(float(np.exp((points[-1][0] + np.log(gam)) / 2)))
+                continue
+            if not ok:
+                raise ConvergenceError(f"any-matrix fixed point did not converge at gamma={gam:.6g}: "
+                                       f"last residual {res:.3g}")
+            todo.pop()
+            g = g1
+            # implicit function theorem: J dg/dgamma = -dPhi/dgamma = g E_xx g
+            dg = np.linalg.solve(J, np.outer(g[:, 0], g[0, :]).ravel())
+            points.append((np.log(gam), g, gam * dg.reshape(3, 3)))
         if gam in targets:
             if quad is None:
                 q, dq = g[0, 0], dg[0]
