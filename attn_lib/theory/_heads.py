@@ -104,7 +104,7 @@ acceleration (:func:`_anderson`, memory ``_MEMORY``): the Jacobian has ``N^4`` e
 for GPT-2), each column one evaluation, which Newton cannot afford, but ``DPhi`` has few
 eigenvalues away from zero (measured spectral radius 0.29, 0.51, 0.75 at ``gamma`` = 1, 0.1,
 1e-3 for four random heads of rank 12 in ``p = 48``), and Anderson takes 9-20 evaluations per
-point. The path is :func:`~._matrix._path`'s (from ``gamma = 10``, ratio at most 4), each point
+point. The path is :func:`~._matrix._path`'s (from ``gamma = 10``, ratio at most 10), each point
 predicted by :func:`~._matrix._predict`; the relative residual is ``1e-12`` at the requested
 ``gamma`` and ``1e-7`` between them. ``dg/dgamma`` is the fixed point of the affine tangent map
 ``v -> DPhi v + dPhi/dgamma`` (:meth:`_Heads.tangent_map`: the p-side at ``g`` factored once, each
@@ -113,8 +113,10 @@ iteration (on an affine map, a Krylov method); ``y^T Q y / n`` and its derivativ
 ``dg/dgamma`` (one complex step of the Woodbury form) give ``E = -gamma^2 d(y^T Q y / n)/dgamma``.
 A fixed point that does not converge raises :class:`~._errors.ConvergenceError` (never NaN).
 Cost: ``O(p^3)`` per evaluation (two ``p x p`` inverses and about ten GEMMs, some of width
-``sum_h r_h``); see ``benchmarks/multi_head.py --speed`` for the time at ``p = 768`` (about a
-minute for three ``gamma``).
+``sum_h r_h``); at ``p = 768`` (GPT-2's 12 heads, three ``gamma``, five path points) 72
+evaluations and 43 applications of the tangent map (107 and 45 with steps of ratio 4), about
+14 Monte Carlo trials of the same setting (``benchmarks/theory_speed.py``,
+``benchmarks/multi_head.py --speed``).
 """
 
 from __future__ import annotations

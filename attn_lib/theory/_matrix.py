@@ -83,7 +83,8 @@ through the requested ``gamma`` (steps of ratio at most 10), each point predicte
 polynomial in ``log gamma`` through up to three solved points (values and the derivatives
 ``dg/dgamma`` below). The first iterate of each point calls the oracle with its exact Jacobian
 in the ``alpha``'s (:meth:`_Oracle.traces`), the next ones with its values only (one inverse,
-:meth:`_Oracle.values`) and Broyden's update of that Jacobian (:func:`_secant`); the small
+:meth:`_Oracle.gradient`) and the Powell-symmetric-Broyden update of the Hessian of
+``log det W / p`` behind that Jacobian (:func:`_secant`); the small
 n-side algebra is differentiated by complex steps, and between two oracle calls the small
 problem with the oracle linearised is solved by Newton's method (a few steps, no ``p x p``
 work), so that the oracle calls converge superlinearly. At a residual below ``1e-10``
@@ -141,7 +142,28 @@ def _yt_coef(rho: float) -> np.ndarray:
     return np.array([rho, -rho, -1.0])
 
 
-class _Oracle:
+class _LogDet:
+    """The trace oracle's values and Jacobian in the four ``alpha`` from the gradient and Hessian
+    of ``psi = log det W / p`` in ``(alpha_1, alpha_4, e)`` (:class:`_Oracle`), which a subclass
+    provides as ``gradient(a)`` and ``derivatives(a)``."""
+
+    def gradient(self, a: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def derivatives(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def values(self, a: np.ndarray) -> np.ndarray:
+        """The traces of :meth:`traces` without their Jacobian (:meth:`gradient`)."""
+        return _trace_values(self.gradient(a), a)
+
+    def traces(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(tr(M G_dd), tr(M G_dq), tr(M^T G_qd), tr(M^T G_qq)) / p`` at ``alpha = a`` and
+        their Jacobian in ``alpha`` (4 x 4) (:meth:`derivatives`)."""
+        return _trace_jacobian(*self.derivatives(a), a)
+
+
+class _Oracle(_LogDet):
     """Normalised traces (or quadratic forms in ``m``) of the p-side blocks, with their Jacobian.
 
     With ``s = Sigma_pp`` (rows d, b, q; columns q', d', b), ``beta = 1 - s_bb`` and
@@ -166,10 +188,11 @@ class _Oracle:
     and their Jacobian is the Hessian of ``psi``, made of ``tr(Z X Z Y) / p`` for ``X, Y`` in
     ``(M, M^T, K)``. The forms are ``u^T G v`` with ``u``, ``v`` among ``(M^T m, 0)``,
     ``(0, M m)``, ``(m, 0)``, ``(0, m)``, and ``dG = G (E_k d alpha_k) G``: a few solves with
-    ``G`` and ``G^T`` (``Z`` and one LU of ``A``) and matrix-vector products. One evaluation
-    (:meth:`traces` or :meth:`forms`, which share ``Z`` at the same ``alpha``) costs one
-    ``p x p`` inverse and two GEMMs (``Z M``, ``Z M^T``; ``Z K`` follows from ``Z W = I``, a
-    third GEMM only near ``e = 0``); the forms add one LU of ``A``.
+    ``G`` and ``G^T`` (``Z`` and one LU of ``A``) and matrix-vector products. The gradient of
+    ``psi`` (:meth:`gradient`, hence :meth:`values`) costs one ``p x p`` inverse; its Hessian
+    (:meth:`derivatives`, hence :meth:`traces`) two GEMMs more at the same inverse (``Z M``,
+    ``Z M^T``; ``Z K`` follows from ``Z W = I``, a third GEMM only near ``e = 0``); the forms
+    (:meth:`forms`, sharing ``Z`` at the same ``alpha``) one LU of ``A``.
     """
 
     def __init__(self, M: np.ndarray, m: np.ndarray | None):
@@ -189,17 +212,16 @@ class _Oracle:
             self._key = (a1, a4, e)
         return self._Z
 
-    def values(self, a: np.ndarray) -> np.ndarray:
-        """The traces of :meth:`traces` without their Jacobian: one ``p x p`` inverse."""
+    def gradient(self, a: np.ndarray) -> np.ndarray:
+        """The gradient of ``psi = log det W / p`` in ``(alpha_1, alpha_4, e)`` at ``alpha = a``:
+        one ``p x p`` inverse."""
         a1, a2, a3, a4 = (float(x) for x in a)
-        e = a1 * a4 - a2 * a3
-        Z = self._inverse(a1, a4, e)
-        grad = np.array([-_tr(Z, self.M), -_tr(Z, self.M.T), _tr(Z, self.K)]) / self.p
-        return _trace_values(grad, a)
+        Z = self._inverse(a1, a4, a1 * a4 - a2 * a3)
+        return np.array([-_tr(Z, self.M), -_tr(Z, self.M.T), _tr(Z, self.K)]) / self.p
 
-    def traces(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(tr(M G_dd), tr(M G_dq), tr(M^T G_qd), tr(M^T G_qq)) / p`` at ``alpha = a`` and
-        their Jacobian in ``alpha`` (4 x 4).
+    def derivatives(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The gradient and the Hessian (3 x 3) of ``psi`` in ``(alpha_1, alpha_4, e)``: the
+        inverse of :meth:`gradient` and two GEMMs.
 
         ``Z K = (I - Z + alpha_1 Z M + alpha_4 Z M^T) / e`` (from ``Z W = I``) without a product
         when ``|e| ||K||_F >= 0.01 (1 + (|alpha_1| + |alpha_4|) ||M||_F / sqrt(p)) sqrt(p)``
@@ -213,7 +235,6 @@ class _Oracle:
             Pe = (self.I - Z + a1 * P1 + a4 * P4) / e
         else:
             Pe = Z @ K
-        # psi = phi(alpha_1, alpha_4, e) = log det W / p: its gradient and Hessian
         grad = np.array([-np.trace(P1), -np.trace(P4), np.trace(Pe)]) / p
         P = (P1, P4, Pe)
         sign = np.array([-1.0, -1.0, 1.0])          # dW / d(alpha_1, alpha_4, e) = (-M, -M^T, K)
@@ -221,17 +242,14 @@ class _Oracle:
         for i in range(3):
             for j in range(i, 3):
                 hess[i, j] = hess[j, i] = -sign[i] * sign[j] * _tr(P[i], P[j]) / p
-        # chain rule through e = alpha_1 alpha_4 - alpha_2 alpha_3
-        Jx = _JX(a)
-        He = np.zeros((4, 4))
-        He[0, 3] = He[3, 0] = 1.0
-        He[1, 2] = He[2, 1] = -1.0
-        return _trace_values(grad, a), -(Jx.T @ hess @ Jx + grad[2] * He)[_ORDER]
+        return grad, hess
 
     def forms(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The forms ``m^T . m`` of :meth:`traces` and their Jacobian in ``alpha``."""
         a1, a2, a3, a4 = (float(x) for x in a)
         M, m = self.M, self.m
+        if m is None:
+            raise ValueError("forms need the signal m")
         Z = self._inverse(a1, a4, a1 * a4 - a2 * a3)
         lu = linalg.lu_factor(self.I - a4 * M.T, check_finite=False)
 
@@ -273,22 +291,46 @@ def _trace_values(grad: np.ndarray, a: np.ndarray) -> np.ndarray:
     return -(_JX(a).T @ grad)[_ORDER]
 
 
+def _trace_jacobian(grad: np.ndarray, hess: np.ndarray, a: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """The four traces and their Jacobian in ``alpha`` (4 x 4) from the gradient and Hessian of
+    ``psi`` in ``(alpha_1, alpha_4, e)`` (the chain rule through ``e``)."""
+    Jx = _JX(a)
+    He = np.zeros((4, 4))
+    He[0, 3] = He[3, 0] = 1.0
+    He[1, 2] = He[2, 1] = -1.0
+    return _trace_values(grad, a), -(Jx.T @ hess @ Jx + grad[2] * He)[_ORDER]
+
+
 def _secant(oracle: Any, a: np.ndarray, last: tuple[np.ndarray, np.ndarray, np.ndarray] | None
-            ) -> tuple[np.ndarray, np.ndarray, bool]:
-    """The trace oracle's values at ``a`` and a Jacobian: Broyden's update of ``last``'s
-    ``(a0, F0, J0)`` along the step ``a - a0`` (one inverse, no GEMM), or the exact one
-    (:meth:`_Oracle.traces`) when ``last`` is ``None`` or the oracle has no ``values``.
-    Returns ``(F, J, exact)``."""
-    values = getattr(oracle, "values", None)
-    if last is None or values is None:
-        return (*oracle.traces(a), True)
-    a0, F0, J0 = last
-    F, s = values(a), a - a0
-    J = J0 + np.outer(F - F0 - J0 @ s, s) / (s @ s) if s @ s > 0 else J0
-    return F, J, False
+            ) -> tuple[np.ndarray, np.ndarray, bool, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The trace oracle's values at ``a`` and a Jacobian, with the state for the next call.
+
+    ``last = (x0, grad0, H0)``: the point ``x0 = (alpha_1, alpha_4, e)``, the gradient and the
+    (exact or updated) Hessian of ``psi`` there. With ``last``, one inverse gives the gradient at
+    ``x`` and the Hessian is the Powell-symmetric-Broyden update of ``H0`` along
+    ``x - x0`` (``psi``'s Hessian is symmetric; the chain rule through ``e`` stays exact);
+    without it, the exact derivatives (:meth:`_Oracle.derivatives`). An oracle without
+    ``derivatives`` is called with its exact Jacobian (``traces``) every time. Returns
+    ``(F, J, exact, state)``."""
+    x = np.array([a[0], a[3], a[0] * a[3] - a[1] * a[2]])
+    if not hasattr(oracle, "derivatives"):
+        F, J = oracle.traces(a)
+        return F, J, True, (x, F, J)
+    if last is None:
+        grad, H = oracle.derivatives(a)
+        exact = True
+    else:
+        x0, grad0, H0 = last
+        grad, s = oracle.gradient(a), x - x0
+        ss = s @ s
+        r = grad - grad0 - H0 @ s
+        H = H0 + (np.outer(r, s) + np.outer(s, r)) / ss - (r @ s) * np.outer(s, s) / ss ** 2 if ss > 0 else H0
+        exact = False
+    return (*_trace_jacobian(grad, H, a), exact, (x, grad, H))
 
 
-class _Blocks:
+class _Blocks(_LogDet):
     """The oracle of a matrix that is block diagonal in an orthonormal basis,
     ``diag(M_1, alpha I_d)``: ``M_1`` (``k x k``) on an invariant subspace that holds ``m``, and
     ``alpha`` on its ``d``-dimensional complement, ``p = k + d``.
@@ -310,14 +352,14 @@ class _Blocks:
     def evaluations(self) -> int:
         return self.parts[0].evaluations
 
-    def values(self, a: np.ndarray) -> np.ndarray:
-        """The dimension-weighted mean of the blocks' :meth:`_Oracle.values`."""
+    def gradient(self, a: np.ndarray) -> np.ndarray:
+        """The dimension-weighted mean of the blocks' :meth:`_Oracle.gradient`."""
         w1, w2 = self.weights
-        return w1 * self.parts[0].values(a) + w2 * self.parts[1].values(a)
+        return w1 * self.parts[0].gradient(a) + w2 * self.parts[1].gradient(a)
 
-    def traces(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The dimension-weighted mean of the blocks' :meth:`_Oracle.traces`."""
-        (f1, J1), (f2, J2) = (o.traces(a) for o in self.parts)
+    def derivatives(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The dimension-weighted mean of the blocks' :meth:`_Oracle.derivatives`."""
+        (f1, J1), (f2, J2) = (o.derivatives(a) for o in self.parts)
         w1, w2 = self.weights
         return w1 * f1 + w2 * f2, w1 * J1 + w2 * J2
 
@@ -329,19 +371,6 @@ class _Blocks:
 def _tr(X: np.ndarray, Y: np.ndarray) -> float:
     """``tr(X Y)`` without the product."""
     return np.einsum("ij,ji->", X, Y)
-
-
-def _chain(f: np.ndarray, df: np.ndarray, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The oracle's values ``(f_1, alpha_2 f_2, alpha_3 f_2', f_3)`` and their Jacobian in
-    ``alpha`` (4 x 4) from ``f`` (4,) and its derivatives ``df`` (4 x 3) in
-    ``(alpha_1, b = alpha_2 alpha_3, alpha_4)``."""
-    mult = np.array([1.0, a[1], a[2], 1.0])
-    J = mult[:, None] * df[:, [0, 1, 1, 2]]
-    J[:, 1] *= a[2]
-    J[:, 2] *= a[1]
-    J[1, 1] += f[1]
-    J[2, 2] += f[2]
-    return mult * f, J
 
 
 def _sigma_pp(g: np.ndarray, rho: float, c: float) -> np.ndarray:
@@ -424,7 +453,7 @@ def _solve_point(g, oracle, c, rho, k0, b2, gamma, tol, max_iter=_MAX_ITER):
     """The nine n-side unknowns at one ``gamma`` (module docstring, *Numerics*).
 
     The first iterate evaluates the trace oracle with its exact Jacobian in the four ``alpha``
-    (:meth:`_Oracle.traces`), the next ones its values and Broyden's update of that Jacobian
+    (:meth:`_Oracle.traces`), the next ones its values and a secant update of that Jacobian
     (:func:`_secant`); after each oracle call, up to ``_INNER`` Newton steps on the small algebra
     with the oracle linearised (:func:`_linearised`). Once the residual is below ``tol``
     (relative) the exact Jacobian is taken at the same ``alpha`` and the last Newton step
@@ -436,8 +465,7 @@ def _solve_point(g, oracle, c, rho, k0, b2, gamma, tol, max_iter=_MAX_ITER):
     last = None
     for _ in range(max_iter):
         a0, _ = _alphas(_sigma_pp(g, rho, c))
-        F, dF, exact = _secant(oracle, a0, last)
-        last = (a0, F, dF)
+        F, dF, exact, last = _secant(oracle, a0, last)
         r0, J = _complex_step(lambda e: _phi(e, (F, dF, a0), c, rho, k0, b2, gamma) - e, g)
         scale = np.abs(g).max()
         res = np.abs(r0).max()
