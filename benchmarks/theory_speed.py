@@ -197,7 +197,7 @@ def _interleaved(theory: Callable[[], object], trial: Callable[[], object], repe
     return min(t_th), min(t_mc)
 
 
-def ratios(repeats: int) -> None:
+def ratios(repeats: int, only: str = "") -> None:
     M5, B5, mu5 = _gpt2_layer()
     c5 = gpt2.P / N_GPT2
     ms = al.MatrixSetting(c=c5, M=M5, mu=mu5, f="tanh")
@@ -217,6 +217,8 @@ def ratios(repeats: int) -> None:
     with threadpool_limits(limits=1, user_api="blas"):
         al.theory.attention_error(s1, G50, n=N_FS)   # warm-up: the finite-size shift tables
         for name, theory, trial, target in rows:
+            if not name.startswith(only):
+                continue
             t_th, t_mc = _interleaved(theory, trial, repeats)
             what = "one trial" if target == 1.0 else "five trials"
             print(f"  {name:42s} theory {t_th:7.3f} s   {what} {t_mc:6.3f} s   "
@@ -243,14 +245,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-check", action="store_true")
     ap.add_argument("--skip-ratios", action="store_true")
     ap.add_argument("--only", default="", metavar="PREFIX",
-                    help="check only the reference cases whose name starts with PREFIX")
+                    help="only the reference cases (and ratio rows) whose name starts with PREFIX")
     ap.add_argument("--store", action="store_true", help="write the reference (main's code only)")
     args = ap.parse_args(argv)
     if args.store:
         store()
         return 0
     if not args.skip_ratios:
-        ratios(args.repeats)
+        ratios(args.repeats, args.only)
     if not args.skip_maps:
         maps(args.map_size)
     return 0 if args.skip_check or check(args.only) < 1e-8 else 1

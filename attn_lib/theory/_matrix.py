@@ -78,8 +78,9 @@ measured by ``benchmarks/any_matrix.py --agreement``).
 
 Numerics
 --------
-The nine entries of ``g`` are found at each ``gamma`` along a path from ``gamma = 10`` down
-through the requested ``gamma`` (steps of ratio at most 10), each point predicted by the Hermite
+The nine entries of ``g`` are found at each ``gamma`` along a path from ``max(1, max gamma)``
+down through the requested ``gamma`` (steps of ratio at most 10, a step split in two when it
+does not converge within ``_TRY_ITER`` oracle calls), each point predicted by the Hermite
 polynomial in ``log gamma`` through up to three solved points (values and the derivatives
 ``dg/dgamma`` below). The first iterate of each point calls the oracle with its exact Jacobian
 in the ``alpha``'s (:meth:`_Oracle.traces`), the next ones with its values only (one inverse,
@@ -132,6 +133,7 @@ _NEWTON_TOL = 1e-10
 _PATH_TOL = 1e-6                    # path points between the requested gamma
 _MAX_ITER = 60
 _MAX_RATIO_STEP = 10.0
+_START = 1.0                        # the path starts at max(_START, max gamma), from Sigma = 0
 _PREDICT_POINTS = 3
 _TRY_ITER = 12                      # oracle calls before a path step is split in two
 _MIN_SPLIT = 1.2                    # ... if its ratio is above this
@@ -199,7 +201,9 @@ class _Oracle(_LogDet):
         self.M, self.m = M, m
         self.p = M.shape[0]
         self.I = np.eye(self.p)
-        self.K = M.T @ M
+        self.Mt = np.ascontiguousarray(M.T)
+        K = M.T @ M
+        self.K = (K + K.T) / 2
         self.scale = np.linalg.norm(M) / np.sqrt(self.p)
         self.evaluations = 0
         self._key: tuple[float, float, float] | None = None
@@ -217,7 +221,8 @@ class _Oracle(_LogDet):
         one ``p x p`` inverse."""
         a1, a2, a3, a4 = (float(x) for x in a)
         Z = self._inverse(a1, a4, a1 * a4 - a2 * a3)
-        return np.array([-_tr(Z, self.M), -_tr(Z, self.M.T), _tr(Z, self.K)]) / self.p
+        # tr(X Y) = vdot(X, Y^T): contiguous dot products (K is symmetric)
+        return np.array([-np.vdot(Z, self.Mt), -np.vdot(Z, self.M), np.vdot(Z, self.K)]) / self.p
 
     def derivatives(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The gradient and the Hessian (3 x 3) of ``psi`` in ``(alpha_1, alpha_4, e)``: the
@@ -230,18 +235,19 @@ class _Oracle(_LogDet):
         e = a1 * a4 - a2 * a3
         M, K, p = self.M, self.K, self.p
         Z = self._inverse(a1, a4, e)
-        P1, P4 = Z @ M, Z @ M.T
+        P1, P4 = Z @ M, Z @ self.Mt
         if abs(e) * np.linalg.norm(K) >= 0.01 * np.sqrt(p) * (1 + (abs(a1) + abs(a4)) * self.scale):
             Pe = (self.I - Z + a1 * P1 + a4 * P4) / e
         else:
             Pe = Z @ K
         grad = np.array([-np.trace(P1), -np.trace(P4), np.trace(Pe)]) / p
         P = (P1, P4, Pe)
+        Pt = [np.ascontiguousarray(X.T) for X in P]   # tr(X Y) = vdot(X, Y^T)
         sign = np.array([-1.0, -1.0, 1.0])          # dW / d(alpha_1, alpha_4, e) = (-M, -M^T, K)
         hess = np.empty((3, 3))
         for i in range(3):
             for j in range(i, 3):
-                hess[i, j] = hess[j, i] = -sign[i] * sign[j] * _tr(P[i], P[j]) / p
+                hess[i, j] = hess[j, i] = -sign[i] * sign[j] * np.vdot(P[i], Pt[j]) / p
         return grad, hess
 
     def forms(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -366,11 +372,6 @@ class _Blocks(_LogDet):
     def forms(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The first block's :meth:`_Oracle.forms` (``m`` lies in it)."""
         return self.parts[0].forms(a)
-
-
-def _tr(X: np.ndarray, Y: np.ndarray) -> float:
-    """``tr(X Y)`` without the product."""
-    return np.einsum("ij,ji->", X, Y)
 
 
 def _sigma_pp(g: np.ndarray, rho: float, c: float) -> np.ndarray:
@@ -527,12 +528,12 @@ def _predict(points, new):
     return np.where(keep, np.sign(g1) * np.exp(np.clip(y, y1 - 3.0, y1 + 3.0)), y)
 
 
-def _path(targets: np.ndarray) -> list[float]:
+def _path(targets: np.ndarray, start: float | None = None) -> list[float]:
     """The continuation path for the requested ``gamma`` (``targets``, decreasing): from
-    ``max(10, 10 max gamma)`` down through every target, in steps of ratio at most
-    ``_MAX_RATIO_STEP``."""
-    path = [max(10.0, 10.0 * targets[0])]
-    for t in targets:
+    ``start`` (default ``max(10, 10 max gamma)``; at least ``max gamma``) down through every
+    target, in steps of ratio at most ``_MAX_RATIO_STEP``."""
+    path = [max(10.0, 10.0 * targets[0]) if start is None else max(start, targets[0])]
+    for t in targets[1:] if path[0] == targets[0] else targets:
         while path[-1] / t > _MAX_RATIO_STEP:
             path.append(path[-1] / _MAX_RATIO_STEP)
         path.append(t)
@@ -624,7 +625,7 @@ def matrix_resolvent_form(c, M, mu, f: NonlinearityLike, gammas, *, scale=None, 
               else _Blocks(M / sigma, m, alpha / sigma, d))
     quad = None if m is None else traces if bulk is None else _Oracle(M / sigma, m)
     targets = np.unique(g_arr)[::-1]
-    path = _path(targets)
+    path = _path(targets, _START)
     g = np.linalg.inv(np.array([[path[0], 0.0, -k0], [k0, 1.0, 0.0], [0.0, 0.0, 1.0]]))
     out: dict[Any, tuple[Any, Any]] = {}
     points: list[tuple[Any, np.ndarray, np.ndarray]] = []
