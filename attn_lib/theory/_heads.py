@@ -299,7 +299,10 @@ class _Heads:
         T[a, x] = -rho * (self.Mflat @ pc["Gdd"].T.ravel()) / p
         T[t, x] = -(Pm @ pc["gbd"]) / p
         T[x, a] = (Pm @ pc["gpb"]) / p
-        T[np.ix_(a, a)] = -rho[:, None] * (np.einsum("hij,ji->hi", M, pc["Gdb"]) @ Pm.T) / p
+        # sum over head k's rows i and all j of M_h[i, j] Gdb[j, i], by rows of Gdb^T
+        GdbT = pc["Gdb"].T
+        T[np.ix_(a, a)] = -rho[:, None] * np.stack(
+            [self.Mrows[k] @ GdbT[b].ravel() for k, b in enumerate(self.blocks)], axis=1) / p
         T[np.ix_(t, a)] = np.diag(-(Pm @ pc["gbb"]) / p)
         T[x, t] = rho * (self.Mflat @ pc["Gpp"].ravel()) / p
         S = self.Pf @ ((self.R.T @ pc["Gdp"] @ self.R) * self.LtL) @ self.Pf.T   # head-block sums
