@@ -104,7 +104,7 @@ acceleration (:func:`_anderson`, memory ``_MEMORY``): the Jacobian has ``N^4`` e
 for GPT-2), each column one evaluation, which Newton cannot afford, but ``DPhi`` has few
 eigenvalues away from zero (measured spectral radius 0.29, 0.51, 0.75 at ``gamma`` = 1, 0.1,
 1e-3 for four random heads of rank 12 in ``p = 48``), and Anderson takes 9-20 evaluations per
-point. The path is :func:`~._matrix._path`'s (from ``gamma = 10``, ratio at most 10), each point
+point. The path is :func:`~._matrix._path`'s (from ``max(1, max gamma)``, ratio at most 10), each point
 predicted by :func:`~._matrix._predict`; the relative residual is ``1e-12`` at the requested
 ``gamma`` and ``1e-7`` between them. ``dg/dgamma`` is the fixed point of the affine tangent map
 ``v -> DPhi v + dPhi/dgamma`` (:meth:`_Heads.tangent_map`: the p-side at ``g`` factored once, each
@@ -132,7 +132,7 @@ from ..model.nonlinearity import NonlinearityLike
 from .._validation import check_array, check_gammas, check_real
 from .. import _progress
 from ._errors import ConvergenceError
-from ._matrix import _path, _predict
+from ._matrix import _START, _path, _predict
 
 __all__ = ["heads_error", "heads_resolvent_form"]
 
@@ -478,7 +478,7 @@ def heads_resolvent_form(c: float, heads: np.ndarray, mu: np.ndarray, f: Nonline
     k0 = rho * np.trace(M, axis1=1, axis2=2) / p
     model = _Heads(c, M, rho, k0, C, m)
     targets = np.unique(g_arr)[::-1]
-    path = _path(targets)
+    path = _path(targets, _START)
     g = np.linalg.inv(model.initial(path[0]))
     points: list[tuple[Any, np.ndarray, np.ndarray | None]] = []
     out: dict[Any, tuple[float, Any]] = {}
