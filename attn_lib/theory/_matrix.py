@@ -100,10 +100,11 @@ Woodbury step (the form oracle's exact Jacobian, complex steps for the rest): on
 (``tests/test_matrix_theory.py``), where the former central difference of step ``1e-4`` was off by
 about 1e-8 (``benchmarks/any_matrix.py --agreement``).
 Cost: ``O(p^3)`` per oracle call (one ``p x p`` inverse; two GEMMs more for the exact
-Jacobian); for the three ``gamma`` 1e-3, 0.1, 1 on a GPT-2 layer (``p = 768``), five path
-points, about 18 inverses and 10 exact Jacobians: 1.1-1.7 s with one BLAS thread under load,
-against 0.5 s for one Monte Carlo trial of the same setting at ``n = 1536``
-(``benchmarks/theory_speed.py``; before: 25 calls of two inverses and three GEMMs each, 3.0 s).
+Jacobian); for the three ``gamma`` 1e-3, 0.1, 1 on a GPT-2 layer (``p = 768``), four path
+points, 20 inverses and 8 exact Jacobians (16 GEMMs), where the former solver (two inverses and
+three GEMMs per call, every iterate with its exact Jacobian, nine path points) took 25 calls:
+3.1 to 3.6 times faster in one A/B run under load, and about three Monte Carlo trials of the
+same setting at ``n = 1536`` under load (``benchmarks/theory_speed.py``; to be measured alone).
 Run it with one BLAS thread on a shared machine
 (``threadpoolctl``): several threads on small matrices oversubscribe the cores.
 """
