@@ -114,10 +114,10 @@ iteration (on an affine map, a Krylov method); ``y^T Q y / n`` and its derivativ
 ``dg/dgamma`` (one complex step of the Woodbury form) give ``E = -gamma^2 d(y^T Q y / n)/dgamma``.
 A fixed point that does not converge raises :class:`~._errors.ConvergenceError` (never NaN).
 Cost: ``O(p^3)`` per evaluation (two ``p x p`` inverses and about ten GEMMs, some of width
-``sum_h r_h``); at ``p = 768`` (GPT-2's 12 heads, three ``gamma``, five path points) 72
-evaluations and 43 applications of the tangent map (107 and 45 with steps of ratio 4), about
-14 Monte Carlo trials of the same setting (``benchmarks/theory_speed.py``,
-``benchmarks/multi_head.py --speed``).
+``sum_h r_h``); at ``p = 768`` (GPT-2's 12 heads, three ``gamma``, four path points) 61
+evaluations and 37 applications of the tangent map (107 and 45 from ``gamma = 10`` in steps of
+ratio 4 at residuals ``1e-12``), still tens of Monte Carlo trials of the same setting
+(``benchmarks/theory_speed.py``, ``benchmarks/multi_head.py --speed``).
 """
 
 from __future__ import annotations
