@@ -151,9 +151,11 @@ class _LogDet:
     provides as ``gradient(a)`` and ``derivatives(a)``."""
 
     def gradient(self, a: np.ndarray) -> np.ndarray:
+        """The gradient of ``psi`` in ``(alpha_1, alpha_4, e)`` at ``alpha = a``, shape (3,)."""
         raise NotImplementedError
 
     def derivatives(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The gradient and the Hessian (3 x 3) of ``psi`` at ``alpha = a``."""
         raise NotImplementedError
 
     def values(self, a: np.ndarray) -> np.ndarray:
