@@ -684,7 +684,8 @@ def heads_theory(W_Q: np.ndarray, W_K: np.ndarray, mu: np.ndarray, c: float,
     (:mod:`attn_lib.theory._heads`: ``f`` applied to each head's logits, linearised at the head's
     own scale, the heads' residuals correlated as their logits are, each head writing its block
     of 64 feature rows), proportional limit, run with one BLAS thread (``O(p^3)`` per evaluation;
-    about a minute for three ``gamma`` at ``p = 768``, ``benchmarks/multi_head.py --theory``).
+    for three ``gamma`` at ``p = 768`` about 60 evaluations and 40 applications of the tangent
+    map, tens of Monte Carlo trials of the same setting: ``benchmarks/theory_speed.py``).
 
     Parameters
     ----------

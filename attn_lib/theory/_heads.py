@@ -104,17 +104,20 @@ acceleration (:func:`_anderson`, memory ``_MEMORY``): the Jacobian has ``N^4`` e
 for GPT-2), each column one evaluation, which Newton cannot afford, but ``DPhi`` has few
 eigenvalues away from zero (measured spectral radius 0.29, 0.51, 0.75 at ``gamma`` = 1, 0.1,
 1e-3 for four random heads of rank 12 in ``p = 48``), and Anderson takes 9-20 evaluations per
-point. The path is :func:`~._matrix._path`'s (from ``gamma = 10``, ratio at most 4), each point
-predicted by :func:`~._matrix._predict`; the relative residual is ``1e-12`` at the requested
-``gamma`` and ``1e-7`` between them. ``dg/dgamma`` is the fixed point of the affine tangent map
+point. The path is :func:`~._matrix._path`'s (from ``max(1, max gamma)``, ratio at most 10), each point
+predicted by :func:`~._matrix._predict`; the relative residual is ``1e-11`` at the requested
+``gamma`` and ``1e-7`` between them. ``dg/dgamma`` (to a relative residual of ``1e-10``; ``E``
+then moves by less than 1e-9 relative) is the fixed point of the affine tangent map
 ``v -> DPhi v + dPhi/dgamma`` (:meth:`_Heads.tangent_map`: the p-side at ``g`` factored once, each
 application its forward-mode derivative, exact to rounding), solved by the same Anderson
 iteration (on an affine map, a Krylov method); ``y^T Q y / n`` and its derivative along
 ``dg/dgamma`` (one complex step of the Woodbury form) give ``E = -gamma^2 d(y^T Q y / n)/dgamma``.
 A fixed point that does not converge raises :class:`~._errors.ConvergenceError` (never NaN).
 Cost: ``O(p^3)`` per evaluation (two ``p x p`` inverses and about ten GEMMs, some of width
-``sum_h r_h``); see ``benchmarks/multi_head.py --speed`` for the time at ``p = 768`` (about a
-minute for three ``gamma``).
+``sum_h r_h``); at ``p = 768`` (GPT-2's 12 heads, three ``gamma``, four path points) 61
+evaluations and 37 applications of the tangent map (107 and 45 from ``gamma = 10`` in steps of
+ratio 4 at residuals ``1e-12``), still tens of Monte Carlo trials of the same setting
+(``benchmarks/theory_speed.py``, ``benchmarks/multi_head.py --speed``).
 """
 
 from __future__ import annotations
@@ -130,12 +133,13 @@ from ..model.nonlinearity import NonlinearityLike
 from .._validation import check_array, check_gammas, check_real
 from .. import _progress
 from ._errors import ConvergenceError
-from ._matrix import _path, _predict
+from ._matrix import _START, _path, _predict
 
 __all__ = ["heads_error", "heads_resolvent_form"]
 
-_TOL = 1e-12            # relative residual at the requested gamma
+_TOL = 1e-11            # relative residual at the requested gamma
 _PATH_TOL = 1e-7        # at the path points between them
+_TANGENT_TOL = 1e-10    # of dg/dgamma
 _MEMORY = 15            # Anderson memory
 _MAX_ITER = 400
 _RANK_TOL = 1e-13       # singular values below this fraction of the largest are dropped
@@ -181,6 +185,7 @@ class _Heads:
             R.append(Vt[:r].T)
             cols.append(np.full(r, h))
         self.L, self.R, self.fw = np.hstack(L), np.hstack(R), np.concatenate(cols)
+        self.Pf = (self.fw[None, :] == np.arange(H)[:, None]).astype(float)   # (H, sum r_h) 0/1
         self.LtL = self.L.T @ self.L
 
     def _row_mix(self, w: np.ndarray) -> np.ndarray:
@@ -296,11 +301,13 @@ class _Heads:
         T[a, x] = -rho * (self.Mflat @ pc["Gdd"].T.ravel()) / p
         T[t, x] = -(Pm @ pc["gbd"]) / p
         T[x, a] = (Pm @ pc["gpb"]) / p
-        T[np.ix_(a, a)] = -rho[:, None] * (np.einsum("hij,ji->hi", M, pc["Gdb"]) @ Pm.T) / p
+        # sum over head k's rows i and all j of M_h[i, j] Gdb[j, i], by rows of Gdb^T
+        GdbT = pc["Gdb"].T
+        T[np.ix_(a, a)] = -rho[:, None] * np.stack(
+            [self.Mrows[k] @ GdbT[b].ravel() for k, b in enumerate(self.blocks)], axis=1) / p
         T[np.ix_(t, a)] = np.diag(-(Pm @ pc["gbb"]) / p)
         T[x, t] = rho * (self.Mflat @ pc["Gpp"].ravel()) / p
-        S = np.zeros((self.H, self.H), dtype=T.dtype)
-        np.add.at(S, (self.fw[:, None], self.fw[None, :]), (self.R.T @ pc["Gdp"] @ self.R) * self.LtL)
+        S = self.Pf @ ((self.R.T @ pc["Gdp"] @ self.R) * self.LtL) @ self.Pf.T   # head-block sums
         T[np.ix_(a, t)] = -rho[:, None] * rho[None, :] * S / p
         T[np.ix_(t, t)] = -rho[None, :] * (Pm @ np.einsum("ij,kij->ik", pc["Gbp"], M)) / p
         return T
@@ -473,7 +480,7 @@ def heads_resolvent_form(c: float, heads: np.ndarray, mu: np.ndarray, f: Nonline
     k0 = rho * np.trace(M, axis1=1, axis2=2) / p
     model = _Heads(c, M, rho, k0, C, m)
     targets = np.unique(g_arr)[::-1]
-    path = _path(targets)
+    path = _path(targets, _START)
     g = np.linalg.inv(model.initial(path[0]))
     points: list[tuple[Any, np.ndarray, np.ndarray | None]] = []
     out: dict[Any, tuple[float, Any]] = {}
@@ -486,7 +493,7 @@ def heads_resolvent_form(c: float, heads: np.ndarray, mu: np.ndarray, f: Nonline
         dg = None
         if final:
             # dg/dgamma: the fixed point of the tangent map, from its first term -g E_xx g
-            dg = _anderson(model.tangent_map(g, gam), -np.outer(g[:, 0], g[0, :]), _TOL,
+            dg = _anderson(model.tangent_map(g, gam), -np.outer(g[:, 0], g[0, :]), _TANGENT_TOL,
                            f"d/dgamma at gamma={gam:.6g}")
             s = 1e-20 * np.abs(g).max() / np.abs(dg).max()
             dq = model.form(g + 1j * s * dg).imag / s

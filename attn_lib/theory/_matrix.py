@@ -45,8 +45,15 @@ n-n and p-p blocks and depends on normalised block traces only (so not on ``P``)
   ``[[I - alpha_1 M', -alpha_2 M'^T], [-alpha_3 M', I - alpha_4 M'^T]]``, inverted by its Schur
   complement ``S = I - alpha_1 M' - alpha_2 alpha_3 M'^T (I - alpha_4 M'^T)^{-1} M'``. The
   fixed point needs four normalised traces ``tr(M' G_dd), tr(M' G_dq), tr(M'^T G_qd),
-  tr(M'^T G_qq)`` over ``p`` (:class:`_Oracle`), three functions of
-  ``(alpha_1, alpha_2 alpha_3, alpha_4)``: two ``p x p`` inverses and three products per call.
+  tr(M'^T G_qq)`` over ``p`` (:class:`_Oracle`): the derivatives in the ``alpha``'s of
+  ``log det W / p``, ``W = (I - alpha_4 M'^T) S = I - alpha_1 M' - alpha_4 M'^T + e M'^T M'``
+  (``e = alpha_1 alpha_4 - alpha_2 alpha_3``; the determinant of the ``2p x 2p`` operator),
+  so one ``p x p`` inverse ``W^{-1}`` gives all four, and two products their Jacobian. ``W``
+  is a three-parameter family in ``M'``, ``M'^T`` and ``M'^T M'``, which no factorisation done
+  once reduces to ``O(p^2)`` work for a non-normal ``M'`` (``M'`` and ``M'^T`` have no common
+  triangular or diagonal form); the fixed point keeps ``alpha_1 = alpha_4``, where ``W`` is
+  symmetric, ``kappa C^T C + (1 - kappa) I`` with ``C = I - (e / alpha_1) M'`` and
+  ``kappa = alpha_1^2 / e``: its spectrum moves with ``e / alpha_1``.
 
 For ``M' = I`` all blocks are scalars and the fixed point is the bulk fixed point of
 :mod:`~attn_lib.theory._bulk` (``(1/n) tr Q = g_xx``; checked to 1e-12). For a symmetric ``M``
@@ -71,27 +78,34 @@ measured by ``benchmarks/any_matrix.py --agreement``).
 
 Numerics
 --------
-The nine entries of ``g`` are found by Newton's method at each ``gamma`` along a path from
-``gamma = 10`` down through the requested ``gamma`` (steps of ratio at most 4), each point
-predicted by the Hermite polynomial in ``log gamma`` through up to three solved points (values and
-the derivatives ``dg/dgamma`` below). Every Newton iterate calls the oracle with its exact
-Jacobian in the ``alpha``'s (``tr`` of products of ``M S^{-1}``, ``N S^{-1}`` and
-``B N S^{-1}``: :class:`_Oracle`), and the small n-side algebra is differentiated by complex
-steps, so the Newton Jacobian is exact and the convergence quadratic; at a residual below
-``1e-10`` (relative; ``1e-6`` at the path points between the requested ``gamma``) one last step
-is taken without an oracle call (error of the order of the residual squared), and
-``y^T Q y / n`` follows to first order from the last iterate.
+The nine entries of ``g`` are found at each ``gamma`` along a path from ``max(1, max gamma)``
+down through the requested ``gamma`` (steps of ratio at most 10, a step split in two when it
+does not converge within ``_TRY_ITER`` oracle calls), each point predicted by the Hermite
+polynomial in ``log gamma`` through up to three solved points (values and the derivatives
+``dg/dgamma`` below). The first iterate of each point calls the oracle with its exact Jacobian
+in the ``alpha``'s (:meth:`_Oracle.traces`), the next ones with its values only (one inverse,
+:meth:`_Oracle.gradient`) and the Powell-symmetric-Broyden update of the Hessian of
+``log det W / p`` behind that Jacobian (:func:`_secant`); the small
+n-side algebra is differentiated by complex steps, and between two oracle calls the small
+problem with the oracle linearised is solved by Newton's method (a few steps, no ``p x p``
+work), so that the oracle calls converge superlinearly. At a residual below ``1e-10``
+(relative; ``1e-6`` at the path points between the requested ``gamma``) the exact Jacobian is
+taken at the same inverse (two products) and one last Newton step without an oracle call (error
+of the order of the residual squared); ``y^T Q y / n`` follows to first order from the last
+iterate.
 ``E = -gamma^2 d(y^T Q y / n)/dgamma`` by the implicit function theorem,
-``dg/dgamma = J^{-1} g E_xx g`` with ``J`` the Newton Jacobian, and the gradient of the Woodbury
-step (the form oracle's exact Jacobian, complex steps for the rest): one solve per ``gamma``; it
-matches the Richardson-extrapolated central difference of ``y^T Q y / n`` to 1e-10
+``dg/dgamma = J^{-1} g E_xx g`` with ``J`` the exact Newton Jacobian, and the gradient of the
+Woodbury step (the form oracle's exact Jacobian, complex steps for the rest): one solve per
+``gamma``; it matches the Richardson-extrapolated central difference of ``y^T Q y / n`` to 1e-10
 (``tests/test_matrix_theory.py``), where the former central difference of step ``1e-4`` was off by
 about 1e-8 (``benchmarks/any_matrix.py --agreement``).
-Cost: ``O(p^3)`` per oracle call (two ``p x p`` inverses and three GEMMs), about two calls per
-``gamma`` on a fine grid (49 for the 20-point curve of ``benchmarks/any_matrix.py --speed``, 22
-path points; 24-32 for the three ``gamma`` 1e-3, 0.1, 1, 9 path points); a GPT-2 layer
-(``p = 768``) takes 6.7 s wall (6.5 s CPU) for 20 ``gamma`` with one BLAS thread under load
-(the former solver: 328 calls, 41.7 s). Run it with one BLAS thread on a shared machine
+Cost: ``O(p^3)`` per oracle call (one ``p x p`` inverse; two GEMMs more for the exact
+Jacobian); for the three ``gamma`` 1e-3, 0.1, 1 on a GPT-2 layer (``p = 768``), four path
+points, 20 inverses and 8 exact Jacobians (16 GEMMs), where the former solver (two inverses and
+three GEMMs per call, every iterate with its exact Jacobian, nine path points) took 25 calls:
+3.1 to 3.6 times faster in one A/B run under load, and about three Monte Carlo trials of the
+same setting at ``n = 1536`` under load (``benchmarks/theory_speed.py``; to be measured alone).
+Run it with one BLAS thread on a shared machine
 (``threadpoolctl``): several threads on small matrices oversubscribe the cores.
 """
 
@@ -119,113 +133,213 @@ _SIG = (0, 2, 3)                    # p-row of the Y block in n-column x, a, t
 _NEWTON_TOL = 1e-10
 _PATH_TOL = 1e-6                    # path points between the requested gamma
 _MAX_ITER = 60
-_MAX_RATIO_STEP = 4.0
+_MAX_RATIO_STEP = 10.0
+_START = 1.0                        # the path starts at max(_START, max gamma), from Sigma = 0
 _PREDICT_POINTS = 3
+_TRY_ITER = 12                      # oracle calls before a path step is split in two
+_MIN_SPLIT = 1.2                    # ... if its ratio is above this
+_INNER = 8                          # Newton steps on the small algebra per oracle call
 
 
 def _yt_coef(rho: float) -> np.ndarray:
     return np.array([rho, -rho, -1.0])
 
 
-class _Oracle:
+class _LogDet:
+    """The trace oracle's values and Jacobian in the four ``alpha`` from the gradient and Hessian
+    of ``psi = log det W / p`` in ``(alpha_1, alpha_4, e)`` (:class:`_Oracle`), which a subclass
+    provides as ``gradient(a)`` and ``derivatives(a)``."""
+
+    def gradient(self, a: np.ndarray) -> np.ndarray:
+        """The gradient of ``psi`` in ``(alpha_1, alpha_4, e)`` at ``alpha = a``, shape (3,)."""
+        raise NotImplementedError
+
+    def derivatives(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The gradient and the Hessian (3 x 3) of ``psi`` at ``alpha = a``."""
+        raise NotImplementedError
+
+    def values(self, a: np.ndarray) -> np.ndarray:
+        """The traces of :meth:`traces` without their Jacobian (:meth:`gradient`)."""
+        return _trace_values(self.gradient(a), a)
+
+    def traces(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(tr(M G_dd), tr(M G_dq), tr(M^T G_qd), tr(M^T G_qq)) / p`` at ``alpha = a`` and
+        their Jacobian in ``alpha`` (4 x 4) (:meth:`derivatives`)."""
+        return _trace_jacobian(*self.derivatives(a), a)
+
+
+class _Oracle(_LogDet):
     """Normalised traces (or quadratic forms in ``m``) of the p-side blocks, with their Jacobian.
 
     With ``s = Sigma_pp`` (rows d, b, q; columns q', d', b), ``beta = 1 - s_bb`` and
     ``alpha_1 = s_dd' + s_db s_bd' / beta``, ``alpha_2 = s_dq' + s_db s_bq' / beta``,
     ``alpha_3 = s_qd' + s_qb s_bd' / beta``, ``alpha_4 = s_qq' + s_qb s_bq' / beta``, the
-    ``2p x 2p`` operator ``[[I - alpha_1 M, -alpha_2 M^T], [-alpha_3 M, I - alpha_4 M^T]]`` is
-    inverted by its Schur complement ``S = I - alpha_1 M - b N``, ``b = alpha_2 alpha_3``,
-    ``N = B M``, ``B = M^T A^{-1}``, ``A = I - alpha_4 M^T``. The values are
-    ``F = (f_1, alpha_2 f_2, alpha_3 f_2, f_3)`` with ``f_1 = tr(M S^{-1})/p``,
-    ``f_2 = tr(N S^{-1})/p`` and ``f_3 = tr(B)/p + b tr(B N S^{-1})/p`` (traces), or the same
-    with ``m^T . m`` (forms): three functions of ``(alpha_1, b, alpha_4)``.
+    p-side operator is ``L = [[I - alpha_1 M, -alpha_2 M^T], [-alpha_3 M, A]]``,
+    ``A = I - alpha_4 M^T``, and the values are
+    ``F = (tr(M G_dd), tr(M G_dq), tr(M^T G_qd), tr(M^T G_qq)) / p`` with ``G = L^{-1}``
+    (traces), or the same with ``m^T . m`` (forms).
 
-    Their derivatives are exact: ``dS^{-1} = S^{-1} (M d alpha_1 + N db + b B N d alpha_4) S^{-1}``
-    and ``dB / d alpha_4 = B^2``, so with ``P = M S^{-1}``, ``R = N S^{-1}`` and ``T = B R``
-    the trace Jacobian is made of ``tr`` of products of two of ``P, R, T``, and the forms' of
-    matrix-vector products. One evaluation (:meth:`traces` or :meth:`forms`, which share it at
-    the same ``alpha``) costs two ``p x p`` inverses and three GEMMs (``N``, ``P``, ``T``; one
-    more each for ``B`` near ``alpha_4 = 0`` and ``R`` near ``b = 0``).
+    ``A`` commutes with ``M^T``, so ``A`` times the Schur complement
+    ``S = I - alpha_1 M - b M^T A^{-1} M`` (``b = alpha_2 alpha_3``) is
+
+        W = A S = I - alpha_1 M - alpha_4 M^T + e M^T M,     e = alpha_1 alpha_4 - b,
+
+    and ``det L = det A det S = det W``. The traces are the derivatives of
+    ``psi(alpha) = log det W / p``: ``F = -(d psi / d alpha)`` in the order
+    ``(alpha_1, alpha_3, alpha_2, alpha_4)``, i.e. with ``Z = W^{-1}`` and ``K = M^T M``,
+
+        F = (tr(Z (M - alpha_4 K)), alpha_2 tr(Z K), alpha_3 tr(Z K), tr(Z (M^T - alpha_1 K))) / p,
+
+    and their Jacobian is the Hessian of ``psi``, made of ``tr(Z X Z Y) / p`` for ``X, Y`` in
+    ``(M, M^T, K)``. The forms are ``u^T G v`` with ``u``, ``v`` among ``(M^T m, 0)``,
+    ``(0, M m)``, ``(m, 0)``, ``(0, m)``, and ``dG = G (E_k d alpha_k) G``: a few solves with
+    ``G`` and ``G^T`` (``Z`` and one LU of ``A``) and matrix-vector products. The gradient of
+    ``psi`` (:meth:`gradient`, hence :meth:`values`) costs one ``p x p`` inverse; its Hessian
+    (:meth:`derivatives`, hence :meth:`traces`) two GEMMs more at the same inverse (``Z M``,
+    ``Z M^T``; ``Z K`` follows from ``Z W = I``, a third GEMM only near ``e = 0``); the forms
+    (:meth:`forms`, sharing ``Z`` at the same ``alpha``) one LU of ``A``.
     """
 
     def __init__(self, M: np.ndarray, m: np.ndarray | None):
         self.M, self.m = M, m
         self.p = M.shape[0]
         self.I = np.eye(self.p)
+        self.Mt = np.ascontiguousarray(M.T)
+        K = M.T @ M
+        self.K = (K + K.T) / 2
         self.scale = np.linalg.norm(M) / np.sqrt(self.p)
         self.evaluations = 0
         self._key: tuple[float, float, float] | None = None
 
-    def _factor(self, a1: float, b: float, a4: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(B, N, S^{-1})`` at ``(alpha_1, b, alpha_4)``; the last one is kept.
-
-        ``A^{-1}`` commutes with ``M^T``, so ``B = (A^{-1} - I) / alpha_4`` without a product
-        when ``|alpha_4| ||M||_F / sqrt(p) >= 0.01`` (the subtraction then loses at most a factor
-        100 of ``||A^{-1}||`` times the rounding), ``M^T A^{-1}`` otherwise."""
-        if self._key != (a1, b, a4):
+    def _inverse(self, a1: float, a4: float, e: float) -> np.ndarray:
+        """``Z = W^{-1}`` at ``(alpha_1, alpha_4, e)``; the last one is kept."""
+        if self._key != (a1, a4, e):
             self.evaluations += 1
-            M = self.M
-            Ainv = linalg.inv(self.I - a4 * M.T, check_finite=False)
-            if abs(a4) * self.scale >= 0.01:
-                B = (Ainv - self.I) / a4
-            else:
-                B = M.T @ Ainv
-            N = B @ M
-            Sinv = linalg.inv(self.I - a1 * M - b * N, check_finite=False)
-            self._cache = (B, N, Sinv)
-            self._key = (a1, b, a4)
-        return self._cache
+            self._Z = linalg.inv(self.I - a1 * self.M - a4 * self.M.T + e * self.K, check_finite=False)
+            self._key = (a1, a4, e)
+        return self._Z
 
-    def traces(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(tr(M G_dd), tr(M G_dq), tr(M^T G_qd), tr(M^T G_qq)) / p`` at ``alpha = a`` and
-        their Jacobian in ``alpha`` (4 x 4).
+    def gradient(self, a: np.ndarray) -> np.ndarray:
+        """The gradient of ``psi = log det W / p`` in ``(alpha_1, alpha_4, e)`` at ``alpha = a``:
+        one ``p x p`` inverse."""
+        a1, a2, a3, a4 = (float(x) for x in a)
+        Z = self._inverse(a1, a4, a1 * a4 - a2 * a3)
+        # tr(X Y) = vdot(X, Y^T): contiguous dot products (K is symmetric)
+        return np.array([-np.vdot(Z, self.Mt), -np.vdot(Z, self.M), np.vdot(Z, self.K)]) / self.p
 
-        ``R = (S^{-1} - I - alpha_1 P) / b`` without a product when
-        ``|b| ||N||_F >= 0.01 (1 + |alpha_1| ||M||_F / sqrt(p)) sqrt(p)`` (the subtraction then
-        loses at most a factor 100 of the rounding), ``N S^{-1}`` otherwise."""
-        b = a[1] * a[2]
-        B, N, Sinv = self._factor(a[0], b, a[3])
-        P = self.M @ Sinv
-        if abs(b) * np.linalg.norm(N) >= 0.01 * np.sqrt(self.p) * (1 + abs(a[0]) * self.scale):
-            R = (Sinv - self.I - a[0] * P) / b       # alpha_1 P + b R = (I - S) S^{-1}
+    def derivatives(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The gradient and the Hessian (3 x 3) of ``psi`` in ``(alpha_1, alpha_4, e)``: the
+        inverse of :meth:`gradient` and two GEMMs.
+
+        ``Z K = (I - Z + alpha_1 Z M + alpha_4 Z M^T) / e`` (from ``Z W = I``) without a product
+        when ``|e| ||K||_F >= 0.01 (1 + (|alpha_1| + |alpha_4|) ||M||_F / sqrt(p)) sqrt(p)``
+        (the subtraction then loses at most a factor 100 of the rounding), ``Z @ K`` otherwise."""
+        a1, a2, a3, a4 = (float(x) for x in a)
+        e = a1 * a4 - a2 * a3
+        M, K, p = self.M, self.K, self.p
+        Z = self._inverse(a1, a4, e)
+        P1, P4 = Z @ M, Z @ self.Mt
+        if abs(e) * np.linalg.norm(K) >= 0.01 * np.sqrt(p) * (1 + (abs(a1) + abs(a4)) * self.scale):
+            Pe = (self.I - Z + a1 * P1 + a4 * P4) / e
         else:
-            R = N @ Sinv
-        T = B @ R
-        pp, pr, pt = _tr(P, P), _tr(P, R), _tr(P, T)
-        rr, rt, tt = _tr(R, R), _tr(R, T), _tr(T, T)
-        tr_r, tr_t = np.trace(R), np.trace(T)
-        f = np.array([np.trace(P), tr_r, tr_r, np.trace(B) + b * tr_t]) / self.p
-        f2 = [pr, rr, tr_t + b * rt]
-        df = np.array([[pp, pr, b * pt], f2, f2,
-                       [b * pt, tr_t + b * rt, _tr(B, B) + 2 * b * _tr(B, T) + b * b * tt]]) / self.p
-        return _chain(f, df, a)
+            Pe = Z @ K
+        grad = np.array([-np.trace(P1), -np.trace(P4), np.trace(Pe)]) / p
+        P = (P1, P4, Pe)
+        Pt = [np.ascontiguousarray(X.T) for X in P]   # tr(X Y) = vdot(X, Y^T)
+        sign = np.array([-1.0, -1.0, 1.0])          # dW / d(alpha_1, alpha_4, e) = (-M, -M^T, K)
+        hess = np.empty((3, 3))
+        for i in range(3):
+            for j in range(i, 3):
+                hess[i, j] = hess[j, i] = -sign[i] * sign[j] * np.vdot(P[i], Pt[j]) / p
+        return grad, hess
 
     def forms(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The forms ``m^T . m`` of :meth:`traces` and their Jacobian in ``alpha``."""
-        b = a[1] * a[2]
-        B, N, Sinv = self._factor(a[0], b, a[3])
+        a1, a2, a3, a4 = (float(x) for x in a)
         M, m = self.M, self.m
-        Bm, Btm = B @ m, B.T @ m
-        BBm, BtBtm = B @ Bm, B.T @ Btm
-        r1, r2 = Sinv @ m, Sinv @ Bm                  # S^{-1} m, S^{-1} B m
-        l1, l3 = M.T @ m, M.T @ Btm                   # m^T M, m^T B M (as columns)
-        z1, z3 = Sinv.T @ l1, Sinv.T @ l3
-        Mr1, Mr2, Nr1, Nr2 = M @ r1, M @ r2, N @ r1, N @ r2
-        BNr1, BNr2 = B @ Nr1, B @ Nr2
-        w = l3 @ r2
-        # f_2: m^T M S^{-1} B m (= alpha_2^{-1} m^T M G_dq m) and m^T B M S^{-1} m
-        # (= alpha_3^{-1} m^T M^T G_qd m) differ for forms: both are returned
-        f = np.array([l1 @ r1, l1 @ r2, l3 @ r1, m @ Bm + b * w])
-        df = np.array([
-            [z1 @ Mr1, z1 @ Nr1, b * (z1 @ BNr1)],
-            [z1 @ Mr2, z1 @ Nr2, b * (z1 @ BNr2) + z1 @ BBm],
-            [z3 @ Mr1, z3 @ Nr1, b * (z3 @ BNr1) + BtBtm @ Mr1],
-            [b * (z3 @ Mr2), w + b * (z3 @ Nr2),
-             m @ BBm + b * (b * (z3 @ BNr2) + BtBtm @ Mr2 + z3 @ BBm)]])
-        return _chain(f, df, a)
+        if m is None:
+            raise ValueError("forms need the signal m")
+        Z = self._inverse(a1, a4, a1 * a4 - a2 * a3)
+        lu = linalg.lu_factor(self.I - a4 * M.T, check_finite=False)
+
+        def solve(vd: np.ndarray, vq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            # G v: x_d = S^{-1} (v_d + alpha_2 M^T A^{-1} v_q) = Z (A v_d + alpha_2 M^T v_q)
+            xd = Z @ (vd - a4 * (M.T @ vd) + a2 * (M.T @ vq))
+            return xd, linalg.lu_solve(lu, vq + a3 * (M @ xd), check_finite=False)
+
+        def solve_t(ud: np.ndarray, uq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            # G^T u: y_d = S^{-T} (u_d + alpha_3 M^T A^{-T} u_q), S^{-T} = A^T Z^T
+            w = Z.T @ (ud + a3 * (M.T @ linalg.lu_solve(lu, uq, trans=1, check_finite=False)))
+            yd = w - a4 * (M @ w)
+            return yd, linalg.lu_solve(lu, uq + a2 * (M @ yd), trans=1, check_finite=False)
+
+        zero = np.zeros_like(m)
+        u1, u2 = M.T @ m, M @ m
+        xs = (solve(m, zero), solve(zero, m))
+        ys = (solve_t(u1, zero), solve_t(zero, u2))
+        F, J = np.empty(4), np.empty((4, 4))
+        for i, (yd, yq) in enumerate(ys):
+            for j, (xd, xq) in enumerate(xs):
+                Mxd, Mtxq = M @ xd, M.T @ xq
+                F[2 * i + j] = (u1 @ xd) if i == 0 else (u2 @ xq)
+                J[2 * i + j] = (yd @ Mxd, yd @ Mtxq, yq @ Mxd, yq @ Mtxq)
+        return F, J
 
 
-class _Blocks:
+_ORDER = [0, 2, 1, 3]        # F in the order (alpha_1, alpha_3, alpha_2, alpha_4) of -grad psi
+
+
+def _JX(a: np.ndarray) -> np.ndarray:
+    """``d(alpha_1, alpha_4, e) / d alpha`` (3 x 4), ``e = alpha_1 alpha_4 - alpha_2 alpha_3``."""
+    return np.array([[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0], [a[3], -a[2], -a[1], a[0]]])
+
+
+def _trace_values(grad: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """The four traces ``F = -(d psi / d alpha)[_ORDER]`` from the gradient of
+    ``psi = log det W / p`` in ``(alpha_1, alpha_4, e)`` (:class:`_Oracle`)."""
+    return -(_JX(a).T @ grad)[_ORDER]
+
+
+def _trace_jacobian(grad: np.ndarray, hess: np.ndarray, a: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """The four traces and their Jacobian in ``alpha`` (4 x 4) from the gradient and Hessian of
+    ``psi`` in ``(alpha_1, alpha_4, e)`` (the chain rule through ``e``)."""
+    Jx = _JX(a)
+    He = np.zeros((4, 4))
+    He[0, 3] = He[3, 0] = 1.0
+    He[1, 2] = He[2, 1] = -1.0
+    return _trace_values(grad, a), -(Jx.T @ hess @ Jx + grad[2] * He)[_ORDER]
+
+
+def _secant(oracle: Any, a: np.ndarray, last: tuple[np.ndarray, np.ndarray, np.ndarray] | None
+            ) -> tuple[np.ndarray, np.ndarray, bool, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The trace oracle's values at ``a`` and a Jacobian, with the state for the next call.
+
+    ``last = (x0, grad0, H0)``: the point ``x0 = (alpha_1, alpha_4, e)``, the gradient and the
+    (exact or updated) Hessian of ``psi`` there. With ``last``, one inverse gives the gradient at
+    ``x`` and the Hessian is the Powell-symmetric-Broyden update of ``H0`` along
+    ``x - x0`` (``psi``'s Hessian is symmetric; the chain rule through ``e`` stays exact);
+    without it, the exact derivatives (:meth:`_Oracle.derivatives`). An oracle without
+    ``derivatives`` is called with its exact Jacobian (``traces``) every time. Returns
+    ``(F, J, exact, state)``."""
+    x = np.array([a[0], a[3], a[0] * a[3] - a[1] * a[2]])
+    if not hasattr(oracle, "derivatives"):
+        F, J = oracle.traces(a)
+        return F, J, True, (x, F, J)
+    if last is None:
+        grad, H = oracle.derivatives(a)
+        exact = True
+    else:
+        x0, grad0, H0 = last
+        grad, s = oracle.gradient(a), x - x0
+        ss = s @ s
+        r = grad - grad0 - H0 @ s
+        H = H0 + (np.outer(r, s) + np.outer(s, r)) / ss - (r @ s) * np.outer(s, s) / ss ** 2 if ss > 0 else H0
+        exact = False
+    return (*_trace_jacobian(grad, H, a), exact, (x, grad, H))
+
+
+class _Blocks(_LogDet):
     """The oracle of a matrix that is block diagonal in an orthonormal basis,
     ``diag(M_1, alpha I_d)``: ``M_1`` (``k x k``) on an invariant subspace that holds ``m``, and
     ``alpha`` on its ``d``-dimensional complement, ``p = k + d``.
@@ -247,33 +361,20 @@ class _Blocks:
     def evaluations(self) -> int:
         return self.parts[0].evaluations
 
-    def traces(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The dimension-weighted mean of the blocks' :meth:`_Oracle.traces`."""
-        (f1, J1), (f2, J2) = (o.traces(a) for o in self.parts)
+    def gradient(self, a: np.ndarray) -> np.ndarray:
+        """The dimension-weighted mean of the blocks' :meth:`_Oracle.gradient`."""
+        w1, w2 = self.weights
+        return w1 * self.parts[0].gradient(a) + w2 * self.parts[1].gradient(a)
+
+    def derivatives(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The dimension-weighted mean of the blocks' :meth:`_Oracle.derivatives`."""
+        (f1, J1), (f2, J2) = (o.derivatives(a) for o in self.parts)
         w1, w2 = self.weights
         return w1 * f1 + w2 * f2, w1 * J1 + w2 * J2
 
     def forms(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The first block's :meth:`_Oracle.forms` (``m`` lies in it)."""
         return self.parts[0].forms(a)
-
-
-def _tr(X: np.ndarray, Y: np.ndarray) -> float:
-    """``tr(X Y)`` without the product."""
-    return np.einsum("ij,ji->", X, Y)
-
-
-def _chain(f: np.ndarray, df: np.ndarray, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The oracle's values ``(f_1, alpha_2 f_2, alpha_3 f_2', f_3)`` and their Jacobian in
-    ``alpha`` (4 x 4) from ``f`` (4,) and its derivatives ``df`` (4 x 3) in
-    ``(alpha_1, b = alpha_2 alpha_3, alpha_4)``."""
-    mult = np.array([1.0, a[1], a[2], 1.0])
-    J = mult[:, None] * df[:, [0, 1, 1, 2]]
-    J[:, 1] *= a[2]
-    J[:, 2] *= a[1]
-    J[1, 1] += f[1]
-    J[2, 2] += f[2]
-    return mult * f, J
 
 
 def _sigma_pp(g: np.ndarray, rho: float, c: float) -> np.ndarray:
@@ -352,27 +453,39 @@ def _phi(g, lin, c, rho, k0, b2, gamma):
     return _n_side(_blocks(S, _linearised(lin, a), 1.0), g, rho, k0, b2, gamma)
 
 
-def _solve_point(g, oracle, c, rho, k0, b2, gamma, tol):
-    """Newton on the nine n-side unknowns at one ``gamma``.
+def _solve_point(g, oracle, c, rho, k0, b2, gamma, tol, max_iter=_MAX_ITER):
+    """The nine n-side unknowns at one ``gamma`` (module docstring, *Numerics*).
 
-    Each iterate evaluates the trace oracle with its exact Jacobian in the four ``alpha``
-    (:meth:`_Oracle.traces`), so the Newton Jacobian (the small algebra by complex steps) is
-    exact and the convergence quadratic. Once the residual is below ``tol`` (relative)
-    the last Newton step is taken without a new oracle call: its error is of the order of the
-    residual squared. Returns ``(g, gk, J, a, res, converged)``: ``g`` the solution, ``gk`` the
-    last iterate, ``J`` the Jacobian (9 x 9) of ``Phi(g) - g`` and ``a`` the ``alpha`` at ``gk``,
-    ``res`` its residual."""
-    for _ in range(_MAX_ITER):
+    The first iterate evaluates the trace oracle with its exact Jacobian in the four ``alpha``
+    (:meth:`_Oracle.traces`), the next ones its values and a secant update of that Jacobian
+    (:func:`_secant`); after each oracle call, up to ``_INNER`` Newton steps on the small algebra
+    with the oracle linearised (:func:`_linearised`). Once the residual is below ``tol``
+    (relative) the exact Jacobian is taken at the same ``alpha`` and the last Newton step
+    without a new oracle call: its error is of the order of the residual squared; at most
+    ``max_iter`` oracle calls. Returns
+    ``(g, gk, J, a, res, converged)``: ``g`` the solution, ``gk`` the last iterate, ``J`` the
+    exact Jacobian (9 x 9) of ``Phi(g) - g`` and ``a`` the ``alpha`` at ``gk``, ``res`` its
+    residual."""
+    last = None
+    for _ in range(max_iter):
         a0, _ = _alphas(_sigma_pp(g, rho, c))
-        lin = (*oracle.traces(a0), a0)
-        r0, J = _complex_step(lambda e: _phi(e, lin, c, rho, k0, b2, gamma) - e, g)
+        F, dF, exact, last = _secant(oracle, a0, last)
+        r0, J = _complex_step(lambda e: _phi(e, (F, dF, a0), c, rho, k0, b2, gamma) - e, g)
         scale = np.abs(g).max()
         res = np.abs(r0).max()
+        if res < tol * scale and not exact:
+            lin = (*oracle.traces(a0), a0)        # the exact Jacobian at the same inverse
+            r0, J = _complex_step(lambda e: _phi(e, lin, c, rho, k0, b2, gamma) - e, g)
         step = np.linalg.solve(J, -r0.ravel()).reshape(3, 3)
         if res < tol * scale:
             return g + step, g, J, a0, res, True
-        big = np.abs(step).max() / scale
-        g = g + step * min(1.0, 0.5 / big)
+        for _ in range(_INNER):
+            big = np.abs(step).max() / scale
+            g = g + step * min(1.0, 0.5 / big)
+            r1, J1 = _complex_step(lambda e: _phi(e, (F, dF, a0), c, rho, k0, b2, gamma) - e, g)
+            if np.abs(r1).max() < 1e-3 * res:
+                break
+            step = np.linalg.solve(J1, -r1.ravel()).reshape(3, 3)
     return g, g, J, a0, res, False
 
 
@@ -418,12 +531,12 @@ def _predict(points, new):
     return np.where(keep, np.sign(g1) * np.exp(np.clip(y, y1 - 3.0, y1 + 3.0)), y)
 
 
-def _path(targets: np.ndarray) -> list[float]:
+def _path(targets: np.ndarray, start: float | None = None) -> list[float]:
     """The continuation path for the requested ``gamma`` (``targets``, decreasing): from
-    ``max(10, 10 max gamma)`` down through every target, in steps of ratio at most
-    ``_MAX_RATIO_STEP``."""
-    path = [max(10.0, 10.0 * targets[0])]
-    for t in targets:
+    ``start`` (default ``max(10, 10 max gamma)``; at least ``max gamma``) down through every
+    target, in steps of ratio at most ``_MAX_RATIO_STEP``."""
+    path = [max(10.0, 10.0 * targets[0]) if start is None else max(start, targets[0])]
+    for t in targets[1:] if path[0] == targets[0] else targets:
         while path[-1] / t > _MAX_RATIO_STEP:
             path.append(path[-1] / _MAX_RATIO_STEP)
         path.append(t)
@@ -515,21 +628,30 @@ def matrix_resolvent_form(c, M, mu, f: NonlinearityLike, gammas, *, scale=None, 
               else _Blocks(M / sigma, m, alpha / sigma, d))
     quad = None if m is None else traces if bulk is None else _Oracle(M / sigma, m)
     targets = np.unique(g_arr)[::-1]
-    path = _path(targets)
+    path = _path(targets, _START)
     g = np.linalg.inv(np.array([[path[0], 0.0, -k0], [k0, 1.0, 0.0], [0.0, 0.0, 1.0]]))
     out: dict[Any, tuple[Any, Any]] = {}
     points: list[tuple[Any, np.ndarray, np.ndarray]] = []
-    for gam in _progress.bar(path, "any-matrix theory (gamma path)"):
-        if points:
-            g = _predict(points, gam)
-        tol = _NEWTON_TOL if gam in targets else _PATH_TOL
-        g, gk, J, a, res, ok = _solve_point(g, traces, c, rho, k0, b2, gam, tol)
-        if not ok:
-            raise ConvergenceError(f"any-matrix fixed point did not converge at gamma={gam:.6g}: "
-                                   f"last residual {res:.3g}")
-        # implicit function theorem: J dg/dgamma = -dPhi/dgamma = g E_xx g
-        dg = np.linalg.solve(J, np.outer(g[:, 0], g[0, :]).ravel())
-        points.append((np.log(gam), g, gam * dg.reshape(3, 3)))
+    for step in _progress.bar(path, "any-matrix theory (gamma path)"):
+        todo = [step]          # a step that fails within _TRY_ITER calls is split in two
+        while todo:
+            gam = todo[-1]
+            split = bool(points) and points[-1][0] - np.log(gam) > np.log(_MIN_SPLIT)
+            g0 = _predict(points, gam) if points else g
+            tol = _NEWTON_TOL if gam in targets else _PATH_TOL
+            g1, gk, J, a, res, ok = _solve_point(g0, traces, c, rho, k0, b2, gam, tol,
+                                                 _TRY_ITER if split else _MAX_ITER)
+            if not ok and split:
+                todo.append(float(np.exp((points[-1][0] + np.log(gam)) / 2)))
+                continue
+            if not ok:
+                raise ConvergenceError(f"any-matrix fixed point did not converge at gamma={gam:.6g}: "
+                                       f"last residual {res:.3g}")
+            todo.pop()
+            g = g1
+            # implicit function theorem: J dg/dgamma = -dPhi/dgamma = g E_xx g
+            dg = np.linalg.solve(J, np.outer(g[:, 0], g[0, :]).ravel())
+            points.append((np.log(gam), g, gam * dg.reshape(3, 3)))
         if gam in targets:
             if quad is None:
                 q, dq = g[0, 0], dg[0]

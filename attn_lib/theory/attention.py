@@ -252,10 +252,10 @@ def _finite_size(settings: Sequence[Setting | RankSetting | MatrixSetting], gamm
         g = np.asarray(gammas[b], dtype=float)
         p = settings[b].p(n)
         # the any-matrix limit of the concrete p x p matrices of s and s_B (so that M = s_B's
-        # matrix gives s_B's finite-size theory exactly); a RankSetting's in its latent span
-        sb = MatrixSetting.from_setting(fs[b], p) if isinstance(settings[b], MatrixSetting) else fs[b]
+        # matrix gives s_B's finite-size theory exactly); a RankSetting's, s_B's included, in
+        # its latent span (O(r^3) per oracle call and exact: _matrix._Blocks)
         q_s, dq_s = _limit_form(settings[b], g, p)
-        q_b, dq_b = _limit_form(sb, g, p)
+        q_b, dq_b = _limit_form(fs[b], g, p)
         out[b] = q_s + out[b][0] - q_b, dq_s + out[b][1] - dq_b
     return out
 
