@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
-import numpy as np
 import pytest
 from IPython.display import Markdown
 
@@ -49,7 +48,7 @@ def test_slope_tables():
 def test_bias_shift():
     figure = figs.bias_shift(**KW)
     assert isinstance(figure, Figure) and len(figure.fig.axes) == 2
-    dk = {f"dk_{k}{se}" for k in ("al1", "al2", "cos") for se in ("", "_se")}
+    dk = {f"dk_{k}{se}" for k in ("al1", "al2", "cos") for se in ("", "_se")} | {"dk_cos_text"}
     cmp = {f"cmp_{k}" for k in ("delta", "al2", "al2_se", "al1_law", "ratio", "ratio_se",
                                 "geometry", "al1_range_lo", "al1_range_hi")}
     assert set(figure.numbers) == {"cos_verdict", "bd_min", "bd_max", "bd_points"} | dk | cmp
@@ -79,7 +78,16 @@ def test_slowest():
         "al1_beta_n_se", "others_dcoef", "slow_law_misfit", "al1_law_chi"}
     assert out["target"] == figs.TARGET
     # two sizes: the law goes through two points and cannot be tested
-    assert out["slow_law_misfit"].holds is None and np.isnan(out["al1_law_chi"])
+    assert out["slow_law_misfit"].holds is None
+    assert out["al1_law_chi"] == "no χ²: a line through two points"
+
+
+@pytest.mark.parametrize("dof, text", [(0, "no χ²: a line through two points"),
+                                       (2, "χ²/dof = 81.6")])
+def test_misfit_text(dof, text):
+    fit = convergence.PowerLawFit(slope=-0.5, slope_se=0.1, log_amplitude=0.0,
+                                  log_amplitude_se=0.1, chi2=81.6 * dof, dof=dof, points=dof + 2)
+    assert figs._misfit_text(fit) == text
 
 
 @pytest.mark.parametrize("chi2, dof, holds", [(81.6 * 2, 2, True), (2.0, 2, False),

@@ -132,6 +132,20 @@ def _nan_if_none(fit: convergence.PowerLawFit | None, attr: str) -> float:
     return float("nan") if fit is None else getattr(fit, attr)
 
 
+def _misfit_text(fit: convergence.PowerLawFit) -> str:
+    """``"chi²/dof = 81.6"``, or that a line through two points has no misfit measure."""
+    if fit.dof > 0:
+        return f"χ²/dof = {fit.chi2 / fit.dof:.1f}"
+    return "no χ²: a line through two points"
+
+
+def _exponent_text(fit: convergence.PowerLawFit | None) -> str:
+    """``"1.17 ± 0.14"``, or that no exponent was fitted."""
+    if fit is None:
+        return "not fitted (fewer than two resolved points)"
+    return f"{fit.slope:.2f} ± {fit.slope_se:.2f}"
+
+
 def _fitted(fit: convergence.PowerLawFit | None, what: str) -> convergence.PowerLawFit:
     """``fit``, which the figure needs: ``ValueError`` naming ``what`` when there is none."""
     if fit is None:
@@ -306,7 +320,8 @@ def bias_shift(*, n_ladder: Sequence[int], trials: Sequence[int] | int, gamma: f
         Numbers: ``cos_verdict`` (Markdown: how the cosine's exponent ``k`` compares with that of
         tanh with ``|w| = 1``); ``bd_min``, ``bd_max``, ``bd_points`` (range and number of the
         resolved ``b / delta``); ``dk_<key>``, ``dk_<key>_se`` (exponent ``k`` ± se, NaN without
-        a fit, for ``key`` in al1, al2, cos); ``cmp_delta``, ``cmp_al2``, ``cmp_al2_se`` (shift
+        a fit, for ``key`` in al1, al2, cos), ``dk_cos_text`` (the cosine's ``k`` ± se as text,
+        or that it was not fitted); ``cmp_delta``, ``cmp_al2``, ``cmp_al2_se`` (shift
         and ``|b|`` ± se of ``|w| = 2`` at the largest ``n``), ``cmp_al1_law`` (the ``|w| = 1``
         law at that shift), ``cmp_ratio`` (their ratio), ``cmp_al1_range_lo``/``_hi`` (the
         resolved shifts of ``|w| = 1``), ``cmp_ratio_se`` (its standard error, from the
@@ -356,6 +371,7 @@ def bias_shift(*, n_ladder: Sequence[int], trials: Sequence[int] | int, gamma: f
     for name in (_AL1, _AL2, _COS):
         out[f"dk_{_KEYS[name]}"] = _nan_if_none(dfit[name], "slope")
         out[f"dk_{_KEYS[name]}_se"] = _nan_if_none(dfit[name], "slope_se")
+    out["dk_cos_text"] = _exponent_text(dfit[_COS])
     # same delta, different SNR-weight geometry: the |w| = 2 bias at its smallest shift against
     # the |w| = 1 law evaluated (if need be, extrapolated) at that shift
     d_cmp, al1, al2 = float(ch.delta[_AL2][-1]), ch.att[_AL1], ch.att[_AL2]
@@ -388,7 +404,7 @@ def slowest(*, n_ladder: Sequence[int], trials: Sequence[int] | int, gamma: floa
         ``slow_delta``, ``slow_ratio`` (``|b|`` over the fluctuation), ``slow_theory`` (its DE),
         ``slow_rel`` (``|b|`` in % of the DE), ``slow_delta_others`` (largest shift of the
         others), all at the largest ``n``; ``shallow_slope``, ``shallow_slope_se``,
-        ``shallow_chi`` (``chi^2/dof``, NaN for two points), ``shallow_points``; ``target``;
+        ``shallow_chi`` (text: ``chi^2/dof``, or that two points have none), ``shallow_points``; ``target``;
         ``slow_slope``, ``slow_slope_se``, ``slow_n_needed`` (extrapolation a);
         ``slow_delta_star``, ``slow_n_delta`` (extrapolation b); ``al1_beta`` (``-k/2`` of the
         ``|w| = 1`` delta-law), ``slow_k`` (the slowest setting's own ``k``); ``cos_beta``,
@@ -396,7 +412,7 @@ def slowest(*, n_ladder: Sequence[int], trials: Sequence[int] | int, gamma: floa
         ``slow_dcoef``, ``others_dcoef`` (``delta sqrt(p)``); ``slow_slope_first``,
         ``slow_slope_last`` and their ``_se`` (two-point slopes at the ends of the ladder);
         ``slow_law_misfit``: the claim of :func:`_misfit_claim` on the slowest setting's own law;
-        ``al1_law_chi``: ``chi^2/dof`` of the ``delta``-law of extrapolation (b), NaN for two points.
+        ``al1_law_chi``: the same text for the ``delta``-law of extrapolation (b).
     """
     from IPython.display import Markdown
 
@@ -422,7 +438,7 @@ def slowest(*, n_ladder: Sequence[int], trials: Sequence[int] | int, gamma: floa
         "slow_delta_others": float(max(delta[k][-1] for k in att if k != slow)),
         "shallowest": Markdown(f"*{shallow}*"),
         "shallow_slope": f_sh.slope, "shallow_slope_se": f_sh.slope_se,
-        "shallow_chi": f_sh.chi2 / f_sh.dof if f_sh.dof > 0 else float("nan"),
+        "shallow_chi": _misfit_text(f_sh),
         "shallow_points": f_sh.points, "target": TARGET,
         "slow_slope": f_slow.slope, "slow_slope_se": f_slow.slope_se,
         "slow_n_needed": f_slow.inverse(TARGET),
@@ -439,7 +455,7 @@ def slowest(*, n_ladder: Sequence[int], trials: Sequence[int] | int, gamma: floa
         two = convergence.fit_power_law(ch.n[idx], np.abs(s_slow.bias[idx]), s_slow.bias_se[idx])
         out[f"slow_slope_{tag}"], out[f"slow_slope_{tag}_se"] = two.slope, two.slope_se
     out["slow_law_misfit"] = _misfit_claim(f_slow)
-    out["al1_law_chi"] = d_al1.chi2 / d_al1.dof if d_al1.dof > 0 else float("nan")
+    out["al1_law_chi"] = _misfit_text(d_al1)
     return out
 
 
