@@ -138,3 +138,20 @@ def test_config_has_no_intersphinx_and_offline_mathjax():
     assert cfg["execute"]["execute_notebooks"] == "off"
     assert cfg["repository"]["url"].startswith("https://github.com/")
     assert not (REPO / "_static").exists() or not list((REPO / "_static").rglob("*mathjax*"))
+
+
+#: Words of the workshop that a reader should never meet: the book speaks of the science only
+#: (history goes to CHANGES.md).
+WORKSHOP = re.compile(r"\b(issues?|changelogs?|todo|fixme|derivation notes|speed targets?|"
+                      r"the lead(?:'s|s)?)\b|\((?:new|changed)\)", re.I)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS + sorted(BOOK.glob("*.md")), ids=lambda p: p.name)
+def test_prose_has_no_workshop_words(path):
+    if path.suffix == ".ipynb":
+        prose = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells
+                          if c.cell_type == "markdown")
+    else:
+        prose = path.read_text()
+    found = sorted({m.group(0) for m in WORKSHOP.finditer(prose)})
+    assert not found, f"{path.name}: {found}"
