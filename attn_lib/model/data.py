@@ -251,7 +251,10 @@ def draw(setting: Setting | RankSetting | MatrixSetting | HeadsSetting, n: int,
         y = labels(n, rng)
         Z = rng.standard_normal((p, n))
         if isinstance(setting, CovarianceSetting):
-            Z = setting.noise_factor @ Z
+            if setting.diagonal:
+                Z *= np.sqrt(np.clip(setting.spectrum[0], 0.0, None))[:, None]
+            else:
+                Z = setting.noise_factor @ Z
         return Sample(X=Z + np.outer(setting.mu, y), y=y, mu=setting.mu, w_K=None, w_Q=None, Z=Z)
     V = geometry(setting, p)
     if isinstance(setting, Setting):

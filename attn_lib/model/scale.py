@@ -80,8 +80,8 @@ def _head_terms(setting: BaseSetting) -> np.ndarray:
     """Each head's term of ``tau`` (entry-wise, zero diagonal; one term for one logit scale)."""
     c = setting.c
     if isinstance(setting, CovarianceSetting):
-        h, R, C, M = setting.hermite, setting.noise_factor, setting.C, setting.M
-        ratio = np.sum((C @ M @ R) ** 2) / np.sum((R @ M @ R) ** 2)
+        h, lam, M2 = setting.hermite, setting.spectrum[0], setting.rotated_M ** 2
+        ratio = (lam ** 2 @ M2 @ lam) / (lam @ M2 @ lam)   # Mh = V^T M V in C's eigenbasis
         return np.array([_trace_ratio(setting) * (h.a1 ** 2 + max(h.b2, 0.0)) + h.a1 ** 2 * ratio / c])
     if not isinstance(setting, HeadsSetting):
         h = setting.hermite

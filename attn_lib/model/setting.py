@@ -637,9 +637,9 @@ class CovarianceSetting(MatrixSetting):
         C.flags.writeable = False
         self._set("C", C)
         lam = self.spectrum[0]
-        if lam[0] < -1e-10 * lam[-1]:
+        if lam.min() < -1e-10 * lam.max():
             raise ValueError(f"C must be positive semi-definite: its smallest eigenvalue is "
-                             f"{lam[0]:.3g} (largest {lam[-1]:.3g})")
+                             f"{lam.min():.3g} (largest {lam.max():.3g})")
 
     @classmethod
     def from_tokens(cls, X: object, y: object, *, c: float, M: object = None,
@@ -692,9 +692,18 @@ class CovarianceSetting(MatrixSetting):
         return cls(c=c, M=Mm, mu=(m_plus - m_minus) / 2.0, f=f, C=C, attention=attention)
 
     @functools.cached_property
+    def diagonal(self) -> bool:
+        """Whether ``C`` is diagonal (then :attr:`spectrum` and the draws cost ``O(p)``)."""
+        return not np.any(self.C - np.diag(np.diag(self.C)))
+
+    @functools.cached_property
     def spectrum(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(lam, V)``: the eigenvalues (ascending) and orthonormal eigenvectors of ``C``."""
-        lam, V = np.linalg.eigh(self.C)
+        """``(lam, V)``: the eigenvalues and orthonormal eigenvectors of ``C`` (``C V = V diag(lam)``;
+        a diagonal ``C`` has its diagonal and ``V = I``, otherwise ascending order)."""
+        if self.diagonal:
+            lam, V = np.diag(self.C).copy(), np.eye(self.C.shape[0])
+        else:
+            lam, V = np.linalg.eigh(self.C)
         lam.flags.writeable = False
         V.flags.writeable = False
         return lam, V
@@ -703,13 +712,25 @@ class CovarianceSetting(MatrixSetting):
     def noise_factor(self) -> np.ndarray:
         """``C^{1/2}`` (symmetric, eigenvalues below zero by rounding set to zero)."""
         lam, V = self.spectrum
+        if self.diagonal:
+            return np.diag(np.sqrt(np.clip(lam, 0.0, None)))
         return (V * np.sqrt(np.clip(lam, 0.0, None))) @ V.T
 
-    @property
+    @functools.cached_property
     def logit_scale(self) -> float:
-        """``sqrt(tr(C M C M^T) / p)``: the standard deviation of ``z_i^T C^{1/2} M C^{1/2} z_j / sqrt(p)``."""
-        R = self.noise_factor
-        return float(np.linalg.norm(R @ self.M @ R) / np.sqrt(self.p()))
+        """``sqrt(tr(C M C M^T) / p)``: the standard deviation of ``z_i^T C^{1/2} M C^{1/2} z_j / sqrt(p)``.
+
+        Computed once per instance with :attr:`spectrum` (``O(p^3)``, ``O(p^2)`` for a diagonal ``C``)."""
+        lam, Mh = self.spectrum[0], self.rotated_M
+        return float(np.sqrt(np.einsum("k,kl,l,kl->", lam, Mh, lam, Mh) / self.p()))
+
+    @functools.cached_property
+    def rotated_M(self) -> np.ndarray:
+        """``V^T M V``: ``M`` in the eigenbasis of ``C`` (:attr:`spectrum`), read-only."""
+        V = self.spectrum[1]
+        out = self.M.copy() if self.diagonal else V.T @ self.M @ V
+        out.flags.writeable = False
+        return out
 
     @property
     def effective_rank(self) -> float:

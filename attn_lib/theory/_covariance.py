@@ -152,7 +152,7 @@ def _solve_point(g: np.ndarray, side: _PSide, c: float, rho: float, k0: float, b
     return g, J, res, False
 
 
-def covariance_resolvent_form(c: float, M: np.ndarray, mu: np.ndarray | None, C_spectrum: tuple[np.ndarray, np.ndarray],
+def covariance_resolvent_form(c: float, Mh: np.ndarray, m: np.ndarray | None, lam: np.ndarray,
                               f: NonlinearityLike, gammas: object) -> tuple[np.ndarray, np.ndarray]:
     """``(y^T Q y / n, E)`` on a grid of ``gamma`` for tokens of covariance ``C`` (module docstring).
 
@@ -160,13 +160,13 @@ def covariance_resolvent_form(c: float, M: np.ndarray, mu: np.ndarray | None, C_
     ----------
     c : float
         ``p / n``.
-    M : ndarray of shape (p, p)
-        Key-query matrix (rows: keys), any scale.
-    mu : ndarray of shape (p,) or None
-        Half the difference of the class means.
-    C_spectrum : (ndarray of shape (p,), ndarray of shape (p, p))
-        Eigenvalues and orthonormal eigenvectors of ``C``
-        (:attr:`~attn_lib.model.setting.CovarianceSetting.spectrum`).
+    Mh : ndarray of shape (p, p)
+        The key-query matrix (rows: keys), any scale, in the eigenbasis ``V`` of ``C``:
+        ``V^T M V`` (:attr:`~attn_lib.model.setting.CovarianceSetting.rotated_M`).
+    m : ndarray of shape (p,) or None
+        Half the difference of the class means in that basis, ``V^T mu``.
+    lam : ndarray of shape (p,)
+        The eigenvalues of ``C``.
     f : str or callable
         Nonlinearity.
     gammas : array_like of shape (G,)
@@ -175,20 +175,17 @@ def covariance_resolvent_form(c: float, M: np.ndarray, mu: np.ndarray | None, C_
     -------
     form, error : ndarray of shape (G,)
     """
-    lam, V = C_spectrum
     lam = np.clip(lam, 0.0, None)
     g_arr = np.atleast_1d(check_gammas(gammas))
     p = lam.size
-    Mh = V.T @ M @ V
     sigma = float(np.sqrt(np.einsum("k,kl,l,kl->", lam, Mh, lam, Mh) / p))
     if not sigma > 0.0:
         raise ValueError("M and C give logits of zero variance: tr(C M C M^T) = 0")
-    Mh /= sigma
+    Mh = Mh / sigma
     h = hermite.coefficients(f, sigma)
     rho, b2 = np.sqrt(c) * h.a1, h.b2
     k0 = rho * float(lam @ np.diag(Mh)) / p
     alpha, U, W = _low_rank(Mh)
-    m = None if mu is None else V.T @ mu
     side = _PSide(lam, alpha, U, W, m)
     targets = np.unique(g_arr)[::-1]
     path = _path(targets)
@@ -251,4 +248,5 @@ def ridge_form(c: float, mu: np.ndarray, C_spectrum: tuple[np.ndarray, np.ndarra
 
 def setting_form(setting: CovarianceSetting, gammas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """:func:`covariance_resolvent_form` of a :class:`~attn_lib.model.setting.CovarianceSetting`."""
-    return covariance_resolvent_form(setting.c, setting.M, setting.mu, setting.spectrum, setting.f, gammas)
+    lam, V = setting.spectrum
+    return covariance_resolvent_form(setting.c, setting.rotated_M, V.T @ setting.mu, lam, setting.f, gammas)
