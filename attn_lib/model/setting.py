@@ -126,6 +126,16 @@ def _signal(mu: object, p: int, of: str) -> np.ndarray:
     return out
 
 
+@functools.lru_cache(maxsize=8)
+def _eigh(data: bytes, p: int) -> tuple[np.ndarray, np.ndarray]:
+    """Eigenvalues and eigenvectors (read-only) of the symmetric matrix stored in ``data``: one
+    decomposition for the settings that share a covariance (:attr:`CovarianceSetting.spectrum`)."""
+    lam, V = np.linalg.eigh(np.frombuffer(data).reshape(p, p))
+    lam.flags.writeable = False
+    V.flags.writeable = False
+    return lam, V
+
+
 def _fixed_p(c: float, p: int, n: int | None, what: str) -> int:
     """``p`` of a setting whose arrays fix it; with ``n``, checks ``round(c n) = p``.
 
@@ -702,11 +712,10 @@ class CovarianceSetting(MatrixSetting):
         a diagonal ``C`` has its diagonal and ``V = I``, otherwise ascending order)."""
         if self.diagonal:
             lam, V = np.diag(self.C).copy(), np.eye(self.C.shape[0])
-        else:
-            lam, V = np.linalg.eigh(self.C)
-        lam.flags.writeable = False
-        V.flags.writeable = False
-        return lam, V
+            lam.flags.writeable = False
+            V.flags.writeable = False
+            return lam, V
+        return _eigh(self.C.tobytes(), self.C.shape[0])
 
     @functools.cached_property
     def noise_factor(self) -> np.ndarray:

@@ -98,6 +98,9 @@ class Comparison:
         Mean and standard error over the balanced subsets.
     surrogate, surrogate_se, ridge_surrogate, ridge_surrogate_se : ndarray of shape (G,)
         The same for the Gaussian surrogate.
+    real_values, ridge_real_values : ndarray of shape (trials, G)
+        The errors of each subset (the same subsets for every setting of a pair and ``n`` at one
+        ``seed``: paired comparisons).
     trials : int
         Subsets (and surrogate draws).
     """
@@ -113,6 +116,8 @@ class Comparison:
     surrogate_se: np.ndarray
     ridge_surrogate: np.ndarray
     ridge_surrogate_se: np.ndarray
+    real_values: np.ndarray
+    ridge_real_values: np.ndarray
     trials: int
 
 
@@ -130,11 +135,14 @@ def compare(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind:
     sur = cache.cached(simulate.errors, setting=s, gammas=gg, n=n, trials=trials, seed=seed,
                        relative=True)
     theory = None if isinstance(attention, Softmax) else attention_error(s, gg, relative=True)
+    att, sur_att = real.attention, sur.attention
+    assert att is not None and sur_att is not None  # both simulate attention
     return Comparison(g=gg, theory=theory, ridge_theory=ridge_error(s, gg, relative=True),
-                      real=real.attention.mean, real_se=real.attention.sem,
+                      real=att.mean, real_se=att.sem,
                       ridge_real=real.ridge.mean, ridge_real_se=real.ridge.sem,
-                      surrogate=sur.attention.mean, surrogate_se=sur.attention.sem,
+                      surrogate=sur_att.mean, surrogate_se=sur_att.sem,
                       ridge_surrogate=sur.ridge.mean, ridge_surrogate_se=sur.ridge.sem,
+                      real_values=att.values, ridge_real_values=real.ridge.values,
                       trials=trials)
 
 
