@@ -11,7 +11,7 @@ from attn_lib.simulation.resolvent import interpolation_error
 from attn_lib.simulation.trials import Trials
 from attn_lib.theory import _covariance
 
-pytestmark = pytest.mark.filterwarnings("ignore::attn_lib.DomainWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::attn_lib.DomainWarning")  # strong settings on purpose
 
 GAMMAS = np.array([1e-3, 0.1, 1.0])
 
@@ -199,6 +199,14 @@ def test_refusals():
     with pytest.raises(ValueError, match="softmax"):
         al.theory.attention_error(al.CovarianceSetting(c=0.5, M=np.eye(8), mu=np.zeros(8), C=np.eye(8),
                                                        attention=al.Softmax(1.0)), GAMMAS)
+
+
+def test_domain_names_the_covariance():
+    """Outside the measured domain the warning names the covariance's logit scale and offers no
+    finite-size theory (there is none)."""
+    s = al.CovarianceSetting(c=0.5, M=10 * np.eye(4), mu=3 * np.ones(4), C=np.eye(4))
+    with pytest.warns(al.DomainWarning, match=r"tr\(C M C M\^T\).*no finite-size covariance theory"):
+        al.theory.attention_error(s, [0.1])
 
 
 def test_low_rank_form():
