@@ -113,8 +113,8 @@ def agreement(*, pairs: Sequence[str], ns: dict[str, Sequence[int]], fs: Sequenc
     string), ``rt_within_surrogate`` (the same for the surrogate), ``rt_median_tr``,
     ``rt_median_sr``, ``rt_median_ts`` (MNIST medians of ``|theory - real|``, ``|surrogate -
     real|``, ``|theory - surrogate|``), ``rt_tolerance``, ``rt_table`` (Markdown: per pair and
-    matrix, the shares, the largest misses and the measured causes: coherent shift, effective
-    rank, class covariances).
+    matrix, the shares, the largest misses and the measured candidates for a miss: ``||mu||^2``,
+    the coherent shift, the effective rank, the class covariances).
     """
     rows = _rows(pairs, ns, fs, kinds, g, trials, seed)
     fig, axes = plt.subplots(1, 2, figsize=(9.6, 4.2), sharex=True, sharey=True)
@@ -146,15 +146,17 @@ def agreement(*, pairs: Sequence[str], ns: dict[str, Sequence[int]], fs: Sequenc
             t = np.array([abs(r["theory"] - r["surrogate"]) for r in sub])
             table.append({"pair": _label(spec), "M": kind, "within": f"{np.mean(a <= tolerance):.0%}",
                           "theory-real": a.max(), "theory-surrogate": t.max(),
-                          "surrogate-real": b.max(), "shift": max(r["shift"] for r in sub),
+                          "surrogate-real": b.max(), "snr": sub[0]["snr"],
+                          "shift": max(r["shift"] for r in sub),
                           "effective rank": sub[0]["effective_rank"],
                           "class covariances": sub[0]["class_covariance"]})
     headers = {"within": f"within {tolerance:g}", "theory-real": "max |theory - real|",
                "theory-surrogate": "max |theory - surrogate|", "surrogate-real": "max |surrogate - real|",
-               "shift": "coherent shift", "class covariances": "‖C₊ - C₋‖/‖C‖"}
+               "snr": "‖μ‖²", "shift": "coherent shift", "class covariances": "‖C₊ - C₋‖/‖C‖"}
     md = markdown_table([{headers.get(k, k): v for k, v in r.items()} for r in table],
                         formats={headers["theory-real"]: ".3f", headers["theory-surrogate"]: ".3f",
                                  headers["surrogate-real"]: ".3f", headers["shift"]: ".2f",
+                                 headers["snr"]: ".0f",
                                  "effective rank": ".1f", headers["class covariances"]: ".2f"})
     return Figure(fig, {"rt_points": len(mnist), "rt_within": f"{np.mean(tr <= tolerance):.0%}",
                         "rt_within_surrogate": f"{np.mean(sr <= tolerance):.0%}",
