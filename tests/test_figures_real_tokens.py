@@ -48,3 +48,15 @@ def test_matrices_have_unit_logit_scale():
         rt.setting("digits", (3, 8), 64, "tanh", "orthogonal")
     with pytest.raises(ValueError, match="data:a-b"):
         figs.parse_pair("mnist 3-8")
+
+
+def test_causes_reports_both_surrogates():
+    fig = figs.causes(pairs=["digits:3-8"], n=64, fs=["tanh", "cos"], g=G, trials=2, seed=0)
+    worst = 0.0
+    for f in ("tanh", "cos"):
+        c = rt.compare("digits", (3, 8), 64, f, "identity", G, 2, 0)
+        cl = rt.class_surrogate("digits", (3, 8), 64, f, "identity", G, 2, 0)
+        worst = max(worst, float(np.abs(cl.mean - c.real).max()))
+        assert cl.values.shape == (2, len(G))
+    assert fig.numbers["rt_cause_class"] == pytest.approx(worst)
+    assert fig.numbers["rt_cause_fs"] == "tanh, cos"

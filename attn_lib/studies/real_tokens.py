@@ -40,10 +40,13 @@ from .._validation import check_choice, check_gammas, check_int, check_seed
 from ..model import datasets
 from ..model.setting import ENTRYWISE, Attention, CovarianceSetting, Softmax
 from ..model.nonlinearity import NonlinearityLike
+from ..model import data as model_data
 from ..simulation import simulate
+from ..simulation.trials import Stats, Trials
 from ..theory import attention_error, ridge_error
 
-__all__ = ["MATRICES", "Comparison", "tokens", "setting", "matrix", "compare", "diagnostics"]
+__all__ = ["MATRICES", "Comparison", "tokens", "setting", "matrix", "compare", "diagnostics",
+           "class_surrogate"]
 
 #: The key-query matrices of the chapter (:func:`matrix`).
 MATRICES = ("identity", "aligned", "random")
@@ -158,3 +161,48 @@ def diagnostics(data: str, pair: tuple[int, int], n: int, kind: str = "identity"
     return {"snr": s.snr, "shift": s.delta() / s.logit_scale, "effective_rank": s.effective_rank,
             "class_covariance": float(np.linalg.norm(covs[0] - covs[1]) / np.linalg.norm(s.C)),
             "p": float(s.p())}
+
+
+@functools.lru_cache(maxsize=4)
+def _class_factors(data: str, first: int, second: int) -> tuple[np.ndarray, np.ndarray]:
+    """``C_+^{1/2}`` and ``C_-^{1/2}``: the square roots of the two classes' own covariances."""
+    X, y = tokens(data, first, second)
+    out = []
+    for part in (X[:, y > 0], X[:, y < 0]):
+        lam, V = np.linalg.eigh(np.cov(part))
+        out.append((V * np.sqrt(np.clip(lam, 0.0, None))) @ V.T)
+    return out[0], out[1]
+
+
+def class_surrogate_errors(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
+                           g: object, trials: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """Attention's errors on Gaussian tokens with each class's own covariance,
+    ``x_i = y_i mu + C_{y_i}^{1/2} z_i`` (the real tokens' second moments kept class by class),
+    with the kernel, centring and ``gamma`` of :func:`setting` (``relative=True``): the values
+    ``(trials, G)``. Trial ``t`` draws from ``SeedSequence(seed).spawn(trials)[t]``."""
+    gg = check_gammas(g)
+    s = setting(data, pair, n, f, kind)
+    Rp, Rm = _class_factors(data, *pair)
+    g_att, g_ridge = simulate.raw_gammas(s, gg, n, relative=True)
+    mu = s.mu
+
+    def trial(rng: np.random.Generator) -> dict[str, np.ndarray]:
+        y = model_data.labels(n, rng)
+        Z = rng.standard_normal((mu.size, n))
+        Z[:, y > 0] = Rp @ Z[:, y > 0]
+        Z[:, y < 0] = Rm @ Z[:, y < 0]
+        smp = model_data.Sample(X=Z + np.outer(mu, y), y=y, mu=mu, w_K=None, w_Q=None, Z=Z)
+        att, _ = simulate.sample_errors(s, smp, g_att, ridge_gammas=g_ridge)
+        assert att is not None
+        return {"attention": att}
+
+    return {"values": Trials.run(trial, trials=check_int(trials, "trials"), seed=check_seed(seed),
+                                 gammas=gg, n=n, p=s.p()).values["attention"]}
+
+
+def class_surrogate(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
+                    g: object, trials: int, seed: int = 0) -> Stats:
+    """:class:`~attn_lib.simulation.trials.Stats` of :func:`class_surrogate_errors` (cached)."""
+    out = cache.cached(class_surrogate_errors, data=data, pair=tuple(pair), n=n, f=f, kind=kind,
+                       g=check_gammas(g), trials=trials, seed=seed)
+    return Stats(out["values"], axis=0)

@@ -21,7 +21,7 @@ from .. import style
 from ..claims import exceeds
 from ..page import Figure, markdown_table
 
-__all__ = ["parse_pair", "curves", "agreement", "gap"]
+__all__ = ["parse_pair", "curves", "agreement", "gap", "causes"]
 
 _NAMES = {"mnist": "MNIST", "digits": "digits", "breast_cancer": "breast cancer"}
 
@@ -113,8 +113,8 @@ def agreement(*, pairs: Sequence[str], ns: dict[str, Sequence[int]], fs: Sequenc
     string), ``rt_within_surrogate`` (the same for the surrogate), ``rt_median_tr``,
     ``rt_median_sr``, ``rt_median_ts`` (MNIST medians of ``|theory - real|``, ``|surrogate -
     real|``, ``|theory - surrogate|``), ``rt_tolerance``, ``rt_table`` (Markdown: per pair and
-    matrix, the shares, the largest misses and the measured candidates for a miss: ``||mu||^2``,
-    the coherent shift, the effective rank, the class covariances).
+    ``f``, the shares per matrix, the largest misses and the measured candidates for a miss:
+    ``||mu||^2``, the largest coherent shift, the effective rank, the class covariances).
     """
     rows = _rows(pairs, ns, fs, kinds, g, trials, seed)
     fig, axes = plt.subplots(1, 2, figsize=(9.6, 4.2), sharex=True, sharey=True)
@@ -139,20 +139,21 @@ def agreement(*, pairs: Sequence[str], ns: dict[str, Sequence[int]], fs: Sequenc
     ts = np.array([abs(r["theory"] - r["surrogate"]) for r in mnist])
     table = []
     for spec in pairs:
-        for kind in kinds:
-            sub = [r for r in rows if r["pair"] == spec and r["kind"] == kind]
+        for f in fs:
+            sub = [r for r in rows if r["pair"] == spec and r["f"] == f]
             a = np.array([abs(r["theory"] - r["real"]) for r in sub])
             b = np.array([abs(r["surrogate"] - r["real"]) for r in sub])
             t = np.array([abs(r["theory"] - r["surrogate"]) for r in sub])
-            table.append({"pair": _label(spec), "M": kind, "within": f"{np.mean(a <= tolerance):.0%}",
-                          "theory-real": a.max(), "theory-surrogate": t.max(),
-                          "surrogate-real": b.max(), "snr": sub[0]["snr"],
-                          "shift": max(r["shift"] for r in sub),
+            shares = " / ".join(f"{np.mean([abs(r['theory'] - r['real']) <= tolerance for r in sub if r['kind'] == k]):.0%}"
+                                for k in kinds)
+            table.append({"pair": _label(spec), "f": f, "within": shares, "theory-real": a.max(),
+                          "theory-surrogate": t.max(), "surrogate-real": b.max(),
+                          "snr": sub[0]["snr"], "shift": max(r["shift"] for r in sub),
                           "effective rank": sub[0]["effective_rank"],
                           "class covariances": sub[0]["class_covariance"]})
-    headers = {"within": f"within {tolerance:g}", "theory-real": "max |theory - real|",
+    headers = {"within": f"within {tolerance:g} ({' / '.join(kinds)})", "theory-real": "max |theory - real|",
                "theory-surrogate": "max |theory - surrogate|", "surrogate-real": "max |surrogate - real|",
-               "snr": "‖μ‖²", "shift": "coherent shift", "class covariances": "‖C₊ - C₋‖/‖C‖"}
+               "snr": "‖μ‖²", "shift": "largest coherent shift", "class covariances": "‖C₊ - C₋‖/‖C‖"}
     md = markdown_table([{headers.get(k, k): v for k, v in r.items()} for r in table],
                         formats={headers["theory-real"]: ".3f", headers["theory-surrogate"]: ".3f",
                                  headers["surrogate-real"]: ".3f", headers["shift"]: ".2f",
@@ -214,3 +215,45 @@ def gap(*, pair: str, n: int, fs: Sequence[str], kinds: Sequence[str], g: float,
                         "rt_align_text": f"{dal.mean():+.3f} ± {se_al:.3f}",
                         "rt_gap_g": g, "rt_gap_trials": trials, "rt_gap_n": n,
                         "rt_gap_pair": _label(pair)})
+
+
+def causes(*, pairs: Sequence[str], n: int, fs: Sequence[str], g: Sequence[float], trials: int,
+           seed: int) -> Figure:
+    """Where the Gaussian model of the tokens fails: ``M = I``, per pair and ``f``, attention's
+    error on the real tokens (dots), the Gaussian surrogate with one common covariance (crosses),
+    the Gaussian surrogate with each class's own covariance
+    (:func:`~attn_lib.studies.real_tokens.class_surrogate`, pluses) and the theory (bars), at the
+    ``g`` of the grid (one panel per ``g`` and pair).
+
+    Numbers: ``rt_cause_common`` and ``rt_cause_class`` (largest ``|surrogate - real|`` of the
+    common-covariance and of the class-covariance surrogate, over pairs, ``f`` and ``g``),
+    ``rt_cause_fs`` (the ``f``, text), ``rt_cause_n``, ``rt_cause_trials``.
+    """
+    gg = list(g)
+    fig, axes = plt.subplots(len(pairs), len(gg), figsize=(3.4 * len(gg), 3.0 * len(pairs)),
+                             squeeze=False, sharey="row")
+    worst = {"common": 0.0, "class": 0.0}
+    for r, spec in enumerate(pairs):
+        data, classes = parse_pair(spec)
+        for j, f in enumerate(fs):
+            c = rt.compare(data, classes, n, f, "identity", gg, trials, seed)
+            cl = rt.class_surrogate(data, classes, n, f, "identity", gg, trials, seed)
+            assert c.theory is not None
+            worst["common"] = max(worst["common"], float(np.abs(c.surrogate - c.real).max()))
+            worst["class"] = max(worst["class"], float(np.abs(cl.mean - c.real).max()))
+            col = style.color(f) or "0.4"
+            for k, ax in enumerate(axes[r]):
+                ax.bar(j, c.theory[k], 0.7, fill=False, edgecolor=col)
+                ax.errorbar(j - 0.15, c.real[k], c.real_se[k], fmt="o", color=col)
+                ax.errorbar(j, c.surrogate[k], c.surrogate_se[k], fmt="x", color=col)
+                ax.errorbar(j + 0.15, cl.mean[k], cl.sem[k], fmt="+", color=col, ms=8)
+        for k, ax in enumerate(axes[r]):
+            ax.set_xticks(range(len(fs)), list(fs))
+            style.label_axes(ax, "", r"$E$", f"{_label(spec)}, $g = {gg[k]:g}$", legend=False)
+    axes[0][0].plot([], [], "ko", label="real tokens")
+    axes[0][0].plot([], [], "kx", label="surrogate, common $C$")
+    axes[0][0].plot([], [], "k+", label="surrogate, class covariances")
+    axes[0][0].bar([0], [0], 0, fill=False, edgecolor="k", label="theory (common $C$)")
+    axes[0][0].legend(fontsize=7)
+    return Figure(fig, {"rt_cause_common": worst["common"], "rt_cause_class": worst["class"],
+                        "rt_cause_fs": ", ".join(fs), "rt_cause_n": n, "rt_cause_trials": trials})
