@@ -14,6 +14,7 @@ from typing import Any, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
+from ...model.nonlinearity import check_nonlinearity
 from ...model.setting import Softmax
 from ...simulation.trials import standard_error
 from ...studies import real_tokens as rt
@@ -226,21 +227,26 @@ def causes(*, pairs: Sequence[str], n: int, fs: Sequence[str], g: Sequence[float
     ``g`` of the grid (one panel per ``g`` and pair).
 
     Numbers: ``rt_cause_common`` and ``rt_cause_class`` (largest ``|surrogate - real|`` of the
-    common-covariance and of the class-covariance surrogate, over pairs, ``f`` and ``g``),
-    ``rt_cause_fs`` (the ``f``, text), ``rt_cause_n``, ``rt_cause_trials``.
+    common-covariance and of the class-covariance surrogate, over pairs, ``g`` and the ``f``
+    with an even part, ``f(t) + f(-t)`` not constant: ``rt_cause_even``, text), the same over
+    the odd ``f`` (``rt_cause_common_odd``, ``rt_cause_class_odd``; ``nan`` if none),
+    ``rt_cause_fs`` (all, text), ``rt_cause_n``, ``rt_cause_trials``.
     """
     gg = list(g)
+    t = np.linspace(-3.0, 3.0, 61)
+    even = {f: bool(np.ptp(check_nonlinearity(f)(t) + check_nonlinearity(f)(-t)) > 1e-9) for f in fs}
+    misses: dict[tuple[str, bool], float] = {}
     fig, axes = plt.subplots(len(pairs), len(gg), figsize=(3.4 * len(gg), 3.0 * len(pairs)),
                              squeeze=False, sharey="row")
-    worst = {"common": 0.0, "class": 0.0}
     for r, spec in enumerate(pairs):
         data, classes = parse_pair(spec)
         for j, f in enumerate(fs):
             c = rt.compare(data, classes, n, f, "identity", gg, trials, seed)
             cl = rt.class_surrogate(data, classes, n, f, "identity", gg, trials, seed)
             assert c.theory is not None
-            worst["common"] = max(worst["common"], float(np.abs(c.surrogate - c.real).max()))
-            worst["class"] = max(worst["class"], float(np.abs(cl.mean - c.real).max()))
+            for key, sur in (("common", c.surrogate), ("class", cl.mean)):
+                miss = float(np.abs(sur - c.real).max())
+                misses[key, even[f]] = max(misses.get((key, even[f]), 0.0), miss)
             col = style.color(f) or "0.4"
             for k, ax in enumerate(axes[r]):
                 ax.bar(j, c.theory[k], 0.7, fill=False, edgecolor=col)
@@ -255,5 +261,10 @@ def causes(*, pairs: Sequence[str], n: int, fs: Sequence[str], g: Sequence[float
     axes[0][0].plot([], [], "k+", label="surrogate, class covariances")
     axes[0][0].bar([0], [0], 0, fill=False, edgecolor="k", label="theory (common $C$)")
     axes[0][0].legend(fontsize=7)
-    return Figure(fig, {"rt_cause_common": worst["common"], "rt_cause_class": worst["class"],
+    nan = float("nan")
+    return Figure(fig, {"rt_cause_common": misses.get(("common", True), nan),
+                        "rt_cause_class": misses.get(("class", True), nan),
+                        "rt_cause_common_odd": misses.get(("common", False), nan),
+                        "rt_cause_class_odd": misses.get(("class", False), nan),
+                        "rt_cause_even": ", ".join(f for f in fs if even[f]),
                         "rt_cause_fs": ", ".join(fs), "rt_cause_n": n, "rt_cause_trials": trials})
