@@ -27,7 +27,7 @@ def test_theory_and_simulation_draws_one_model():
 
 def test_snr():
     check_figure(figs.snr(n=16, trials=2, seed=0, n_points=2),
-          ["snr0_gap", "snr4_gap_orth", "snr4_gap_al1", "rev_lo", "rev_hi", "rev_max",
+          ["snr0_gap", "snr4_gap_orth", "snr4_gap_al1",
            "mc_al2_gap", "mc_al2_gap_sem", "mc_al2_below", "g_att", "raw_rev_max", "min_gap_al2", "delta_al2"], 1)
 
 

@@ -46,7 +46,7 @@ import numpy as np
 
 from .._validation import check_real
 
-__all__ = ["Claim", "ClaimError", "exceeds", "less", "equivalent", "exact", "threshold", "Z"]
+__all__ = ["Claim", "ClaimError", "exceeds", "less", "equivalent", "exact", "threshold", "rule", "Z"]
 
 #: Default significance: a difference counts beyond 3 standard errors (two-sided p ~ 0.003).
 Z: float = 3.0
@@ -136,8 +136,13 @@ def _decision(d: float, se: float, z: float, draws: int | None,
     holds = True if s > k * se else False if s < -k * se else None
     stat = f"{d / se:+.1f} s.e." if draws is None else f"t = {d / se:+.1f}, {int(draws) - 1} d.o.f."
     need = ("not decided with fewer than 2 draws" if not np.isfinite(k)
-            else f"decided beyond {k:.3g} s.e.")
+            else rule(k, holds is not None))
     return holds, f"{stat}; {need}"
+
+
+def rule(k: float, decided: bool) -> str:
+    """The decision rule and its outcome, e.g. ``"threshold 4.53 s.e.: decided"``."""
+    return f"threshold {k:.3g} s.e.: {'decided' if decided else 'not decided'}"
 
 
 def exceeds(name: str, a: float, se_a: float, b: float = 0.0, se_b: float = 0.0, *,

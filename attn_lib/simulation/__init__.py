@@ -7,8 +7,10 @@
     :class:`~attn_lib.simulation.trials.Stats`), used by every Monte Carlo loop of the package.
 ``simulate``
     Attention and ridge errors of the model: one draw and seeded trials.
+``gradient``
+    The gradient of one draw's error with respect to the low-rank weights ``W_K, W_Q``.
 """
 
-from . import resolvent, simulate, trials
+from . import gradient, resolvent, simulate, trials
 
-__all__ = ["resolvent", "simulate", "trials"]
+__all__ = ["gradient", "resolvent", "simulate", "trials"]

@@ -20,12 +20,15 @@
     Phase diagrams of the attention-minus-ridge error gap (chapter "Phase diagrams").
 ``atlas``
     The nonlinearity atlas at ``nu = 1`` (chapter "A nonlinearity atlas").
+``fine_tuning``
+    Training the low-rank update by stochastic gradient descent, and the theory along the way
+    (chapter "Does fine-tuning find the alignment?").
 ``explorer``
     The grid of theory curves behind the theory explorer page.
 """
 
-from . import (atlas, convergence, explorer, gpt2, hermite_linearisation, phase, row_space,
-               strong_alignment, sweeps)
+from . import (atlas, convergence, explorer, fine_tuning, gpt2, hermite_linearisation, phase,
+               row_space, strong_alignment, sweeps)
 
-__all__ = ["atlas", "convergence", "explorer", "gpt2", "hermite_linearisation", "phase",
-           "row_space", "strong_alignment", "sweeps"]
+__all__ = ["atlas", "convergence", "explorer", "fine_tuning", "gpt2", "hermite_linearisation",
+           "phase", "row_space", "strong_alignment", "sweeps"]

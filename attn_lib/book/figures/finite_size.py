@@ -20,7 +20,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .. import style
-from ..claims import Claim, Z, threshold
+from ..claims import Claim, Z, rule, threshold
 from ..page import Figure, markdown_table
 from ...model.setting import Setting
 from ...model import nonlinearity
@@ -455,7 +455,7 @@ def _ratio_claim(ratio: float, log_se: float, draws: int) -> Claim:
     holds = True if abs(d) > k * log_se else None
     return Claim("cmp_geometry", holds,
                  f"log ratio {d:+.3f} ± {log_se:.3f} (t = {d / log_se:+.1f}, {draws - 1} d.o.f.; "
-                 f"decided beyond {k:.3g} s.e.)",
+                 f"{rule(k, holds is not None)})",
                  ("differs from 1: at the same shift the bias also depends on the geometry of "
                   "signal and weights, not on the shift alone",
                   "(not used: a ratio is never decided equal to 1)",

@@ -117,10 +117,8 @@ def snr(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
     Figure
         Numbers (DE, relative gaps to ridge in percent): ``snr0_gap`` (orthogonal weights,
         SNR 0), ``snr4_gap_orth``, ``snr4_gap_al1`` (SNR 4, orthogonal and aligned
-        ``|w| = 1``); ``rev_lo``, ``rev_hi``, the SNR range in ``[0, 8]`` where attention with
-        aligned ``|w| = 2`` is below ridge (nan if none), and ``rev_max``, its largest advantage
-        (negative: the smallest gap); ``min_gap_al2``, the smallest gap (percent) for
-        ``|w| = 2``, SNR in ``[0, 8]``; ``raw_rev_max``, the same at the raw ``gamma = 1``;
+        ``|w| = 1``); ``min_gap_al2``, the smallest gap (percent) for aligned ``|w| = 2``, SNR in
+        ``[0, 8]``; ``raw_rev_max``, the same at the raw ``gamma = 1``;
         ``g_att``, attention's matched ``gamma``; ``mc_al2_gap``, ``mc_al2_gap_sem``, the
         simulated paired gap (mean and standard error over trials, percent) for ``|w| = 2`` at
         SNR 4, and the claim ``mc_al2_below`` (the paired ratio attention / ridge below 1, its
@@ -153,7 +151,6 @@ def snr(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
     fine = [Setting(c=C, snr=float(s), f=F, **al2) for s in snr_fine]
     att_fine = sweeps.equivalents(fine, g_att)
     ridge_fine = sweeps.equivalents(fine, GAMMA, model="ridge")
-    neg = snr_fine[att_fine < ridge_fine]
     raw_gap = _rel(sweeps.equivalents(fine, GAMMA), ridge_fine)
     # paired over draws: the ridge and attention runs share the seed and so the tokens
     ratio = mc_al2.values("attention")[-1, :, 0] / mc_r.values("ridge")[-1, :, 0]
@@ -162,9 +159,6 @@ def snr(*, n: int, trials: int, seed: int, n_points: int) -> Figure:
         "min_gap_al2": float(np.min(_rel(att_fine, ridge_fine))),
         "snr0_gap": _rel(th_orth[0], th_r[0]), "snr4_gap_orth": _rel(th_orth[-1], th_r[-1]),
         "snr4_gap_al1": _rel(th_al1[-1], th_r[-1]),
-        "rev_lo": float(neg.min()) if neg.size else float("nan"),
-        "rev_hi": float(neg.max()) if neg.size else float("nan"),
-        "rev_max": -float(np.min(_rel(att_fine, ridge_fine))),
         "mc_al2_gap": 100 * float(ratio.mean() - 1),
         "mc_al2_gap_sem": 100 * float(standard_error(ratio, axis=0)),
         "mc_al2_below": claims.less("mc_al2_below", float(ratio.mean()),
@@ -335,8 +329,9 @@ def hero(*, n: int, trials: int, seed: int) -> Figure:
         Numbers: ``hero_gap_small_random``, ``hero_gap_small_structured`` (theory, attention minus
         ridge at ``g =`` :data:`HERO_SMALL`), ``hero_gap_large_structured`` (theory, at
         :data:`HERO_LARGE`), ``hero_cross`` (the ``g`` where the structured theory gap changes
-        sign), ``hero_mc_large``, ``hero_mc_large_sem`` (Monte Carlo, attention minus ridge on common
-        draws at :data:`HERO_LARGE`) and the claim ``hero_mc_large_below`` (that difference is
+        sign), ``hero_mc_small_random``, ``hero_mc_small_random_sem`` (Monte Carlo, attention minus
+        ridge on common draws of random tokens at :data:`HERO_SMALL`), ``hero_mc_large``,
+        ``hero_mc_large_sem`` (the same with signal at :data:`HERO_LARGE`) and the claim ``hero_mc_large_below`` (that difference is
         negative, at the Student t threshold of ``trials`` draws), ``hero_delta``, ``hero_p``,
         ``trials``.
     """
@@ -364,6 +359,11 @@ def hero(*, n: int, trials: int, seed: int) -> Figure:
         gap = att - ridge
         small = float(np.interp(np.log(HERO_SMALL), np.log(g_th), gap))
         out[f"hero_gap_small_{name}"] = small
+        if name == "random":
+            i = int(np.argmin(np.abs(HERO_G - HERO_SMALL)))
+            paired = mc_att.values("attention")[0, :, i] - mc_ridge.ridge[0, :, i]
+            out["hero_mc_small_random"] = float(paired.mean())
+            out["hero_mc_small_random_sem"] = float(standard_error(paired, axis=0))
         if name == "structured":
             out["hero_gap_large_structured"] = float(np.interp(np.log(HERO_LARGE), np.log(g_th), gap))
             k = int(np.flatnonzero(np.diff(np.sign(gap)) != 0)[-1])
