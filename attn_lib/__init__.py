@@ -28,7 +28,7 @@ book
 Beside the layers, ``_validation`` checks every public function's input and ``cache`` stores
 computed results on disk, keyed by the code they depend on; both are used by every layer.
 
-``attn_lib.Setting``, ``attn_lib.RankSetting``, ``attn_lib.MatrixSetting``, ``attn_lib.HeadsSetting``, the attention kinds
+``attn_lib.Setting``, ``attn_lib.RankSetting``, ``attn_lib.MatrixSetting``, ``attn_lib.CovarianceSetting``, ``attn_lib.HeadsSetting``, the attention kinds
 ``attn_lib.Entrywise`` and ``attn_lib.Softmax``, ``attn_lib.nonlinearity``, ``attn_lib.hermite``,
 ``attn_lib.data``, ``attn_lib.kernel``, ``attn_lib.simulate`` and ``attn_lib.theory`` are
 re-exported here, and so are :class:`DomainWarning` (a theory evaluated outside the conditions
@@ -38,11 +38,11 @@ with ``strict=True``).
 
 from . import cache, model, simulation, studies, theory
 from .model import data, hermite, kernel, nonlinearity
-from .model.setting import Entrywise, HeadsSetting, MatrixSetting, RankSetting, Setting, Softmax
+from .model.setting import CovarianceSetting, Entrywise, HeadsSetting, MatrixSetting, RankSetting, Setting, Softmax
 from .simulation import simulate
 from ._domain import DomainError, DomainWarning
 
-__all__ = ["DomainError", "DomainWarning", "HeadsSetting", "MatrixSetting", "RankSetting", "Setting", "Entrywise", "Softmax", "cache", "data",
+__all__ = ["CovarianceSetting", "DomainError", "DomainWarning", "HeadsSetting", "MatrixSetting", "RankSetting", "Setting", "Entrywise", "Softmax", "cache", "data",
            "hermite", "kernel", "model",
            "nonlinearity", "simulate",
            "simulation", "studies", "theory"]

@@ -15,7 +15,7 @@ from typing import Iterator
 
 import numpy as np
 
-from .model.setting import BaseSetting, HeadsSetting, MatrixSetting
+from .model.setting import BaseSetting, CovarianceSetting, HeadsSetting, MatrixSetting
 
 __all__ = ["DomainWarning", "DomainError", "Violation", "SCALE_FACTOR", "scale_violations",
            "excess", "emit", "check_scale", "ignored"]
@@ -71,7 +71,10 @@ def scale_violations(s: BaseSetting) -> list[Violation]:
     """The logit-scale condition of a :class:`~attn_lib.MatrixSetting` or
     :class:`~attn_lib.HeadsSetting`: ``sigma = ||M||_F / sqrt(p)`` (per head ``||B_h||_F /
     sqrt(p)``) within a factor :data:`SCALE_FACTOR` of one (:mod:`attn_lib.theory.domain`)."""
-    if isinstance(s, MatrixSetting):
+    if isinstance(s, CovarianceSetting):
+        scales, what, helper = np.array([s.logit_scale]), "sqrt(tr(C M C M^T) / p)", (
+            "M / sigma (the chapter Real tokens normalises its matrices so)")
+    elif isinstance(s, MatrixSetting):
         scales, what, helper = np.array([s.logit_scale]), "||M||_F / sqrt(p)", (
             "attn_lib.studies.gpt2.normalise(M) (M / sigma; the book's GPT-2 matrices are "
             "normalised so)")

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validation import check_int, check_tokens
-from .setting import HeadsSetting, MatrixSetting, RankSetting, Setting
+from .setting import CovarianceSetting, HeadsSetting, MatrixSetting, RankSetting, Setting
 
 _RANK_TOL = 1e-12
 
@@ -238,7 +238,7 @@ def draw(setting: Setting | RankSetting | MatrixSetting | HeadsSetting, n: int,
         Model scalars (a ``RankSetting`` gives ``w_K, w_Q`` of shape ``(r, p)``; the same
         random numbers are drawn, so one with ``r = 1`` gives the ``Setting``'s sample). A
         ``MatrixSetting`` or ``HeadsSetting`` gives its own ``mu`` and keeps ``Z`` in the sample
-        (no weight vectors).
+        (no weight vectors); a ``CovarianceSetting`` draws ``Z = C^{1/2} Z_0``.
     n : int
         Number of tokens, ``>= 2`` (one per class); ``p = max(1, round(c n))`` (for a
         ``MatrixSetting`` or ``HeadsSetting``, ``n`` must give its ``p``: :meth:`MatrixSetting.p`).
@@ -250,6 +250,11 @@ def draw(setting: Setting | RankSetting | MatrixSetting | HeadsSetting, n: int,
     if isinstance(setting, (MatrixSetting, HeadsSetting)):
         y = labels(n, rng)
         Z = rng.standard_normal((p, n))
+        if isinstance(setting, CovarianceSetting):
+            if setting.diagonal:
+                Z *= np.sqrt(np.clip(setting.spectrum[0], 0.0, None))[:, None]
+            else:
+                Z = setting.noise_factor @ Z
         return Sample(X=Z + np.outer(setting.mu, y), y=y, mu=setting.mu, w_K=None, w_Q=None, Z=Z)
     V = geometry(setting, p)
     if isinstance(setting, Setting):

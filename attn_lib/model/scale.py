@@ -26,8 +26,8 @@ from typing import Any, cast
 import numpy as np
 
 from .._validation import check_bool, check_choice, check_int, check_setting
-from .setting import (ENTRYWISE, BaseSetting, Entrywise, HeadsSetting, MatrixSetting, RankSetting,
-                      Setting, Softmax)
+from .setting import (ENTRYWISE, BaseSetting, CovarianceSetting, Entrywise, HeadsSetting, MatrixSetting,
+                      RankSetting, Setting, Softmax)
 
 __all__ = ["MODELS", "softmax_scale", "feature_scale"]
 
@@ -79,6 +79,10 @@ def softmax_scale(setting: BaseSetting, n: int) -> float:
 def _head_terms(setting: BaseSetting) -> np.ndarray:
     """Each head's term of ``tau`` (entry-wise, zero diagonal; one term for one logit scale)."""
     c = setting.c
+    if isinstance(setting, CovarianceSetting):
+        h, lam, M2 = setting.hermite, setting.spectrum[0], setting.rotated_M ** 2
+        ratio = (lam ** 2 @ M2 @ lam) / (lam @ M2 @ lam)   # Mh = V^T M V in C's eigenbasis
+        return np.array([_trace_ratio(setting) * (h.a1 ** 2 + max(h.b2, 0.0)) + h.a1 ** 2 * ratio / c])
     if not isinstance(setting, HeadsSetting):
         h = setting.hermite
         return np.array([h.a1 ** 2 * (1.0 + 1.0 / c) + max(h.b2, 0.0)])
@@ -88,6 +92,13 @@ def _head_terms(setting: BaseSetting) -> np.ndarray:
         r = float(np.sum(B[rows] ** 2) / np.sum(B ** 2))
         out.append(h.a1 ** 2 * (w + r / c) + max(h.b2, 0.0) * w)
     return np.array(out)
+
+
+def _trace_ratio(setting: BaseSetting) -> float:
+    """``tr(C) / p`` of a :class:`~attn_lib.model.setting.CovarianceSetting`, 1 otherwise."""
+    if isinstance(setting, CovarianceSetting):
+        return float(np.trace(setting.C) / setting.p())
+    return 1.0
 
 
 def _entrywise_tau(setting: BaseSetting) -> float:
@@ -123,6 +134,12 @@ def feature_scale(setting: BaseSetting, model: str = "attention", keep_diagonal:
       same ``tau = a1^2 (1 + 1/c) + b2`` with the Hermite data of ``f`` at the logit scale
       ``sigma = ||M||_F / sqrt(p)``: on noise tokens ``E ||X K||_F^2 / n^2`` does not depend on
       the shape of ``M`` (``E[(Z Z^T)^2] = n (n + p + 1) I`` for the sum over keys);
+    * tokens with a covariance ``C`` (:class:`~attn_lib.model.setting.CovarianceSetting`),
+      zero diagonal: with the Hermite data at the logit scale ``sigma^2 = tr(C M C M^T) / p``,
+      ``tau = (tr(C) / p) (a1^2 + b2) + (a1^2 / c) tr(C M^T C^2 M) / tr(C M^T C M)`` (the
+      key's own term, ``E ||x_i||^2 K_ij^2``, and the pairs of keys, ``E[x_i^T x_k (x_i^T M
+      x_j) (x_k^T M x_j)] = x_j^T M^T C^2 M x_j``); ridge ``tau = c tr(C) / p``, and the
+      softmax mean part is ``tr(C) / p`` times the one below;
     * several heads (:class:`~attn_lib.model.setting.HeadsSetting`), head ``h`` writing the
       rows ``b_h`` (a share ``w_h = |b_h| / p``) of ``Phi``:
       ``tau = sum_h a1_h^2 (w_h + r_h / c) + b2_h w_h`` with the Hermite data of head ``h`` at
@@ -189,7 +206,7 @@ def feature_scale(setting: BaseSetting, model: str = "attention", keep_diagonal:
     if model == "ridge":
         if keep_diagonal:
             raise ValueError("keep_diagonal applies to model='attention' only")
-        return float(c)
+        return float(c * _trace_ratio(setting))
     if isinstance(setting.attention, Softmax):
         if keep_diagonal:
             raise ValueError("keep_diagonal applies to entry-wise attention; softmax masks its "
@@ -204,7 +221,8 @@ def feature_scale(setting: BaseSetting, model: str = "attention", keep_diagonal:
             kernel = float(np.sum(_head_scales(s, n) ** 2 * _head_terms(twin)))
             return kernel + s.p(n) / (n * (n - 1.0))
         tau_k = feature_scale(twin)
-        return float(softmax_scale(setting, n) ** 2 * tau_k + setting.p(n) / (n * (n - 1.0)))
+        return float(softmax_scale(setting, n) ** 2 * tau_k
+                     + _trace_ratio(setting) * setting.p(n) / (n * (n - 1.0)))
     if keep_diagonal:
         if isinstance(setting, (MatrixSetting, HeadsSetting)):
             raise ValueError("keep_diagonal: the feature scale with the diagonal kept is derived "

@@ -47,7 +47,7 @@ from .kernel import head_blocks
 from .nonlinearity import Nonlinearity, NonlinearityLike, check_nonlinearity, exponential, scaled
 
 __all__ = ["Attention", "Entrywise", "ENTRYWISE", "Softmax", "BaseSetting", "Setting", "RankSetting",
-           "MatrixSetting", "HeadsSetting"]
+           "MatrixSetting", "CovarianceSetting", "HeadsSetting"]
 
 _GRAM_TOL = 1e-10
 
@@ -124,6 +124,16 @@ def _signal(mu: object, p: int, of: str) -> np.ndarray:
         raise ValueError(f"mu must have shape ({p},), the p of {of}, got {out.shape}")
     out.flags.writeable = False
     return out
+
+
+@functools.lru_cache(maxsize=8)
+def _eigh(data: bytes, p: int) -> tuple[np.ndarray, np.ndarray]:
+    """Eigenvalues and eigenvectors (read-only) of the symmetric matrix stored in ``data``: one
+    decomposition for the settings that share a covariance (:attr:`CovarianceSetting.spectrum`)."""
+    lam, V = np.linalg.eigh(np.frombuffer(data).reshape(p, p))
+    lam.flags.writeable = False
+    V.flags.writeable = False
+    return lam, V
 
 
 def _fixed_p(c: float, p: int, n: int | None, what: str) -> int:
@@ -589,6 +599,153 @@ class MatrixSetting(BaseSetting):
     def delta(self, n: int | None = None) -> float:
         """Coherent shift ``|mu^T M mu| / sqrt(p)`` (``n``, if given, is checked by :meth:`p`)."""
         return abs(self.signed_delta(n))
+
+
+@dataclass(frozen=True)
+class CovarianceSetting(MatrixSetting):
+    r"""Tokens with a general covariance: ``x_i = y_i mu + C^{1/2} z_i``, any key-query matrix ``M``.
+
+    A two-class Gaussian mixture with the class means ``+mu`` and ``-mu`` and the common
+    covariance ``C`` (``z_i`` standard Gaussian), logits ``T_ij = x_i^T M x_j / sqrt(p)``
+    (rows of ``M`` index keys, as :class:`MatrixSetting`), and the attention kind's kernel.
+    ``C = I`` is the :class:`MatrixSetting` of the same ``M`` and ``mu``. The off-diagonal logits
+    on noise have the variance ``tr(C M C M^T) / p`` (:attr:`logit_scale`). Real tokens enter
+    through :meth:`from_tokens`, which estimates ``mu`` and ``C`` from them.
+
+    Parameters
+    ----------
+    c, M, mu, f, attention
+        As for :class:`MatrixSetting`.
+    C : array_like of shape (p, p), keyword-only
+        The covariance: symmetric (to 1e-10 relative) and positive semi-definite (eigenvalues
+        above ``-1e-10`` times the largest), finite, not zero. Stored as a read-only float copy
+        (symmetrised).
+
+    Notes
+    -----
+    The theory (:func:`attn_lib.theory.attention_error`, :func:`attn_lib.theory.ridge_error`)
+    is the proportional limit of :mod:`attn_lib.theory._covariance`, entry-wise attention; the
+    simulator (:func:`attn_lib.simulation.simulate.errors`) draws ``Z = C^{1/2} Z_0`` and also
+    runs softmax. The eigendecomposition of ``C`` is computed once per instance
+    (:attr:`spectrum`).
+    """
+
+    C: np.ndarray = field(kw_only=True)
+
+    def _validate(self) -> None:
+        super()._validate()
+        C = np.array(check_square(self.C, "C"), dtype=float, copy=True)
+        p = self.M.shape[0]
+        if C.shape != (p, p):
+            raise ValueError(f"C must have shape ({p}, {p}), the shape of M, got {C.shape}")
+        scale = np.abs(C).max()
+        if scale == 0.0:
+            raise ValueError("C must not be zero: the tokens would carry no noise")
+        if np.abs(C - C.T).max() > 1e-10 * scale:
+            raise ValueError("C must be symmetric (to 1e-10 relative): it is a covariance")
+        C = (C + C.T) / 2.0
+        C.flags.writeable = False
+        self._set("C", C)
+        lam = self.spectrum[0]
+        if lam.min() < -1e-10 * lam.max():
+            raise ValueError(f"C must be positive semi-definite: its smallest eigenvalue is "
+                             f"{lam.min():.3g} (largest {lam.max():.3g})")
+
+    @classmethod
+    def from_tokens(cls, X: object, y: object, *, c: float, M: object = None,
+                    f: NonlinearityLike = "tanh", attention: Attention = ENTRYWISE) -> "CovarianceSetting":
+        r"""The setting of real tokens: ``mu`` and ``C`` estimated from them.
+
+        ``mu = (m_+ - m_-) / 2`` (``m_k`` the mean of class ``k``) and ``C`` the pooled
+        within-class covariance ``(S_+ + S_-) / (N - 2)``, ``S_k`` the scatter matrix of class
+        ``k`` about its mean. The model's tokens are centred at the midpoint of the class
+        means, so ``X`` must be (:func:`attn_lib.model.datasets.standardise` does it).
+
+        Parameters
+        ----------
+        X : array_like of shape (p, N)
+            The tokens as columns, ``p >= 2``, at least two per class.
+        y : array_like of shape (N,)
+            Labels ``+1`` and ``-1``.
+        c : float
+            ``p / n`` of the model (``n`` the tokens a draw or a subset has).
+        M : array_like of shape (p, p), optional
+            Key-query matrix; default the identity.
+        f, attention
+            As for :class:`MatrixSetting`.
+
+        Raises
+        ------
+        ValueError
+            For labels other than ``+-1``, fewer than two tokens of a class, or tokens not
+            centred at the midpoint of their class means (relative ``1e-8``).
+        """
+        Xa = check_array(X, "X", ndim=2)
+        p, N = Xa.shape
+        ya = check_array(y, "y")
+        if ya.shape != (N,):
+            raise ValueError(f"y must have shape ({N},), one label per column of X, got {ya.shape}")
+        if not np.all(np.isin(ya, (-1.0, 1.0))):
+            raise ValueError("y must hold the labels +1 and -1 only")
+        plus, minus = Xa[:, ya > 0], Xa[:, ya < 0]
+        if min(plus.shape[1], minus.shape[1]) < 2:
+            raise ValueError("X must hold at least two tokens of each class")
+        m_plus, m_minus = plus.mean(axis=1), minus.mean(axis=1)
+        mid = (m_plus + m_minus) / 2.0
+        if np.linalg.norm(mid) > 1e-8 * max(np.sqrt(np.mean(Xa * Xa) * p), 1e-300):
+            raise ValueError("X must be centred at the midpoint of its class means (the model's "
+                             "tokens are y mu + noise): subtract (m_+ + m_-)/2, e.g. with "
+                             "attn_lib.model.datasets.standardise")
+        dp, dm = plus - m_plus[:, None], minus - m_minus[:, None]
+        C = (dp @ dp.T + dm @ dm.T) / (N - 2.0)
+        Mm = np.eye(p) if M is None else check_square(M, "M")
+        return cls(c=c, M=Mm, mu=(m_plus - m_minus) / 2.0, f=f, C=C, attention=attention)
+
+    @functools.cached_property
+    def diagonal(self) -> bool:
+        """Whether ``C`` is diagonal (then :attr:`spectrum` and the draws cost ``O(p)``)."""
+        return not np.any(self.C - np.diag(np.diag(self.C)))
+
+    @functools.cached_property
+    def spectrum(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(lam, V)``: the eigenvalues and orthonormal eigenvectors of ``C`` (``C V = V diag(lam)``;
+        a diagonal ``C`` has its diagonal and ``V = I``, otherwise ascending order)."""
+        if self.diagonal:
+            lam, V = np.diag(self.C).copy(), np.eye(self.C.shape[0])
+            lam.flags.writeable = False
+            V.flags.writeable = False
+            return lam, V
+        return _eigh(self.C.tobytes(), self.C.shape[0])
+
+    @functools.cached_property
+    def noise_factor(self) -> np.ndarray:
+        """``C^{1/2}`` (symmetric, eigenvalues below zero by rounding set to zero)."""
+        lam, V = self.spectrum
+        if self.diagonal:
+            return np.diag(np.sqrt(np.clip(lam, 0.0, None)))
+        return (V * np.sqrt(np.clip(lam, 0.0, None))) @ V.T
+
+    @functools.cached_property
+    def logit_scale(self) -> float:
+        """``sqrt(tr(C M C M^T) / p)``: the standard deviation of ``z_i^T C^{1/2} M C^{1/2} z_j / sqrt(p)``.
+
+        Computed once per instance with :attr:`spectrum` (``O(p^3)``, ``O(p^2)`` for a diagonal ``C``)."""
+        lam, Mh = self.spectrum[0], self.rotated_M
+        return float(np.sqrt(np.einsum("k,kl,l,kl->", lam, Mh, lam, Mh) / self.p()))
+
+    @functools.cached_property
+    def rotated_M(self) -> np.ndarray:
+        """``V^T M V``: ``M`` in the eigenbasis of ``C`` (:attr:`spectrum`), read-only."""
+        V = self.spectrum[1]
+        out = self.M.copy() if self.diagonal else V.T @ self.M @ V
+        out.flags.writeable = False
+        return out
+
+    @property
+    def effective_rank(self) -> float:
+        """``tr(C)^2 / tr(C^2)``: how many directions carry the noise (``p`` for ``C = I``)."""
+        lam = self.spectrum[0]
+        return float(lam.sum() ** 2 / (lam @ lam))
 
 
 @dataclass(frozen=True, eq=False)

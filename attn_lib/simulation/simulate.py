@@ -16,6 +16,8 @@ A :class:`~attn_lib.model.setting.MatrixSetting` (any key-query matrix ``M`` and
 is drawn the same way, with the logits ``X^T M X / sqrt(p)``; its ``n`` must give its ``p``. A
 :class:`~attn_lib.model.setting.HeadsSetting` (multi-head attention as GPT-2 computes it) applies
 the kernel step to each head's logits and writes each head's features into its block of rows.
+A :class:`~attn_lib.model.setting.CovarianceSetting` draws ``Z = C^{1/2} Z_0``;
+:func:`subset_errors` computes the same errors on real tokens (random balanced subsets).
 
 The error of one draw lives in :mod:`attn_lib.simulation.resolvent` and the trials and their
 summaries in :mod:`attn_lib.simulation.trials`; their names are importable from here too.
@@ -29,14 +31,16 @@ import numpy as np
 
 from .. import _domain
 from ..model import data, kernel
-from .._validation import check_bool, check_gammas, check_int, check_seed, check_setting, check_tokens
+from .._validation import (check_array, check_bool, check_gammas, check_int, check_seed, check_setting,
+                           check_tokens)
 from ..model.scale import feature_scale, softmax_scale
 from ..model.nonlinearity import check_nonlinearity
-from ..model.setting import Entrywise, HeadsSetting, MatrixSetting, RankSetting, Setting, Softmax
+from ..model.setting import CovarianceSetting, Entrywise, HeadsSetting, MatrixSetting, RankSetting, Setting, Softmax
 from .resolvent import interpolation_error, interpolation_errors
 from .trials import Plan, Stats, Trials
 
-__all__ = ["draw_errors", "SimulationResult", "errors", "errors_plan", "raw_gammas", "self_weight"]
+__all__ = ["draw_errors", "sample_errors", "SimulationResult", "errors", "errors_plan", "raw_gammas",
+           "self_weight", "subset_errors"]
 
 #: The attention kinds and the setting types the simulator draws.
 KINDS = (Entrywise, Softmax)
@@ -130,7 +134,16 @@ def draw_errors(setting: Setting | RankSetting | MatrixSetting | HeadsSetting, g
     ``gamma = 1e-5`` by up to 5e-10, a random one-ulp change of ``K`` by up to 2e-10), so
     there ``K`` is computed entry by entry.
     """
-    s = data.draw(setting, n, rng)
+    return sample_errors(setting, data.draw(setting, n, rng), gammas, keep_diagonal, attention,
+                         ridge_gammas)
+
+
+def sample_errors(setting: Setting | RankSetting | MatrixSetting | HeadsSetting, s: data.Sample,
+                  gammas: np.ndarray, keep_diagonal: bool = False, attention: bool = True,
+                  ridge_gammas: np.ndarray | None = None) -> tuple[np.ndarray | None, np.ndarray]:
+    """The errors of :func:`draw_errors` on the tokens of the sample ``s`` (drawn, or real
+    tokens: :func:`subset_errors`)."""
+    n = s.X.shape[1]
     p = s.X.shape[0]
     rg = gammas if ridge_gammas is None else ridge_gammas
     if not attention:
@@ -305,6 +318,66 @@ def errors_plan(setting: Setting | RankSetting | MatrixSetting | HeadsSetting, g
         return {"ridge": ridge} if att is None else {"attention": att, "ridge": ridge}
 
     return SimulationResult.plan(trial, trials=trials, seed=seed, gammas=g, n=n, p=p)
+
+
+def subset_errors(setting: CovarianceSetting, X: object, y: object, gammas: object, n: int,
+                  trials: int = 4, seed: int = 0, relative: bool = False,
+                  scheduler: str | None = None) -> SimulationResult:
+    """The errors of attention and ridge on real tokens: random balanced subsets of ``n`` of them.
+
+    Trial ``t`` draws ``n / 2`` tokens of each class without replacement from
+    ``SeedSequence(seed).spawn(trials)[t]`` and computes both errors on them exactly as
+    :func:`errors` does on a draw (the same kernel, centring ``E f(sigma xi)`` at the setting's
+    logit scale, and ``gamma`` convention: :func:`raw_gammas` of ``setting``).
+
+    Parameters
+    ----------
+    setting : CovarianceSetting
+        The model of the tokens (usually :meth:`~attn_lib.model.setting.CovarianceSetting.from_tokens`
+        of ``X, y``): its ``M``, ``f``, attention kind, ``c`` (``round(c n)`` must be ``p``) and
+        feature scales.
+    X : array_like of shape (p, N)
+        All tokens, as columns.
+    y : array_like of shape (N,)
+        Their labels ``+-1``.
+    gammas : float or array_like of shape (G,)
+    n : int
+        Tokens per subset, even, at most twice the smaller class.
+    trials, seed, relative, scheduler
+        As for :func:`errors`.
+
+    Returns
+    -------
+    SimulationResult
+    """
+    check_setting(setting, types=(CovarianceSetting,), attention=KINDS)
+    Xa = check_array(X, "X", ndim=2)
+    ya = check_array(y, "y")
+    p, N = Xa.shape
+    if ya.shape != (N,) or not np.all(np.isin(ya, (-1.0, 1.0))):
+        raise ValueError(f"y must hold one label +1 or -1 per column of X ({N})")
+    n = check_tokens(n)
+    setting.p(n)  # round(c n) = p
+    plus, minus = np.flatnonzero(ya > 0), np.flatnonzero(ya < 0)
+    if n % 2 or n // 2 > min(plus.size, minus.size):
+        raise ValueError(f"n must be even and at most {2 * min(plus.size, minus.size)} (twice the "
+                         f"smaller class), got {n}")
+    g = check_gammas(gammas)
+    g_att, g_ridge = raw_gammas(setting, g, n, relative)
+    mu = setting.mu
+
+    def trial(rng: np.random.Generator) -> dict[str, np.ndarray]:
+        idx = rng.permutation(np.concatenate([rng.choice(plus, n // 2, replace=False),
+                                              rng.choice(minus, n // 2, replace=False)]))
+        Xs, ys = Xa[:, idx], ya[idx]
+        s = data.Sample(X=Xs, y=ys, mu=mu, w_K=None, w_Q=None, Z=Xs - np.outer(mu, ys))
+        att, ridge = sample_errors(setting, s, g_att, ridge_gammas=g_ridge)
+        assert att is not None
+        return {"attention": att, "ridge": ridge}
+
+    plan = SimulationResult.plan(trial, trials=check_int(trials, "trials"), seed=check_seed(seed),
+                                 gammas=g, n=n, p=p)
+    return plan.run(progress=False, scheduler=scheduler)
 
 
 def self_weight(setting: Setting | RankSetting | MatrixSetting, n: int = 2048, trials: int = 4,

@@ -552,7 +552,13 @@ def _form(g, lin, unit, c, rho):
     (:func:`_linearised`; ``unit = m^T m``)."""
     S = _sigma_pp(g, rho, c)
     a, _ = _alphas(S)
-    t = _blocks(S, _linearised(lin, a), unit)
+    return _woodbury(g, _blocks(S, _linearised(lin, a), unit), c, rho)
+
+
+def _woodbury(g, t, c, rho):
+    """``y^T Q y / n`` from the n-side blocks ``g`` and the forms ``t[pi, sigma] =
+    m^T Gbar_pp[pi, sigma] m`` (5 x 5, as :func:`_blocks`) by the Woodbury step of :func:`_form`
+    (also :mod:`~attn_lib.theory._covariance`, whose ``Gbar_pp`` holds the tokens' covariance)."""
     u_m, v_m = (0, 2, 3), (4, 1, 2)          # p-variables of U's and V's m-columns
     C = np.zeros((6, 6))
     K = np.zeros((6, 6), dtype=t.dtype)

@@ -29,6 +29,10 @@ to the any-matrix deterministic equivalent (:mod:`attn_lib.theory._matrix`: a li
 ``||M||_F / sqrt(p)``), entry-wise attention only (a softmax ``MatrixSetting`` raises
 ``ValueError``: the softmax reduction is derived for rank-one weights).
 
+Tokens with a general covariance (:class:`attn_lib.CovarianceSetting`, ``x_i = y_i mu + C^{1/2}
+z_i``) go to :mod:`attn_lib.theory._covariance` (the any-matrix pencil with ``C`` in its Gaussian
+blocks), proportional limit and entry-wise attention only.
+
 Multi-head attention as GPT-2 computes it (:class:`attn_lib.HeadsSetting`: ``f`` per head at
 the head's own scale, the heads' features side by side) goes to the per-head pencil
 (:mod:`attn_lib.theory._heads`), proportional limit and entry-wise attention only (``n=...``
@@ -61,8 +65,8 @@ from .._validation import check_bool, check_gammas, check_int, check_real, check
 from ..model.data import latent_coordinates
 from ..model.kernel import BLAS
 from ..model.scale import feature_scale
-from ..model.setting import Entrywise, HeadsSetting, MatrixSetting, RankSetting, Setting, Softmax
-from . import _heads, _matrix, domain, softmax
+from ..model.setting import CovarianceSetting, Entrywise, HeadsSetting, MatrixSetting, RankSetting, Setting, Softmax
+from . import _covariance, _heads, _matrix, domain, softmax
 from ._bulk import BulkSolution, solve_bulk, spectral_g1
 from ._errors import ConvergenceError
 from ._finite_size import _restricted, finite_size_resolvent_form_batch, reduced_setting
@@ -308,6 +312,21 @@ def _matrix_form(setting: MatrixSetting, g: np.ndarray, n: int | None) -> tuple[
         return _limit_form(s, g)
 
 
+def _covariance_form(setting: CovarianceSetting, g: np.ndarray, n: int | None
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """``(q, dq)`` of the covariance theory (:mod:`attn_lib.theory._covariance`), shaped like
+    ``g``; entry-wise attention and the proportional limit only (``ValueError`` otherwise)."""
+    s = check_setting(setting, types=(CovarianceSetting,), attention=_KINDS)
+    _refuse_softmax(s, "tokens of a general covariance (attn_lib.CovarianceSetting)")
+    if n is not None:
+        raise ValueError(f"n={n!r}: the theory of tokens with a covariance (attn_lib."
+                         "CovarianceSetting) is the proportional limit only; call "
+                         "attention_error without n")
+    with BLAS.limit(limits=1):
+        q, E = _covariance.setting_form(s, g.reshape(-1))
+    return q.reshape(g.shape), (-E / g.reshape(-1) ** 2).reshape(g.shape)
+
+
 def _heads_form(setting: HeadsSetting, g: np.ndarray, n: int | None) -> tuple[np.ndarray, np.ndarray]:
     """``(q, dq)`` of the multi-head theory (:mod:`attn_lib.theory._heads`) for ``setting``,
     shaped like ``g``; entry-wise attention and the proportional limit only (``ValueError``
@@ -358,6 +377,8 @@ def _resolvent_form(setting: Setting | RankSetting | MatrixSetting | HeadsSettin
                     n: int | None, max_iter: int, continuation: str
                     ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`attention_resolvent_form` without the domain check."""
+    if isinstance(setting, CovarianceSetting):
+        return _covariance_form(setting, check_gammas(gammas), n)
     if isinstance(setting, MatrixSetting):
         return _matrix_form(setting, check_gammas(gammas), n)
     if isinstance(setting, HeadsSetting):
@@ -396,7 +417,11 @@ def attention_error(setting: Setting | RankSetting | MatrixSetting | HeadsSettin
         at ``p = 768`` (it runs with one BLAS thread, as does the multi-head theory). A
         :class:`~attn_lib.model.setting.HeadsSetting` (multi-head attention as GPT-2 computes
         it): the per-head pencil (:mod:`attn_lib.theory._heads`), entry-wise attention and the
-        proportional limit only (softmax or ``n`` raise ``ValueError``). Under softmax
+        proportional limit only (softmax or ``n`` raise ``ValueError``). A
+        :class:`~attn_lib.model.setting.CovarianceSetting` (tokens ``y_i mu + C^{1/2} z_i``,
+        e.g. from real data): the pencil with ``C`` in its Gaussian blocks
+        (:mod:`attn_lib.theory._covariance`), entry-wise attention and the proportional limit
+        only. Under softmax
         ``gammas`` are effective ridge parameters ``gamma_raw / s_n^2``
         (:func:`attn_lib.theory.softmax.effective_gamma`): the raw features ``X A`` have the
         scale ``s_n ~ sqrt(p) / n``. The simulator takes the same ``gamma``

