@@ -374,26 +374,74 @@ def reduced_setting(setting: RankSetting | MatrixSetting, n: int, kind: str = "c
                                     attention=setting.attention)
 
 
-def _factor(kernel: np.ndarray, weight: np.ndarray, rel_tol: float, max_terms: int | None):
-    """``kernel(t, t') ~ sum_k s_k a_k(t) b_k(t')`` from the SVD of ``W^1/2 kernel W^1/2``.
+def _flip(law: LatentLaw) -> np.ndarray | None:
+    """The flip ``pi`` of the types, ``(y, xi)_pi(t) = -(y, xi)_t`` at equal weight, or ``None``.
 
-    A symmetric kernel (to rounding, ``|A - A^T| <= 1e-14 max|A|``: every kernel of a symmetric
-    ``M_r``, e.g. aligned weights) is factorised by the eigendecomposition of ``(A + A^T) / 2``,
-    the same factors at a third of the cost: ``s = |lambda|``, ``b = sign(lambda) a``.
+    Every kernel ``k(h(t, t'))`` is invariant under flipping both types (``h`` is a bilinear form
+    of ``xi_t, xi_t'``), and a tensor rule (:func:`latent_law`) is symmetric, so the kernels split
+    into an even and an odd block of half the size (:func:`_factor`). ``pi`` is returned only
+    when it is an involution mapping the first half of the types onto the second (the labels
+    ``+1`` first, as :func:`latent_law` orders them); a rule of one's own without this symmetry
+    gives ``None``.
+    """
+    T = len(law.y)
+    key = np.column_stack([law.y, law.xi])
+    pi = np.empty(T, dtype=int)
+    pi[np.lexsort(-key.T[::-1])] = np.lexsort(key.T[::-1])
+    ok = (T % 2 == 0 and np.array_equal(key[pi], -key) and np.array_equal(law.weight[pi], law.weight)
+          and np.array_equal(pi[pi], np.arange(T)) and bool(np.all(pi[:T // 2] >= T // 2)))
+    return pi if ok else None
+
+
+def _halves(kernel: np.ndarray, flip: np.ndarray) -> np.ndarray:
+    """The flip-invariant ``(T, T)`` kernel from its first ``T/2`` rows: ``k(pi t, t') = k(t, pi t')``."""
+    h = kernel.shape[0]
+    return np.concatenate([kernel, kernel[flip[h:]][:, flip]])
+
+
+def _decompose(A: np.ndarray, symmetric: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``A = U diag(s) V^T`` with ``s`` decreasing; for a symmetric ``A`` from the eigendecomposition
+    of ``(A + A^T) / 2``, the same factors at a third of the cost: ``s = |lambda|``,
+    ``V = sign(lambda) U``."""
+    if symmetric:
+        lam, U = np.linalg.eigh((A + A.T) / 2)
+        order = np.argsort(-np.abs(lam), kind="stable")
+        return np.abs(lam[order]), U[:, order], U[:, order] * np.where(lam[order] < 0, -1.0, 1.0)
+    U, s, Vt = np.linalg.svd(A)
+    return s, U, Vt.T
+
+
+def _factor(kernel: np.ndarray, weight: np.ndarray, rel_tol: float, max_terms: int | None,
+            flip: np.ndarray | None = None):
+    """``kernel(t, t') ~ sum_k s_k a_k(t) b_k(t')`` from the SVD of ``A = W^1/2 kernel W^1/2``.
+
+    With the flip ``pi`` of the types (:func:`_flip`; ``A`` is then invariant under it), ``A``
+    is block-diagonal in the even and odd vectors ``(e_t +- e_pi(t)) / sqrt(2)`` of the first half
+    of the types: the blocks ``A_tt' +- A_t,pi(t')`` (``T/2 x T/2``) are decomposed separately
+    (a quarter of the cost) and their terms merged in decreasing ``s``. The kept terms are
+    those with ``s_k >= rel_tol * s_1``, at most ``max_terms``. A symmetric ``A`` (to rounding,
+    ``|A - A^T| <= 1e-14 max|A|``: every kernel of a symmetric ``M_r``, e.g. aligned weights)
+    is decomposed by eigendecompositions (:func:`_decompose`).
     """
     sw = np.sqrt(weight)
     A = sw[:, None] * kernel * sw[None, :]
-    if np.max(np.abs(A - A.T), initial=0.0) <= 1e-14 * np.max(np.abs(A), initial=0.0):
-        lam, U = np.linalg.eigh((A + A.T) / 2)
-        order = np.argsort(-np.abs(lam), kind="stable")
-        s, U = np.abs(lam[order]), U[:, order]
-        Vt = (U * np.where(lam[order] < 0, -1.0, 1.0)).T
+    sym = bool(np.max(np.abs(A - A.T), initial=0.0) <= 1e-14 * np.max(np.abs(A), initial=0.0))
+    if flip is None:
+        s, U, V = _decompose(A, sym)
     else:
-        U, s, Vt = np.linalg.svd(A)
+        h = len(weight) // 2
+        even, odd = (_decompose(A[:h, :h] + sign * A[:h, flip[:h]], sym) for sign in (1.0, -1.0))
+        s = np.concatenate([even[0], odd[0]])
+        U, V = (np.empty((2 * h, len(s))) for _ in range(2))
+        for X, j in ((U, 1), (V, 2)):
+            X[:h] = np.concatenate([even[j], odd[j]], axis=1) / math.sqrt(2.0)
+            X[flip[:h]] = np.concatenate([even[j], -odd[j]], axis=1) / math.sqrt(2.0)
+        order = np.argsort(-s, kind="stable")
+        s, U, V = s[order], U[:, order], V[:, order]
     m = int(np.sum(s >= rel_tol * s[0])) if s[0] > 0 else 0
     if max_terms is not None:
         m = min(m, max_terms)
-    return s[:m], U[:, :m] / sw[:, None], Vt[:m].T / sw[:, None]
+    return s[:m], U[:, :m] / sw[:, None], V[:, :m] / sw[:, None]
 
 
 class _Model:
@@ -407,11 +455,16 @@ class _Model:
             law = nodes
         else:
             law = latent_law(setting, p, nodes)
-        H = law.shifts()
         w = law.weight
         softmax = isinstance(setting.attention, Softmax)
         f = cast(Softmax, setting.attention).f if softmax else setting.f
-        F0, F1, S2 = shift_functions(f, 1.0, np.max(np.abs(H)) + 1.0)(H)
+        flip = _flip(law)
+        if flip is None:
+            H = law.shifts()
+            F0, F1, S2 = shift_functions(f, 1.0, np.max(np.abs(H)) + 1.0)(H)
+        else:   # the kernels at the first half of the types; the rest by the flip
+            H = law.xi[:len(w) // 2] @ law.M @ law.xi.T / math.sqrt(p)
+            F0, F1, S2 = (_halves(F, flip) for F in shift_functions(f, 1.0, np.max(np.abs(H)) + 1.0)(H))
         if softmax:
             # columns normalised by their means (masked softmax, book/derivation_softmax.md):
             # the uncentred mean kernel 1 + F0 = e^{beta h}, and every kernel divided on the
@@ -423,15 +476,15 @@ class _Model:
         self.phi = n / p
         self.pp = (p - law.r) / p                    # p'/p
         # slope kernel F1(h(t, t')) ~ sum_k s_k u_k(t) v_k(t')
-        self.s, self.u, self.v = _factor(F1, w, _SLOPE_TOL, _SLOPE_MAX)
+        self.s, self.u, self.v = _factor(F1, w, _SLOPE_TOL, _SLOPE_MAX, flip)
         # mean kernel F0(h(t, t')) ~ sum_l S_l a_l(t) b_l(t')
-        self.S, self.a, self.b = _factor(F0, w, _MEAN_TOL, None)
+        self.S, self.a, self.b = _factor(F0, w, _MEAN_TOL, None, flip)
         # diagonal correction making K_ii = 0 on average
         self.delta = np.diag(F0) / math.sqrt(p) + self.pp * np.einsum("k,tk,tk->t", self.s, self.u, self.v)
         # Wigner variance profiles times the weights of t' (they act on G(t')), as low-rank
         # factors (left, right^T W): E_t'[k(t, t') g(t')] = left @ (right_w @ g)
-        sk, left, right = _factor(S2, w, _NOISE_TOL, None)
-        factors = [_factor(np.sqrt(S2 * S2.T), w, _NOISE_TOL, None),
+        sk, left, right = _factor(S2, w, _NOISE_TOL, None, flip)
+        factors = [_factor(np.sqrt(S2 * S2.T), w, _NOISE_TOL, None, flip),
                    (sk, left, right), (sk, right, left)]   # S2^T: the transposed factors of S2
         self.noise = [(self.phi * lf * sv, (rf * w[:, None]).T) for sv, lf, rf in factors]
 
