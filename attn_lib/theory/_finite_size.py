@@ -487,6 +487,43 @@ class _Model:
         factors = [_factor(np.sqrt(S2 * S2.T), w, _NOISE_TOL, None, flip),
                    (sk, left, right), (sk, right, left)]   # S2^T: the transposed factors of S2
         self.noise = [(self.phi * lf * sv, (rf * w[:, None]).T) for sv, lf, rf in factors]
+        self.flip = flip
+
+    def solve_types(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                   list[tuple[np.ndarray, np.ndarray]], np.ndarray, np.ndarray]:
+        """The data of the fixed point on the types it is solved on (:class:`_Stack`).
+
+        With the flip ``pi`` of the types (:func:`_flip`) the fixed point is even,
+        ``G(pi t) = G(t)`` (every kernel is flip invariant and each slope term even or odd, so
+        the iteration keeps this from its cold start): it is solved on the first half of the
+        types, at twice their weight, the Wigner profiles folded
+        (``E_t'[k(t, t') g(t')] = sum_{t' <= T/2} w_t' (k(t, t') + k(t, pi t')) g(t')``, so only
+        the even terms remain) and the blocks of ``E_pi[R G P]`` between slope terms of opposite
+        parity zero. Without it, the types themselves.
+
+        Returns
+        -------
+        w, delta : ndarray, shape (T',)
+        u, v : ndarray, shape (T', K)
+        noise : list of (left, right_w), shapes (T', rank') and (rank', T')
+        parity : ndarray, shape (K,)
+            ``+-1``: ``u_k(pi t) = parity_k u_k(t)`` (all ``+1`` without the flip).
+        expand : ndarray of int, shape (T,)
+            The solved type that stands for each type.
+        """
+        T = len(self.delta)
+        if self.flip is None:
+            return (self.law.weight, self.delta, self.u, self.v, self.noise, np.ones(len(self.s)),
+                    np.arange(T))
+        h, pi = T // 2, self.flip
+        parity = np.where([np.array_equal(x[pi[:h]], x[:h]) for x in self.u.T], 1.0, -1.0)
+        noise = []
+        for lf, rf in self.noise:
+            folded = rf[:, :h] + rf[:, pi[:h]]
+            even = np.any(folded != 0.0, axis=1)     # odd terms fold to zero exactly
+            noise.append((lf[:h, even], folded[even]))
+        return (2.0 * self.law.weight[:h], self.delta[:h], self.u[:h], self.v[:h], noise, parity,
+                np.concatenate([np.arange(h), pi[h:]]))
 
 
 def _pad(arrays: list[np.ndarray], shape: tuple[int, ...], dtype=float) -> np.ndarray:
@@ -563,7 +600,9 @@ class _Stack:
     def __init__(self, models: list[_Model] | None = None):
         if models is None:
             return
-        T = max(len(m.delta) for m in models)
+        red = [m.solve_types() for m in models]
+        T = max(len(x[0]) for x in red)               # solved types
+        Tf = max(len(m.delta) for m in models)        # all types (the label form)
         K = max(len(m.s) for m in models)
         L = max(len(m.S) for m in models)
         r = max(m.law.r for m in models)
@@ -573,13 +612,20 @@ class _Stack:
         self.c, self.phi, self.pp = (col([getattr(m, k) for m in models]) for k in ("c", "phi", "pp"))
         self.kappa = col([m.n / math.sqrt(m.p) for m in models])
         self.sp = col([math.sqrt(m.p) for m in models])
-        self.w = _pad([m.law.weight for m in models], (T,))
-        self.y = _pad([m.law.y for m in models], (T,))
-        self.xi = _pad([m.law.xi for m in models], (T, r))
-        self.delta = _pad([m.delta for m in models], (T,))
+        self.w = _pad([m.law.weight for m in models], (Tf,))
+        self.y = _pad([m.law.y for m in models], (Tf,))
+        self.xi = _pad([m.law.xi for m in models], (Tf, r))
+        self.expand = _pad([x[6] for x in red], (Tf,), dtype=int)
+        ws = _pad([x[0] for x in red], (T,))
+        self.delta = _pad([x[1] for x in red], (T,))
         s = _pad([m.s for m in models], (K,))[:, None, :]
-        u = _pad([m.u for m in models], (T, K))
-        v = _pad([m.v for m in models], (T, K))
+        u = _pad([x[2] for x in red], (T, K))
+        v = _pad([x[3] for x in red], (T, K))
+        # zero blocks of E_pi[R G P] between slope terms of opposite parity (solve_types); the
+        # Anderson fit counts each solved type's noise self-energies once per type it stands for
+        sign = np.concatenate([np.ones((E, 1)), *[_pad([x[5] for x in red], (K,))] * 2], axis=1)
+        self.mask = (sign[:, :, None] * sign[:, None, :] > 0).astype(float)
+        self.om_weight = col([math.sqrt(len(m.delta) / len(x[0])) for m, x in zip(models, red)])
         # Z^T has rows x, k, e; Z has columns x, k, e; p-blocks (u, v_k, q_k). Both are one entry per
         # p-block in each type: P(t)[j_b, b] = beta_b(t), R(t)[b, i_b] = alpha_b(t)
         self.K = K
@@ -595,16 +641,16 @@ class _Stack:
         self.beta, self.alpha = beta, alpha
         # the rows of Z^T: x (q-block), k (v-block), e (u); w_t R(t)^T by the row of G each reads
         self.Lx, self.Lk = self.beta[:, :, 1 + K:], self.beta[:, :, 1:1 + K]
-        wa = (self.w[:, :, None] * alpha).transpose(0, 2, 1).copy()            # (E, Pn, T)
+        wa = (ws[:, :, None] * alpha).transpose(0, 2, 1).copy()                # (E, Pn, T)
         self.wa = [wa[:, 0:1], wa[:, 1:1 + K], wa[:, 1 + K:]]                  # blocks u, v, q
         self.noise = []
         for j in range(3):
-            rk = max(m.noise[j][0].shape[1] for m in models)
-            self.noise.append((_pad([m.noise[j][0] for m in models], (T, rk)),
-                               _pad([m.noise[j][1] for m in models], (rk, T))))
+            rk = max(x[4][j][0].shape[1] for x in red)
+            self.noise.append((_pad([x[4][j][0] for x in red], (T, rk)),
+                               _pad([x[4][j][1] for x in red], (rk, T))))
         self.S = _pad([m.S for m in models], (L,))[:, None, :]
-        self.a = _pad([m.a for m in models], (T, L))
-        self.b = _pad([m.b for m in models], (T, L))
+        self.a = _pad([m.a for m in models], (Tf, L))
+        self.b = _pad([m.b for m in models], (Tf, L))
 
     @property
     def size(self) -> int:
@@ -632,7 +678,7 @@ class _Stack:
 
     def base(self, gamma: np.ndarray) -> np.ndarray:
         """``H0(t)`` (rows and columns x, k, e) at the complex ``gamma`` (shape (E,)), shape (E, T, 3, 3)."""
-        T = self.w.shape[1]
+        T = self.delta.shape[1]
         H0 = np.zeros((len(gamma), T, 3, 3), dtype=complex)
         H0[:, :, 0, 0] = gamma[:, None]
         H0[:, :, 0, 2] = -self.c * self.delta
@@ -672,18 +718,19 @@ class _Stack:
         # the u-row of R reads row k of G P, the v-rows row x, the q-rows row e
         RGP = np.concatenate([_rdot(wa, G[:, :, i, self.jb] * self.beta) for wa, i in zip(self.wa, (1, 0, 2))],
                              axis=1)
-        Gam = np.linalg.inv(np.eye(Pn) - self.phi[:, :, None] * RGP)
+        Gam = np.linalg.inv(np.eye(Pn) - self.phi[:, :, None] * (RGP * self.mask))
         return np.concatenate([Gam.reshape(E, -1), om.reshape(E, -1)], axis=1)
 
     def cold(self, E: int) -> np.ndarray:
         """The cold start ``Gamma = I``, ``om = 0`` for ``E`` elements, shape (E, N)."""
-        Pn, T = self.npar, self.w.shape[1]
+        Pn, T = self.npar, self.delta.shape[1]
         z = np.zeros((E, Pn * Pn + 4 * T), dtype=complex)
         z[:, :Pn * Pn:Pn + 1] = 1.0
         return z
 
     def label_form(self, G: np.ndarray) -> np.ndarray:
         """``E_pi[y_t x(t)]`` with the mean kernel and latent Gram kept exactly (module docstring), shape (E,)."""
+        G = np.take_along_axis(G, self.expand[:, :, None, None], axis=1)   # on all the types
         c, w, y, xi, kappa = self.c[:, :, None], self.w, self.y, self.xi, self.kappa[:, :, None]
         # unknowns z = (alpha = <b, x>_w, beta = <a, e>_w, omega = kappa E[xi k])
         # (x, k, e)(t) = G(t) [y_t - c kappa b(t) S beta, kappa a(t) S alpha, xi_t . omega / sqrt(p)]
@@ -743,7 +790,7 @@ def _anderson(st: _Stack, gamma: np.ndarray, z0: np.ndarray, max_iter: int | Non
     z, ep = z0, eps[:, None]
     # Anderson history, a ring of _MEMORY columns: residual differences D (real form), updates U
     # and the Gram matrix D^T D of the least-squares fit, updated one column at a time
-    N = z0.shape[1]
+    N, Pn2 = z0.shape[1], st.npar ** 2
     D = np.zeros((E, _MEMORY, 2 * N))
     U = np.zeros((E, _MEMORY, N), dtype=complex)
     gram = np.zeros((E, _MEMORY, _MEMORY))
@@ -759,6 +806,8 @@ def _anderson(st: _Stack, gamma: np.ndarray, z0: np.ndarray, max_iter: int | Non
         if it == 0:
             weights = 1.0 / scale[0], 1.0 / scale[1]   # value and derivative count alike
         r = np.concatenate([f.real * weights[0], f.imag * weights[1]], axis=1)
+        r[:, Pn2:N] *= st.om_weight
+        r[:, N + Pn2:] *= st.om_weight
         e = np.maximum(np.max(np.abs(f.real) / scale[0], axis=1), np.max(np.abs(f.imag) / scale[1], axis=1))
         err[act] = e
         done = e < _TOL
