@@ -412,7 +412,7 @@ def _decompose(A: np.ndarray, symmetric: bool) -> tuple[np.ndarray, np.ndarray, 
 
 
 def _factor(kernel: np.ndarray, weight: np.ndarray, rel_tol: float, max_terms: int | None,
-            flip: np.ndarray | None = None):
+            flip: np.ndarray | None = None, even: bool = False):
     """``kernel(t, t') ~ sum_k s_k a_k(t) b_k(t')`` from the SVD of ``A = W^1/2 kernel W^1/2``.
 
     With the flip ``pi`` of the types (:func:`_flip`; ``A`` is then invariant under it), ``A``
@@ -421,7 +421,9 @@ def _factor(kernel: np.ndarray, weight: np.ndarray, rel_tol: float, max_terms: i
     (a quarter of the cost) and their terms merged in decreasing ``s``. The kept terms are
     those with ``s_k >= rel_tol * s_1``, at most ``max_terms``. A symmetric ``A`` (to rounding,
     ``|A - A^T| <= 1e-14 max|A|``: every kernel of a symmetric ``M_r``, e.g. aligned weights)
-    is decomposed by eigendecompositions (:func:`_decompose`).
+    is decomposed by eigendecompositions (:func:`_decompose`). ``even=True`` (with a flip; for
+    a nonnegative kernel, whose largest term is even by Perron–Frobenius, so the cut-off is
+    unchanged) keeps the even terms only: those that act on a flip-invariant function.
     """
     sw = np.sqrt(weight)
     A = sw[:, None] * kernel * sw[None, :]
@@ -430,12 +432,14 @@ def _factor(kernel: np.ndarray, weight: np.ndarray, rel_tol: float, max_terms: i
         s, U, V = _decompose(A, sym)
     else:
         h = len(weight) // 2
-        even, odd = (_decompose(A[:h, :h] + sign * A[:h, flip[:h]], sym) for sign in (1.0, -1.0))
-        s = np.concatenate([even[0], odd[0]])
+        top, partner = A[:h, :h], A[:h, flip[:h]]
+        plus = _decompose(top + partner, sym)
+        minus = _decompose(top - partner, sym) if not even else (np.zeros(0), np.zeros((h, 0)), np.zeros((h, 0)))
+        s = np.concatenate([plus[0], minus[0]])
         U, V = (np.empty((2 * h, len(s))) for _ in range(2))
         for X, j in ((U, 1), (V, 2)):
-            X[:h] = np.concatenate([even[j], odd[j]], axis=1) / math.sqrt(2.0)
-            X[flip[:h]] = np.concatenate([even[j], -odd[j]], axis=1) / math.sqrt(2.0)
+            X[:h] = np.concatenate([plus[j], minus[j]], axis=1) / math.sqrt(2.0)
+            X[flip[:h]] = np.concatenate([plus[j], -minus[j]], axis=1) / math.sqrt(2.0)
         order = np.argsort(-s, kind="stable")
         s, U, V = s[order], U[:, order], V[:, order]
     m = int(np.sum(s >= rel_tol * s[0])) if s[0] > 0 else 0
@@ -482,9 +486,12 @@ class _Model:
         # diagonal correction making K_ii = 0 on average
         self.delta = np.diag(F0) / math.sqrt(p) + self.pp * np.einsum("k,tk,tk->t", self.s, self.u, self.v)
         # Wigner variance profiles times the weights of t' (they act on G(t')), as low-rank
-        # factors (left, right^T W): E_t'[k(t, t') g(t')] = left @ (right_w @ g)
-        sk, left, right = _factor(S2, w, _NOISE_TOL, None, flip)
-        factors = [_factor(np.sqrt(S2 * S2.T), w, _NOISE_TOL, None, flip),
+        # factors (left, right^T W): E_t'[k(t, t') g(t')] = left @ (right_w @ g); with the
+        # flip only their even terms, which act on the even fixed point (solve_types), and for
+        # a symmetric S2 (to rounding) sqrt(S2 S2^T) = S2
+        sk, left, right = _factor(S2, w, _NOISE_TOL, None, flip, even=True)
+        same = np.max(np.abs(S2 - S2.T), initial=0.0) <= 1e-14 * np.max(S2, initial=0.0)
+        factors = [(sk, left, right) if same else _factor(np.sqrt(S2 * S2.T), w, _NOISE_TOL, None, flip, even=True),
                    (sk, left, right), (sk, right, left)]   # S2^T: the transposed factors of S2
         self.noise = [(self.phi * lf * sv, (rf * w[:, None]).T) for sv, lf, rf in factors]
         self.flip = flip
@@ -497,8 +504,8 @@ class _Model:
         ``G(pi t) = G(t)`` (every kernel is flip invariant and each slope term even or odd, so
         the iteration keeps this from its cold start): it is solved on the first half of the
         types, at twice their weight, the Wigner profiles folded
-        (``E_t'[k(t, t') g(t')] = sum_{t' <= T/2} w_t' (k(t, t') + k(t, pi t')) g(t')``, so only
-        the even terms remain) and the blocks of ``E_pi[R G P]`` between slope terms of opposite
+        (``E_t'[k(t, t') g(t')] = sum_{t' <= T/2} w_t' (k(t, t') + k(t, pi t')) g(t')``; their
+        odd terms, which fold to zero, are not kept) and the blocks of ``E_pi[R G P]`` between slope terms of opposite
         parity zero. Without it, the types themselves.
 
         Returns
@@ -518,10 +525,8 @@ class _Model:
         h, pi = T // 2, self.flip
         parity = np.where([np.array_equal(x[pi[:h]], x[:h]) for x in self.u.T], 1.0, -1.0)
         noise = []
-        for lf, rf in self.noise:
-            folded = rf[:, :h] + rf[:, pi[:h]]
-            even = np.any(folded != 0.0, axis=1)     # odd terms fold to zero exactly
-            noise.append((lf[:h, even], folded[even]))
+        for lf, rf in self.noise:                    # even terms only (__init__)
+            noise.append((lf[:h], rf[:, :h] + rf[:, pi[:h]]))
         return (2.0 * self.law.weight[:h], self.delta[:h], self.u[:h], self.v[:h], noise, parity,
                 np.concatenate([np.arange(h), pi[h:]]))
 
