@@ -433,18 +433,19 @@ def _factor(kernel: np.ndarray, weight: np.ndarray, rel_tol: float, max_terms: i
     else:
         h = len(weight) // 2
         top, partner = A[:h, :h], A[:h, flip[:h]]
-        plus = _decompose(top + partner, sym)
-        minus = _decompose(top - partner, sym) if not even else (np.zeros(0), np.zeros((h, 0)), np.zeros((h, 0)))
-        s = np.concatenate([plus[0], minus[0]])
-        U, V = (np.empty((2 * h, len(s))) for _ in range(2))
-        for X, j in ((U, 1), (V, 2)):
-            X[:h] = np.concatenate([plus[j], minus[j]], axis=1) / math.sqrt(2.0)
-            X[flip[:h]] = np.concatenate([plus[j], -minus[j]], axis=1) / math.sqrt(2.0)
-        order = np.argsort(-s, kind="stable")
-        s, U, V = s[order], U[:, order], V[:, order]
-    m = int(np.sum(s >= rel_tol * s[0])) if s[0] > 0 else 0
+        blocks = [_decompose(top + partner, sym)] + ([] if even else [_decompose(top - partner, sym)])
+        s = np.concatenate([b[0] for b in blocks])
+    m = int(np.sum(s >= rel_tol * np.max(s))) if np.max(s) > 0 else 0
     if max_terms is not None:
         m = min(m, max_terms)
+    if flip is not None:     # the kept terms, in decreasing s: (e_t +- e_pi(t)) / sqrt(2) of each block's
+        keep = np.argsort(-s, kind="stable")[:m]
+        s = s[keep]
+        U, V = (np.empty((2 * h, m)) for _ in range(2))
+        for X, j in ((U, 1), (V, 2)):
+            vec = np.concatenate([b[j] for b in blocks], axis=1)[:, keep] / math.sqrt(2.0)
+            X[:h] = vec
+            X[flip[:h]] = np.where(keep < len(blocks[0][0]), 1.0, -1.0) * vec
     return s[:m], U[:, :m] / sw[:, None], V[:, :m] / sw[:, None]
 
 
@@ -564,17 +565,20 @@ def _lowrank(left: np.ndarray, right: np.ndarray, X: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(Y).view(complex)
 
 
+# cofactor (i, j) of a 3 x 3 matrix (row-major entries 0..8) is A[_CO[0]] A[_CO[1]] - A[_CO[2]] A[_CO[3]],
+# listed in the order of the adjugate (its transpose)
+_CO = np.array([[4, 2, 1, 5, 0, 2, 3, 1, 0],
+                [8, 7, 5, 6, 8, 3, 7, 6, 4],
+                [5, 1, 2, 3, 2, 0, 4, 0, 1],
+                [7, 8, 4, 8, 6, 5, 6, 7, 3]])
+
+
 def _inv3(A: np.ndarray) -> np.ndarray:
     """Inverses of the ``3 x 3`` matrices ``A`` (shape ``(..., 3, 3)``) by cofactors (no LAPACK call per matrix)."""
-    a, b, c = A[..., 0, 0], A[..., 0, 1], A[..., 0, 2]
-    d, e, f = A[..., 1, 0], A[..., 1, 1], A[..., 1, 2]
-    g, h, i = A[..., 2, 0], A[..., 2, 1], A[..., 2, 2]
-    co = np.empty_like(A)
-    co[..., 0, 0], co[..., 0, 1], co[..., 0, 2] = e * i - f * h, c * h - b * i, b * f - c * e
-    co[..., 1, 0], co[..., 1, 1], co[..., 1, 2] = f * g - d * i, a * i - c * g, c * d - a * f
-    co[..., 2, 0], co[..., 2, 1], co[..., 2, 2] = d * h - e * g, b * g - a * h, a * e - b * d
-    det = a * co[..., 0, 0] + b * co[..., 1, 0] + c * co[..., 2, 0]
-    return co / det[..., None, None]
+    a = A.reshape(*A.shape[:-2], 9)
+    adj = a[..., _CO[0]] * a[..., _CO[1]] - a[..., _CO[2]] * a[..., _CO[3]]
+    det = a[..., 0] * adj[..., 0] + a[..., 1] * adj[..., 3] + a[..., 2] * adj[..., 6]
+    return (adj / det[..., None]).reshape(A.shape)
 
 
 _SHARED = ("K", "jb")  # attributes of a _Stack common to all its models
