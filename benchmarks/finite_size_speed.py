@@ -13,6 +13,11 @@ Prints, in one run (one BLAS thread):
   the time is scaled by the number of cells (printed as an extrapolation);
 * how the cost grows with the number of types ``T`` (three latent directions, ``nodes`` 6, 8, 10
   per direction);
+* with ``--baseline DIR`` (another checkout's tree, e.g. ``git archive main | tar -x -C DIR``),
+  that code's ``attn_lib`` against this one's in the same process, interleaved (baseline, this,
+  baseline, ...; one BLAS thread, minimum over repeats): the 50-gamma curve with one latent
+  direction and the maps with one, two and three latent directions (``--map-size``,
+  ``--map3-size``), their speed-up and the largest relative difference of their values;
 * the largest relative difference of ``q = y^T Q y / n`` and ``dq/dgamma`` to main's solver
   (commit 61eff64, sequential continuation with ratio 2) on 13 curves and points, whose values
   are stored in ``benchmarks/finite_size_speed_reference.json`` (computed by main's code,
@@ -22,6 +27,7 @@ Usage::
 
     python benchmarks/finite_size_speed.py [--repeats 3] [--map-size 100] [--map3-size 20]
                                            [--skip-mc] [--skip-maps]
+    python benchmarks/finite_size_speed.py --baseline DIR [--repeats 3] [--map-size 10] [--map3-size 2]
 
 Targets (issue 14): a curve in at most 0.05 s (r = 1) and 0.5 s (r = 2, 3) on an idle machine;
 a 100 x 100 map in at most 60 s; agreement with main to a relative 1e-6.
@@ -30,6 +36,7 @@ a 100 x 100 map in at most 60 s; agreement with main to a relative 1e-6.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 import time
@@ -40,6 +47,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from strong_alignment import GEOMETRIES, weighted_setting
+import attn_lib
 from attn_lib import Setting, simulate
 from attn_lib.theory import attention_error, attention_resolvent_form
 from attn_lib.theory import _finite_size as fs
@@ -148,6 +156,58 @@ def reference_cases() -> list[tuple[str, Setting, np.ndarray, int]]:
     ]
 
 
+def _baseline(root: Path):
+    """The ``attn_lib`` of the tree ``root`` as the package ``attn_baseline`` (its imports are relative)."""
+    spec = importlib.util.spec_from_file_location("attn_baseline", root / "attn_lib" / "__init__.py",
+                                                  submodule_search_locations=[str(root / "attn_lib")])
+    assert spec is not None and spec.loader is not None
+    lib = importlib.util.module_from_spec(spec)
+    sys.modules["attn_baseline"] = lib
+    spec.loader.exec_module(lib)
+    warnings.filterwarnings("ignore", category=lib.DomainWarning)
+    return lib
+
+
+def _jobs(lib, size: int, size3: int) -> list[tuple[str, int, object]]:
+    """``(name, cells, call)`` of the curve and the three maps, with the settings of ``lib``."""
+    def setting(s: Setting):
+        return lib.Setting(**{k: getattr(s, k) for k in ("c", "snr", "f", "wk_norm", "wq_norm", "cos_mu_wk",
+                                                         "cos_mu_wq", "cos_wk_wq", "alpha")})
+    from theory_speed import angle_grid
+    batch = importlib.import_module(lib.__name__ + ".theory.attention").attention_error_batch
+    curve = setting(curve_settings()["aligned"])
+    out: list[tuple[str, int, object]] = [("curve, 50 gammas, r = 1", 1,
+                                           lambda: lib.theory.attention_error(curve, G50, n=N))]
+    for name, grid, k in (("map r = 1 (chapter 9)", chapter9_grid, size), ("map r = 2 (SNR, angle)", angle_grid, size),
+                          ("map r = 3", nonparallel_grid, size3)):
+        settings = [setting(s) for s in grid(k)]
+        out.append((f"{name} {k} x {k}", len(settings), lambda S=settings: batch(S, 0.1, n=N)))
+    return out
+
+
+def against(root: Path, repeats: int, size: int, size3: int) -> float:
+    """This code against the baseline's, interleaved; returns the largest relative difference."""
+    base = _baseline(root)
+    print(f"this code against {root} (interleaved, one BLAS thread, min of {repeats}; wall seconds)")
+    worst = 0.0
+    with threadpool_limits(limits=1, user_api="blas"):
+        for (name, cells, old), (_, _, new) in zip(_jobs(base, size, size3), _jobs(attn_lib, size, size3)):
+            d = float(np.max(np.abs(np.asarray(new()) / np.asarray(old()) - 1)))   # also the warm-up
+            worst = max(worst, d)
+            t_old, t_new = [], []
+            for _ in range(repeats):
+                for fn, out in ((old, t_old), (new, t_new)):
+                    t0 = time.perf_counter()
+                    fn()
+                    out.append(time.perf_counter() - t0)
+            note = "" if cells == 1 else (f"   100 x 100: {min(t_old) * 1e4 / cells:7.1f} -> "
+                                          f"{min(t_new) * 1e4 / cells:7.1f} s")
+            print(f"  {name:32s} baseline {min(t_old):8.3f} s  this {min(t_new):8.3f} s  "
+                  f"speed-up {min(t_old) / min(t_new):5.2f}x  values within {d:.1e}{note}", flush=True)
+    print(f"  largest relative difference: {worst:.1e} (target 1e-8)")
+    return worst
+
+
 def accuracy() -> float:
     ref = json.loads(REFERENCE.read_text())
     worst = 0.0
@@ -169,7 +229,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--map3-size", type=int, default=100, help="cells per axis of the three-direction map")
     ap.add_argument("--skip-mc", action="store_true")
     ap.add_argument("--skip-maps", action="store_true")
+    ap.add_argument("--baseline", type=Path, metavar="DIR",
+                    help="time this code against the attn_lib of the tree DIR (interleaved), and only that")
     args = ap.parse_args(argv)
+    if args.baseline is not None:
+        return 0 if against(args.baseline, args.repeats, args.map_size, args.map3_size) < 1e-8 else 1
     curves(args.repeats, not args.skip_mc)
     scaling(1)
     if not args.skip_maps:
