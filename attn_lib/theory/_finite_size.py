@@ -74,6 +74,16 @@ Solver
     all its gammas inside the step, each from the Taylor predictor of the last point
     (:func:`_solve`). The one-off factorisations are SVDs (eigendecompositions for symmetric
     kernels) of ``T x T`` matrices.
+
+Flip symmetry
+    Every kernel is a function of ``h(t, t')``, a bilinear form of ``xi_t, xi_t'``, so it is
+    invariant under flipping both types, ``(y, xi) -> -(y, xi)``; the default rules are
+    symmetric under the flip (:func:`_flip`). The kernels are then evaluated on half the type
+    pairs and factorised in their even and odd blocks (:func:`_factor`: two ``T/2 x T/2``
+    decompositions, a quarter of the cost), each slope term is even or odd, and the fixed point
+    is even, ``G(pi t) = G(t)``: it is solved on half the types (:meth:`_Model.solve_types`),
+    with the same iterates as on all of them (the Anderson fit counts each solved type twice).
+    A rule of one's own without the symmetry is solved on all its types.
 """
 
 from __future__ import annotations
