@@ -514,10 +514,10 @@ class _Model:
         With the flip ``pi`` of the types (:func:`_flip`) the fixed point is even,
         ``G(pi t) = G(t)`` (every kernel is flip invariant and each slope term even or odd, so
         the iteration keeps this from its cold start): it is solved on the first half of the
-        types, at twice their weight, the Wigner profiles folded
-        (``E_t'[k(t, t') g(t')] = sum_{t' <= T/2} w_t' (k(t, t') + k(t, pi t')) g(t')``; their
-        odd terms, which fold to zero, are not kept) and the blocks of ``E_pi[R G P]`` between slope terms of opposite
-        parity zero. Without it, the types themselves.
+        types, at twice their weight, with the Wigner profiles folded,
+        ``E_t'[k(t, t') g(t')] = sum_{t' <= T/2} w_t' (k(t, t') + k(t, pi t')) g(t')`` (their odd
+        terms fold to zero and are not kept), and the blocks of ``E_pi[R G P]`` between slope
+        terms of opposite parity zero. Without the flip, on the types themselves.
 
         Returns
         -------
@@ -601,8 +601,8 @@ class _Stack:
     ``G(t)`` is the inverse of the diagonal ``H0``), slope and mean-kernel terms with zero
     singular value and zero noise factors, so each model's equations are unchanged.
 
-    Attributes (``E`` models, ``T`` types, ``K`` slope terms, ``Pn = 1 + 2K``)
-    ------------------------------------------------------------------------
+    Attributes (``E`` models, ``T`` solved types (:meth:`_Model.solve_types`), ``K`` slope terms, ``Pn = 1 + 2K``)
+    ----------------------------------------------------------------------------------------------------------
     beta, alpha : ndarray, shape (E, T, Pn)
         The one entry per p-block ``b`` of the coefficients ``P(t)`` of ``Z^T`` (rows ``x, k, e``,
         columns ``u, v_k, q_k``; row ``jb[b]``) and ``R(t)`` of ``Z`` (columns ``k, x, e`` for the
@@ -612,6 +612,12 @@ class _Stack:
     wa : list of three ndarrays, shapes (E, 1, T), (E, K, T), (E, K, T)
         ``w_t alpha_b(t)`` of the blocks ``u, v, q``.
     noise : list of (left, right_w), shapes (E, T, rank) and (E, rank, T), real
+    mask : ndarray, shape (E, Pn, Pn)
+        One, zero between slope terms of opposite parity under the flip.
+    om_weight : ndarray, shape (E, 1)
+        ``sqrt(types / solved types)``: the weight of the noise self-energies in the Anderson fit.
+    w, y, xi, a, b, expand : ndarray, shapes (E, Tf), (E, Tf), (E, Tf, r), (E, Tf, L), (E, Tf, L), (E, Tf)
+        On all ``Tf`` types, for the label form; ``expand`` is the solved type of each.
     c, phi, pp, kappa, sp : ndarray, shape (E, 1)
         ``c``, ``n/p``, ``p'/p``, ``n/sqrt(p)`` and ``sqrt(p)``.
     """
