@@ -677,15 +677,18 @@ def matrix_theory(M: np.ndarray, mu: np.ndarray, c: float, nonlinearity: Nonline
 
 
 def heads_theory(W_Q: np.ndarray, W_K: np.ndarray, mu: np.ndarray, c: float,
-                 nonlinearity: NonlinearityLike, gammas: object, scale: str = "unit") -> np.ndarray:
+                 nonlinearity: NonlinearityLike, gammas: object, scale: str = "unit",
+                 n: int | None = None) -> np.ndarray:
     """The multi-head deterministic equivalent of the per-head model with a layer's own heads.
 
     :func:`attn_lib.theory.attention_error` of ``HeadsSetting(c, heads(W_Q, W_K, scale), mu, f)``
     (:mod:`attn_lib.theory._heads`: ``f`` applied to each head's logits, linearised at the head's
     own scale, the heads' residuals correlated as their logits are, each head writing its block
-    of 64 feature rows), proportional limit, run with one BLAS thread (``O(p^3)`` per evaluation;
-    for three ``gamma`` at ``p = 768`` about 60 evaluations and 40 applications of the tangent
-    map, tens of Monte Carlo trials of the same setting: ``benchmarks/theory_speed.py``).
+    of 64 feature rows; with ``n``, plus the finite-size shift of the heads' reduced models, each
+    keeping ``mu, B_h mu, B_h^T mu`` exactly), run with one BLAS thread (``O(p^3)`` per
+    evaluation; for three ``gamma`` at ``p = 768`` about 60 evaluations and 40 applications of
+    the tangent map, tens of Monte Carlo trials of the same setting:
+    ``benchmarks/theory_speed.py``; the shift adds a few seconds).
 
     Parameters
     ----------
@@ -699,6 +702,9 @@ def heads_theory(W_Q: np.ndarray, W_K: np.ndarray, mu: np.ndarray, c: float,
     gammas : array_like of shape (G,)
     scale : {"unit", "gpt2"}, default "unit"
         The heads' scale (:func:`heads`).
+    n : int, optional
+        Number of tokens (``round(c n) = 768``) for the finite-size theory; the proportional
+        limit without it.
 
     Returns
     -------
@@ -706,7 +712,7 @@ def heads_theory(W_Q: np.ndarray, W_K: np.ndarray, mu: np.ndarray, c: float,
     """
     s = HeadsSetting(c=c, heads=heads(W_Q, W_K, scale), mu=mu, f=nonlinearity)
     with threadpool_limits(limits=1, user_api="blas"):
-        return attention_error(s, gammas)
+        return attention_error(s, gammas, n=n)
 
 
 # ----------------------------------------------------------------------------- Monte Carlo

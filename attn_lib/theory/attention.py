@@ -202,7 +202,7 @@ def _entrywise(setting: object, n: object) -> Setting | RankSetting:
     return s
 
 
-def _check_n(n: object, setting: Setting | RankSetting | MatrixSetting) -> int:
+def _check_n(n: object, setting: Setting | RankSetting | MatrixSetting | HeadsSetting) -> int:
     if isinstance(setting, (RankSetting, MatrixSetting)) and isinstance(setting.attention, Softmax):
         raise ValueError(f"n={n!r}: the finite-size softmax theory takes an attn_lib.Setting only "
                          f"(its canonical form and tail are derived for rank-one weights), not a "
@@ -327,18 +327,41 @@ def _covariance_form(setting: CovarianceSetting, g: np.ndarray, n: int | None
     return q.reshape(g.shape), (-E / g.reshape(-1) ** 2).reshape(g.shape)
 
 
+def _heads_shift(setting: HeadsSetting, g: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The finite-size shift of the multi-head theory, ``(dq, d dq)`` shaped like ``g``.
+
+    ``sum_h w_h [q_n(s_B,h) - q_lim(s_B,h)]`` (the same for ``dq``), ``w_h = |P_h| / p`` the
+    share of the feature rows that head ``h`` writes and ``s_B,h`` the reduced model of head
+    ``h``'s :class:`~attn_lib.MatrixSetting` (:func:`~._finite_size.reduced_setting`: ``mu``,
+    ``B_h mu`` and ``B_h^T mu`` kept exactly; module docstring of :mod:`~attn_lib.theory._heads`,
+    "Finite size"). ``n`` is checked by :func:`_check_n` and ``setting.p(n)``.
+    """
+    p = setting.p(n)
+    sB = [reduced_setting(MatrixSetting(c=setting.c, M=B, mu=setting.mu, f=setting.f), n)
+          for B in setting.heads]
+    fs = np.array(_finite_size(sB, [g] * len(sB), n))          # (H, 2, *g.shape): q, dq
+    lim = np.array([_limit_form(b, g, p) for b in sB])
+    w = np.array([b.size for b in setting.blocks]) / p
+    shift = np.tensordot(w, fs - lim, axes=1)
+    return shift[0], shift[1]
+
+
 def _heads_form(setting: HeadsSetting, g: np.ndarray, n: int | None) -> tuple[np.ndarray, np.ndarray]:
     """``(q, dq)`` of the multi-head theory (:mod:`attn_lib.theory._heads`) for ``setting``,
-    shaped like ``g``; entry-wise attention and the proportional limit only (``ValueError``
-    otherwise)."""
+    shaped like ``g``; entry-wise attention only (a softmax setting raises ``ValueError``). With
+    ``n`` (``round(c n) = p``), plus the finite-size shift of the heads' reduced models
+    (:func:`_heads_shift`)."""
     s = check_setting(setting, types=(HeadsSetting,), attention=_KINDS)
     _refuse_softmax(s, "several heads (attn_lib.HeadsSetting)")
     if n is not None:
-        raise ValueError(f"n={n!r}: the multi-head theory (attn_lib.HeadsSetting) is the "
-                         "proportional limit only; call attention_error without n")
+        n = _check_n(n, s)                       # also round(c n) = p (HeadsSetting.p)
     with BLAS.limit(limits=1):
         q, E = _heads.heads_resolvent_form(s.c, s.heads, s.mu, s.f, g.reshape(-1))
-    return q.reshape(g.shape), (-E / g.reshape(-1) ** 2).reshape(g.shape)
+        q, dq = q.reshape(g.shape), (-E / g.reshape(-1) ** 2).reshape(g.shape)
+        if n is None:
+            return q, dq
+        shift = _heads_shift(s, g, n)
+    return q + shift[0], dq + shift[1]
 
 
 def attention_resolvent_form(setting: Setting | RankSetting | MatrixSetting | HeadsSetting,
