@@ -118,7 +118,7 @@ which enters ``Phi^T Phi`` through ``X^T P_h X``; replacing that block Gram by `
 multi-head derivative by that of head ``h``'s own one-matrix model gives ``w_h`` times the
 head's own shift. Exact for one head and for identical heads (``sum_h w_h = 1``; both in
 ``tests/test_heads_theory.py``); otherwise the derivatives differ at the order of the two
-models' errors, a second-order error on shifts of at most 0.024 per head. Cost: ``H`` reduced
+models' errors, a second-order error on the heads' shifts (a few hundredths each). Cost: ``H`` reduced
 models in one batch of the finite-size solver and their limits in their latent spans, a few
 seconds at ``p = 768``.
 

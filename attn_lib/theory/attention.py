@@ -35,8 +35,9 @@ blocks), proportional limit and entry-wise attention only.
 
 Multi-head attention as GPT-2 computes it (:class:`attn_lib.HeadsSetting`: ``f`` per head at
 the head's own scale, the heads' features side by side) goes to the per-head pencil
-(:mod:`attn_lib.theory._heads`), proportional limit and entry-wise attention only (``n=...``
-and softmax raise ``ValueError``).
+(:mod:`attn_lib.theory._heads`), entry-wise attention only (softmax raises ``ValueError``);
+with ``n=...``, plus the finite-size shift of each head's reduced model weighted by the head's
+share of the feature rows (:func:`_heads_shift`).
 
 Reduced finite-size model (``n=...`` for a ``MatrixSetting`` or a ``RankSetting`` with a latent
 span above 3; ``book/derivation_finite_size.md``, "Rank r and any matrix"): ``s_B`` keeps ``mu``
@@ -377,7 +378,8 @@ def attention_resolvent_form(setting: Setting | RankSetting | MatrixSetting | He
     :class:`~attn_lib.MatrixSetting` goes to the any-matrix theory
     (:func:`attn_lib.theory._matrix.matrix_resolvent_form`; entry-wise), a
     :class:`~attn_lib.HeadsSetting` to the multi-head one
-    (:func:`attn_lib.theory._heads.heads_resolvent_form`; entry-wise, without ``n``).
+    (:func:`attn_lib.theory._heads.heads_resolvent_form`; entry-wise; with ``n``, plus the
+    heads' finite-size shift).
     Outside the measured domain a :class:`~attn_lib.DomainWarning` (``strict=True``:
     :class:`~attn_lib.DomainError`), as for :func:`attention_error`.
     """
@@ -439,8 +441,8 @@ def attention_error(setting: Setting | RankSetting | MatrixSetting | HeadsSettin
         ``ValueError``); it costs ``O(p^3)`` per oracle call, a few seconds for three ``gamma``
         at ``p = 768`` (it runs with one BLAS thread, as does the multi-head theory). A
         :class:`~attn_lib.model.setting.HeadsSetting` (multi-head attention as GPT-2 computes
-        it): the per-head pencil (:mod:`attn_lib.theory._heads`), entry-wise attention and the
-        proportional limit only (softmax or ``n`` raise ``ValueError``). A
+        it): the per-head pencil (:mod:`attn_lib.theory._heads`), entry-wise attention only
+        (softmax raises ``ValueError``; with ``n``, below). A
         :class:`~attn_lib.model.setting.CovarianceSetting` (tokens ``y_i mu + C^{1/2} z_i``,
         e.g. from real data): the pencil with ``C`` in its Gaussian blocks
         (:mod:`attn_lib.theory._covariance`), entry-wise attention and the proportional limit
@@ -457,7 +459,10 @@ def attention_error(setting: Setting | RankSetting | MatrixSetting | HeadsSettin
         ``Setting`` and for a ``RankSetting`` whose latent span has dimension ``<= 3``; the
         reduced model (module docstring) for a larger span and for a ``MatrixSetting``
         (measured on GPT-2's normalised layers with an aligned ``mu``, n = 1536: within
-        0.008 of Monte Carlo, where the limit is up to 0.026 above it). Under softmax
+        0.008 of Monte Carlo, where the limit is up to 0.026 above it). For a ``HeadsSetting``
+        (``round(c n) = p``) the limit plus the heads' reduced-model shifts (module docstring;
+        GPT-2's 12 layers, aligned ``mu``, n = 1536: within 0.005 of Monte Carlo at unit scale
+        and 0.0064 at GPT-2's, where the limit is up to 0.013 and 0.016 above it). Under softmax
         (``Setting`` only; a softmax ``RankSetting`` raises ``ValueError``) the normalising sums
         are kept on the latent types, and a setting with ``2 beta ||M_r|| / sqrt(p) >= 1``,
         :func:`~attn_lib.theory.softmax.tail`, raises ``ValueError``.
