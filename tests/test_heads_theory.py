@@ -249,6 +249,8 @@ def test_finite_size_is_the_limit_plus_the_weighted_shifts():
         E = al.theory.attention_error(s, GAMMAS, n=60)
         q, dq = al.theory.attention_resolvent_form(s, GAMMAS, n=60)
     np.testing.assert_allclose(E, lim + shift, rtol=1e-9, atol=0)
+    np.testing.assert_allclose(al.theory.attention.heads_shift(s, GAMMAS, n=60), shift, rtol=1e-9,
+                               atol=1e-14)
     np.testing.assert_allclose(-GAMMAS ** 2 * dq, E, rtol=1e-12, atol=0)
     assert np.all(np.abs(shift) > 1e-4), shift
 
@@ -358,7 +360,8 @@ def test_tangent_is_the_complex_step():
 
 def test_gpt2_heads_theory():
     """:func:`gpt2.heads_theory` is the theory of the HeadsSetting of ``gpt2.heads`` (two heads
-    of 64 in ``p = 128``, random weights), at both scales."""
+    of 64 in ``p = 128``, random weights), at both scales; with ``n``, the limit plus
+    :func:`gpt2.heads_shift`."""
     rng = np.random.default_rng(9)
     W_Q, W_K = rng.standard_normal((2, 128, 128)) / np.sqrt(128)
     mu = _unit(128, 10)
@@ -367,3 +370,8 @@ def test_gpt2_heads_theory():
         with threadpool_limits(1):
             want = al.theory.attention_error(s, GAMMAS)
         np.testing.assert_array_equal(gpt2.heads_theory(W_Q, W_K, mu, 0.5, "tanh", GAMMAS, scale), want)
+    # the finite-size version and its shift alone (unit scale)
+    fs = gpt2.heads_theory(W_Q, W_K, mu, 0.5, "tanh", GAMMAS, "unit", n=256)
+    lim = gpt2.heads_theory(W_Q, W_K, mu, 0.5, "tanh", GAMMAS, "unit")
+    np.testing.assert_allclose(gpt2.heads_shift(W_Q, W_K, mu, 0.5, "tanh", GAMMAS, "unit", 256),
+                               fs - lim, rtol=1e-9, atol=1e-13)

@@ -73,7 +73,7 @@ from ._errors import ConvergenceError
 from ._finite_size import _restricted, finite_size_resolvent_form_batch, reduced_setting
 from ._spiked import label_quadratic_form
 
-__all__ = ["attention_error", "attention_error_batch", "attention_bulk", "Linearisation",
+__all__ = ["attention_error", "attention_error_batch", "attention_bulk", "heads_shift", "Linearisation",
            "linearisation", "gram_spectrum", "attention_resolvent_form", "BulkSolution",
            "ConvergenceError"]
 
@@ -345,6 +345,38 @@ def _heads_shift(setting: HeadsSetting, g: np.ndarray, n: int) -> tuple[np.ndarr
     w = np.array([b.size for b in setting.blocks]) / p
     shift = np.tensordot(w, fs - lim, axes=1)
     return shift[0], shift[1]
+
+
+def heads_shift(setting: HeadsSetting, gammas: object, *, n: int) -> np.ndarray:
+    """The finite-size shift of the multi-head error, shaped like ``gammas``.
+
+    ``attention_error(setting, gammas, n=n) - attention_error(setting, gammas)`` without the
+    limit (:func:`_heads_shift`: each head's reduced-model shift, weighted by the head's share
+    of the feature rows), a few seconds at ``p = 768`` where the limit takes a minute: for a
+    caller that has the limit already. Outside the measured domain a
+    :class:`~attn_lib.DomainWarning`, as for :func:`attention_error`.
+
+    Parameters
+    ----------
+    setting : HeadsSetting
+        Entry-wise attention.
+    gammas : float or array_like of shape (G,)
+    n : int
+        Number of tokens, ``round(c n) = p``.
+
+    Raises
+    ------
+    ValueError
+        For a softmax setting, an ``n`` that does not fit ``p``, and as :func:`attention_error`.
+    """
+    _in_domain(setting, n, "heads_shift", False)
+    s = check_setting(setting, types=(HeadsSetting,), attention=_KINDS)
+    _refuse_softmax(s, "several heads (attn_lib.HeadsSetting)")
+    n = _check_n(n, s)
+    g = check_gammas(gammas)
+    with BLAS.limit(limits=1):
+        dq = _heads_shift(s, g, n)[1]
+    return -np.asarray(g) ** 2 * dq
 
 
 def _heads_form(setting: HeadsSetting, g: np.ndarray, n: int | None) -> tuple[np.ndarray, np.ndarray]:
