@@ -83,6 +83,15 @@ scale, alone): theory - MC at gamma = 1e-3, 0.1, 1
 * ``heads/gpt2``, aligned ``mu``: -0.0002 to +0.0157 (median +0.0068), 10 of 12 within 0.01, 12 of 12
   within 0.02, 28 of 36 beyond 2 s.e.
 
+The finite-size theory (``--finite-size``; the limit above plus the heads' shift, which is what
+``attention_error(..., n=1536)`` adds; the same Monte Carlo): ``heads/unit`` aligned -0.0035 to
++0.0050 (median ``|.|`` 0.0021), **12 of 12 layers within 0.01** (the shift -0.0006 to -0.0080);
+held out, ``heads/gpt2`` aligned -0.0033 to +0.0064 (median 0.0025), 12 of 12 (shift -0.0022 to
+-0.0107); random ``mu`` -0.0076 to +0.0063 (unit) and -0.0058 to +0.0057 (GPT-2's scale), 12 of
+12 each (shift +0.0005 to +0.0011). A fresh 40-trial Monte Carlo of ``heads/unit`` aligned (same
+seeds; s.e. 0.0016-0.0027) and a fresh limit reproduce the limit's misses to 1e-4 in layers 0, 1,
+2 and 5. The shift costs 11-40 s per layer and case under load (12 reduced models).
+
 Theory 59-76 s per layer, scale and direction (three gammas, one BLAS thread, under load);
 ``--speed 0`` alone: 64.1 s wall, 64.1 s CPU, 107 evaluations (9 path points, 9-20 each) and 45
 tangent applications (three gammas), one evaluation 0.37 s, one tangent application 0.48 s.
