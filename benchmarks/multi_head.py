@@ -77,7 +77,7 @@ scale, alone): theory - MC at gamma = 1e-3, 0.1, 1
   12 layers within 0.01**, 10 of 36 points beyond 2 s.e.;
 * ``heads/unit``, aligned ``mu``: -0.0012 to +0.0130 (median +0.0052), 10 of 12 within 0.01, 12 of 12
   within 0.02, 24 of 36 beyond 2 s.e. (the limit above the Monte Carlo at 34 of 36 points: the
-  coherent shift, per head ``|mu^T B_h mu| / sqrt(p)`` up to 0.21; no finite-size version);
+  coherent shift, per head ``|mu^T B_h mu| / sqrt(p)`` up to 0.21; the finite-size theory below);
 * ``heads/gpt2``, random ``mu``: -0.0065 to +0.0050 (median -0.0015, ``|.|`` median 0.0027), **12 of 12
   within 0.01**, 4 of 36 beyond 2 s.e. (tanh nearly a sign function at logit scales 8-86);
 * ``heads/gpt2``, aligned ``mu``: -0.0002 to +0.0157 (median +0.0068), 10 of 12 within 0.01, 12 of 12
