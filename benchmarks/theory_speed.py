@@ -6,8 +6,9 @@ Prints, in one run (one BLAS thread, ``threadpoolctl``), each ratio of issue 35'
   random ``mu``, ``gamma`` 1e-3, 0.1, 1) and its finite-size version against one Monte Carlo
   trial of the same setting (``attn_lib.simulate.errors``, one trial), interleaved
   (trial, theory, trial, theory, ...), minimum over ``--repeats``;
-* the multi-head theory (the layer's 12 heads at unit scale, same ``mu`` and ``gamma``) against
-  one trial of the same ``HeadsSetting``;
+* the multi-head theory (the layer's 12 heads at unit scale, same ``mu`` and ``gamma``) and its
+  finite-size version (the limit plus the heads' reduced-model shift) against one trial of the
+  same ``HeadsSetting``;
 * the finite-size theory's 50-``gamma`` curve (one latent direction, ``n = 2048``, the setting of
   ``benchmarks/finite_size_speed.py``) against five trials, and 100 x 100 maps at ``n = 2048``
   with one, two and three latent directions (``--map-size`` solves a smaller grid and scales
@@ -210,6 +211,8 @@ def ratios(repeats: int, only: str = "") -> None:
         ("any matrix finite-size, n = 1536", lambda: al.theory.attention_error(ms, GAMMAS, n=N_GPT2),
          lambda: al.simulate.errors(ms, GAMMAS, n=N_GPT2, trials=1, seed=0), 1.0),
         ("multi-head, 12 heads, 3 gammas", lambda: al.theory.attention_error(hs, GAMMAS),
+         lambda: al.simulate.errors(hs, GAMMAS, n=N_GPT2, trials=1, seed=0), 1.0),
+        ("multi-head finite-size, n = 1536", lambda: al.theory.attention_error(hs, GAMMAS, n=N_GPT2),
          lambda: al.simulate.errors(hs, GAMMAS, n=N_GPT2, trials=1, seed=0), 1.0),
         ("finite-size, 50 gammas, r = 1, n = 2048", lambda: al.theory.attention_error(s1, G50, n=N_FS),
          lambda: al.simulate.errors(s1, G50, n=N_FS, trials=5, seed=0), 1 / 80),

@@ -108,13 +108,19 @@ def test_a_matrix_with_an_aligned_signal_warns_and_a_random_one_does_not():
            G[:1])
 
 
-def test_aligned_heads_warn_that_no_finite_size_theory_exists():
+def test_aligned_heads_warn_naming_the_finite_size_theory():
     p = 48
     rng = np.random.default_rng(1)
     mu = rng.standard_normal(p) / np.sqrt(p)
     heads = np.stack([_spiked_matrix(p, mu, 30.0), _spiked_matrix(p, rng.standard_normal(p), 0.0)])
-    with pytest.warns(al.DomainWarning, match="no finite-size multi-head theory"):
-        al.theory.attention_error(al.HeadsSetting(c=0.5, heads=heads, mu=mu), G[:1])
+    aligned = al.HeadsSetting(c=0.5, heads=heads, mu=mu)
+    with pytest.warns(al.DomainWarning, match=r"mu\^T B_h mu.*n=96") as rec:
+        al.theory.attention_error(aligned, G[:1])
+    assert "reduced model" in str(rec[0].message)
+    # the finite-size theory reads each head's shift at its scale, and the tokens
+    with pytest.warns(al.DomainWarning, match="n = 96 is below 256"):
+        al.theory.attention_error(aligned, G[:1], n=96)
+    assert [v.condition for v in al.theory.domain.violations(aligned, 96)] == ["tokens"]
     calm = np.stack([_spiked_matrix(p, rng.standard_normal(p), 0.0) for _ in range(2)])
     _quiet(al.theory.attention_error, al.HeadsSetting(c=0.5, heads=calm, mu=mu), G[:1])
 

@@ -102,18 +102,26 @@ def _flat_heads_theory(W_Q, W_K, mu, c, nonlinearity, gammas, scale="unit"):
     return np.full(len(gammas), 0.4)
 
 
+def _flat_heads_shift(W_Q, W_K, mu, c, nonlinearity, gammas, scale, n):
+    """Stands in for the heads' finite-size shift (seconds at p = 768; tested in
+    tests/test_heads_theory.py): -0.01 at every gamma."""
+    return np.full(len(gammas), -0.01)
+
+
 def test_multi_head_theory(monkeypatch):
     """The per-head theory section from its Monte Carlo and the (stand-in) theories, at n = 192."""
     monkeypatch.setattr(gpt2, "heads_theory", _flat_heads_theory)
+    monkeypatch.setattr(gpt2, "heads_shift", _flat_heads_shift)
     monkeypatch.setattr(gpt2, "matrix_theory", _flat_theory)
     kw = dict(f="tanh", c=4.0, snr=2.0, head_layers=[0], theory_gammas=[1e-3, 1.0], theory_trials=2,
               k_max=64, seed=0)
     cases = ("unit_random", "unit_aligned", "gpt2_random")
     nums = check_figure(any_matrix_figs.multi_head_theory(**kw), {
         "gpt2_mht_trials", "gpt2_mht_sem_max", "gpt2_mht_summed_min", "gpt2_mht_random_within",
-        "gpt2_mht_closer", "gpt2_mht_aligned_above", "gpt2_mht_table"} | {
-        f"gpt2_mht_{c}_{s}" for c in cases for s in ("min", "max", "median", "n01", "range",
-                                                      "n01_text")}, 6)
+        "gpt2_mht_closer", "gpt2_mht_aligned_above", "gpt2_mht_fs_within", "gpt2_mht_fs_centred",
+        "gpt2_mht_table"} | {
+        f"gpt2_mht_{fs}{c}_{s}" for fs in ("", "fs_") for c in cases
+        for s in ("min", "max", "median", "n01", "range", "n01_text")}, 6)
     W_Q, W_K = gpt2.load_qk(0)
     mu = gpt2.random_direction(gpt2.P, 2.0, 0)
     mc = gpt2.simulate_matrices({"unit": gpt2.heads(W_Q, W_K, "unit")}, {"random": mu}, "tanh",
@@ -121,6 +129,9 @@ def test_multi_head_theory(monkeypatch):
     d = 0.4 - mc.attention["unit"]["random"].mean
     assert nums["gpt2_mht_unit_random_min"] == pytest.approx(d.min(), rel=1e-12)
     assert nums["gpt2_mht_unit_random_max"] == pytest.approx(d.max(), rel=1e-12)
+    # the finite-size theory: the limit plus the shift
+    assert nums["gpt2_mht_fs_unit_random_min"] == pytest.approx(d.min() - 0.01, rel=1e-12)
+    assert not nums["gpt2_mht_fs_within"].required and not nums["gpt2_mht_fs_centred"].required
     # the summed-logit stand-in (0.5) against the same per-head Monte Carlo
     assert nums["gpt2_mht_summed_min"] == pytest.approx(np.abs(0.5 - mc.attention["unit"]["random"].mean).min())
     assert "of 4 (scale, layer, gamma) points" in nums["gpt2_mht_random_within"].evidence

@@ -217,9 +217,49 @@ def test_attention_error_dispatches_a_heads_setting():
     np.testing.assert_allclose(-GAMMAS ** 2 * dq2, E, rtol=1e-12, atol=0)
 
 
+def test_finite_size_one_head_and_identical_heads():
+    """With ``n``: one head is the any-matrix finite-size theory (the limit plus the reduced
+    model's shift), and ``H`` identical heads (blocks of unequal size, ``sum_h w_h = 1``) are the
+    one matrix again. Measured relative differences <= 3e-12; 1e-9 passes. The shift is not
+    zero here (it moves E by 1-3 %)."""
+    M, mu = _matrix_case(p=64)
+    mu = 1.5 * mu + 0.8 * M[:, 0]
+    with threadpool_limits(1):
+        E0 = al.theory.attention_error(al.MatrixSetting(c=0.5, M=M, mu=mu), GAMMAS, n=128)
+        lim = al.theory.attention_error(al.MatrixSetting(c=0.5, M=M, mu=mu), GAMMAS)
+        for heads in (M[None], np.array([M] * 3)):
+            E = al.theory.attention_error(al.HeadsSetting(c=0.5, heads=heads, mu=mu), GAMMAS, n=128)
+            np.testing.assert_allclose(E, E0, rtol=1e-9, atol=0)
+    assert np.all(np.abs(E0 / lim - 1) > 0.005), (E0, lim)
+
+
+def test_finite_size_is_the_limit_plus_the_weighted_shifts():
+    """Distinct heads on blocks of unequal size (``p = 30``, ``H = 4``: 8, 8, 7, 7 rows): the
+    finite-size theory is the limit plus each head's own one-matrix shift weighted by its share of
+    the rows, and its ``y^T Q y / n`` moves with it (``attention_resolvent_form``)."""
+    B = _heads_of(30, (30, 8, 8, 8), seed=5, identity=0.5)
+    mu = _unit(30, 6, snr=2.0)
+    s = al.HeadsSetting(c=0.5, heads=B, mu=mu)
+    w = np.array([8, 8, 7, 7]) / 30
+    with threadpool_limits(1):
+        shift = sum(w_h * (al.theory.attention_error(al.MatrixSetting(c=0.5, M=b, mu=mu), GAMMAS, n=60)
+                           - al.theory.attention_error(al.MatrixSetting(c=0.5, M=b, mu=mu), GAMMAS))
+                    for w_h, b in zip(w, B))
+        lim = al.theory.attention_error(s, GAMMAS)
+        E = al.theory.attention_error(s, GAMMAS, n=60)
+        q, dq = al.theory.attention_resolvent_form(s, GAMMAS, n=60)
+    np.testing.assert_allclose(E, lim + shift, rtol=1e-9, atol=0)
+    np.testing.assert_allclose(al.theory.attention.heads_shift(s, GAMMAS, n=60), shift, rtol=1e-9,
+                               atol=1e-14)
+    np.testing.assert_allclose(-GAMMAS ** 2 * dq, E, rtol=1e-12, atol=0)
+    assert np.all(np.abs(shift) > 1e-4), shift
+
+
 def test_heads_setting_refusals():
     s = _setting()
-    with pytest.raises(ValueError, match="n=24: the multi-head theory"):
+    with pytest.raises(ValueError, match="n=30 does not fit"):
+        al.theory.attention_error(s, GAMMAS, n=30)
+    with pytest.warns(al.DomainWarning, match="n = 24 is below 256"):
         al.theory.attention_error(s, GAMMAS, n=24)
     with pytest.raises(ValueError, match="softmax attention with several heads"):
         al.theory.attention_error(_setting(attention=al.Softmax(beta=1.0)), GAMMAS)
@@ -320,7 +360,8 @@ def test_tangent_is_the_complex_step():
 
 def test_gpt2_heads_theory():
     """:func:`gpt2.heads_theory` is the theory of the HeadsSetting of ``gpt2.heads`` (two heads
-    of 64 in ``p = 128``, random weights), at both scales."""
+    of 64 in ``p = 128``, random weights), at both scales; with ``n``, the limit plus
+    :func:`gpt2.heads_shift`."""
     rng = np.random.default_rng(9)
     W_Q, W_K = rng.standard_normal((2, 128, 128)) / np.sqrt(128)
     mu = _unit(128, 10)
@@ -329,3 +370,8 @@ def test_gpt2_heads_theory():
         with threadpool_limits(1):
             want = al.theory.attention_error(s, GAMMAS)
         np.testing.assert_array_equal(gpt2.heads_theory(W_Q, W_K, mu, 0.5, "tanh", GAMMAS, scale), want)
+    # the finite-size version and its shift alone (unit scale)
+    fs = gpt2.heads_theory(W_Q, W_K, mu, 0.5, "tanh", GAMMAS, "unit", n=256)
+    lim = gpt2.heads_theory(W_Q, W_K, mu, 0.5, "tanh", GAMMAS, "unit")
+    np.testing.assert_allclose(gpt2.heads_shift(W_Q, W_K, mu, 0.5, "tanh", GAMMAS, "unit", 256),
+                               fs - lim, rtol=1e-9, atol=1e-13)

@@ -70,7 +70,7 @@ from .._validation import check_bool, check_gammas, check_int, check_real, check
 from ..model.nonlinearity import NonlinearityLike, check_nonlinearity, scaled
 from ..model.setting import (ENTRYWISE, Attention, Entrywise, HeadsSetting, MatrixSetting,
                              RankSetting, Setting, Softmax)
-from ..theory.attention import attention_error
+from ..theory.attention import attention_error, heads_shift as theory_heads_shift
 
 __all__ = [
     "ENV_VAR", "DOWNLOAD_URL", "N_LAYERS", "N_HEADS", "HEAD_DIM", "P",
@@ -79,7 +79,7 @@ __all__ = [
     "paper_matrix", "head_matrix", "heads",
     "asymmetry", "spectrum", "shuffled", "normalise", "fit", "verdict", "VERDICT_RULE",
     "aligned_direction", "random_direction", "fit_setting", "fit_rank_setting",
-    "matrix_theory", "heads_theory", "simulate_matrices",
+    "matrix_theory", "heads_theory", "heads_shift", "simulate_matrices",
 ]
 
 #: Environment variable holding the path of the weights (an ``.npz``, a ``model.safetensors``
@@ -677,15 +677,18 @@ def matrix_theory(M: np.ndarray, mu: np.ndarray, c: float, nonlinearity: Nonline
 
 
 def heads_theory(W_Q: np.ndarray, W_K: np.ndarray, mu: np.ndarray, c: float,
-                 nonlinearity: NonlinearityLike, gammas: object, scale: str = "unit") -> np.ndarray:
+                 nonlinearity: NonlinearityLike, gammas: object, scale: str = "unit",
+                 n: int | None = None) -> np.ndarray:
     """The multi-head deterministic equivalent of the per-head model with a layer's own heads.
 
     :func:`attn_lib.theory.attention_error` of ``HeadsSetting(c, heads(W_Q, W_K, scale), mu, f)``
     (:mod:`attn_lib.theory._heads`: ``f`` applied to each head's logits, linearised at the head's
     own scale, the heads' residuals correlated as their logits are, each head writing its block
-    of 64 feature rows), proportional limit, run with one BLAS thread (``O(p^3)`` per evaluation;
-    for three ``gamma`` at ``p = 768`` about 60 evaluations and 40 applications of the tangent
-    map, tens of Monte Carlo trials of the same setting: ``benchmarks/theory_speed.py``).
+    of 64 feature rows; with ``n``, plus the finite-size shift of the heads' reduced models, each
+    keeping ``mu, B_h mu, B_h^T mu`` exactly), run with one BLAS thread (``O(p^3)`` per
+    evaluation; for three ``gamma`` at ``p = 768`` about 60 evaluations and 40 applications of
+    the tangent map, tens of Monte Carlo trials of the same setting:
+    ``benchmarks/theory_speed.py``; the shift adds a few seconds).
 
     Parameters
     ----------
@@ -699,6 +702,9 @@ def heads_theory(W_Q: np.ndarray, W_K: np.ndarray, mu: np.ndarray, c: float,
     gammas : array_like of shape (G,)
     scale : {"unit", "gpt2"}, default "unit"
         The heads' scale (:func:`heads`).
+    n : int, optional
+        Number of tokens (``round(c n) = 768``) for the finite-size theory; the proportional
+        limit without it.
 
     Returns
     -------
@@ -706,7 +712,25 @@ def heads_theory(W_Q: np.ndarray, W_K: np.ndarray, mu: np.ndarray, c: float,
     """
     s = HeadsSetting(c=c, heads=heads(W_Q, W_K, scale), mu=mu, f=nonlinearity)
     with threadpool_limits(limits=1, user_api="blas"):
-        return attention_error(s, gammas)
+        return attention_error(s, gammas, n=n)
+
+
+def heads_shift(W_Q: np.ndarray, W_K: np.ndarray, mu: np.ndarray, c: float,
+                nonlinearity: NonlinearityLike, gammas: object, scale: str, n: int) -> np.ndarray:
+    """The finite-size shift of :func:`heads_theory`: ``heads_theory(..., n=n)`` minus the limit.
+
+    :func:`attn_lib.theory.attention.heads_shift` of the same ``HeadsSetting`` (each head's
+    reduced model, ``mu, B_h mu, B_h^T mu`` kept exactly, weighted by its 64 of the 768 feature
+    rows), one BLAS thread: seconds, where the limit takes a minute. Parameters as
+    :func:`heads_theory`; ``n`` with ``round(c n) = 768``.
+
+    Returns
+    -------
+    ndarray of shape (G,)
+    """
+    s = HeadsSetting(c=c, heads=heads(W_Q, W_K, scale), mu=mu, f=nonlinearity)
+    with threadpool_limits(limits=1, user_api="blas"):
+        return theory_heads_shift(s, gammas, n=n)
 
 
 # ----------------------------------------------------------------------------- Monte Carlo

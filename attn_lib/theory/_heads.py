@@ -32,9 +32,10 @@ every head's logits, so the linear parts carry the heads' correlation exactly. T
 What is approximated is what :mod:`~attn_lib.theory._matrix` approximates, per head: ``f`` is
 linearised at the head's logit scale (the homogeneous surrogate: no latent types, no per-token
 scales, the residual's correlation between ``(i, j)`` and ``(j, i)`` dropped), and the limit is the
-proportional one (no finite-size shift: for a ``mu`` aligned with the heads' spikes the limit
-lies above Monte Carlo, ``benchmarks/multi_head.py``). Given that Gaussian equivalent, the rest
-(the pencil, its reduction, the signal) is exact in the limit.
+proportional one (for a ``mu`` aligned with the heads' spikes it lies above Monte Carlo by up
+to 0.013 at unit scale, ``benchmarks/multi_head.py``; the finite-size shift below corrects it).
+Given that Gaussian equivalent, the rest (the pencil, its reduction, the signal) is exact in
+the limit.
 
 Linear pencil
 -------------
@@ -96,6 +97,30 @@ n-row ``r``, ``u = yhat`` at ``r`` and ``v = m`` at ``psi_r`` (``1/sqrt(c)``). T
 
 with ``F[r, c] = m^T G[psi_r, sigma_c] A_c m`` (the traces with ``m^T . m`` for ``tr / p``),
 ``l' = (0, g[x, .])`` and ``l = (g[., x], 0)``.
+
+Finite size
+-----------
+With ``n`` (:func:`attn_lib.theory.attention_error`, ``round(c n) = p``) the error is the limit
+plus the heads' finite-size shifts, each head's weighted by the share of the feature rows it
+writes (``attn_lib.theory.attention._heads_shift``; ``book/derivation_attention.md``,
+"Multi-head attention at finite size"):
+
+    E_n = E_lim + sum_h w_h [E_n(s_B,h) - E_lim(s_B,h)],     w_h = |P_h| / p,
+
+``s_B,h`` the reduced model of head ``h``'s matrix alone
+(:func:`~attn_lib.theory._finite_size.reduced_setting`: ``mu``, ``B_h mu`` and ``B_h^T mu`` kept
+exactly, an isotropic bulk of the rest's logit variance), whose bracket is the single-matrix
+finite-size shift of ``B_h``. It is the first order in the heads' finite-size kernel parts
+``dK_h`` (the latent mean, slope and variance that the reduced model keeps and the Gaussian
+equivalent drops): ``dE`` is a sum over the heads of the derivative of ``E`` along ``dK_h``,
+which enters ``Phi^T Phi`` through ``X^T P_h X``; replacing that block Gram by ``w_h X^T X``
+(neither ``dK_h`` nor the latent directions single out a block of coordinates) and the
+multi-head derivative by that of head ``h``'s own one-matrix model gives ``w_h`` times the
+head's own shift. Exact for one head and for identical heads (``sum_h w_h = 1``; both in
+``tests/test_heads_theory.py``); otherwise the derivatives differ at the order of the two
+models' errors, a second-order error on the heads' shifts (a few hundredths each). Cost: ``H`` reduced
+models in one batch of the finite-size solver and their limits in their latent spans, a few
+seconds at ``p = 768``.
 
 Numerics
 --------

@@ -35,8 +35,9 @@ blocks), proportional limit and entry-wise attention only.
 
 Multi-head attention as GPT-2 computes it (:class:`attn_lib.HeadsSetting`: ``f`` per head at
 the head's own scale, the heads' features side by side) goes to the per-head pencil
-(:mod:`attn_lib.theory._heads`), proportional limit and entry-wise attention only (``n=...``
-and softmax raise ``ValueError``).
+(:mod:`attn_lib.theory._heads`), entry-wise attention only (softmax raises ``ValueError``);
+with ``n=...``, plus the finite-size shift of each head's reduced model weighted by the head's
+share of the feature rows (:func:`_heads_shift`).
 
 Reduced finite-size model (``n=...`` for a ``MatrixSetting`` or a ``RankSetting`` with a latent
 span above 3; ``book/derivation_finite_size.md``, "Rank r and any matrix"): ``s_B`` keeps ``mu``
@@ -72,7 +73,7 @@ from ._errors import ConvergenceError
 from ._finite_size import _restricted, finite_size_resolvent_form_batch, reduced_setting
 from ._spiked import label_quadratic_form
 
-__all__ = ["attention_error", "attention_error_batch", "attention_bulk", "Linearisation",
+__all__ = ["attention_error", "attention_error_batch", "attention_bulk", "heads_shift", "Linearisation",
            "linearisation", "gram_spectrum", "attention_resolvent_form", "BulkSolution",
            "ConvergenceError"]
 
@@ -202,7 +203,7 @@ def _entrywise(setting: object, n: object) -> Setting | RankSetting:
     return s
 
 
-def _check_n(n: object, setting: Setting | RankSetting | MatrixSetting) -> int:
+def _check_n(n: object, setting: Setting | RankSetting | MatrixSetting | HeadsSetting) -> int:
     if isinstance(setting, (RankSetting, MatrixSetting)) and isinstance(setting.attention, Softmax):
         raise ValueError(f"n={n!r}: the finite-size softmax theory takes an attn_lib.Setting only "
                          f"(its canonical form and tail are derived for rank-one weights), not a "
@@ -327,18 +328,73 @@ def _covariance_form(setting: CovarianceSetting, g: np.ndarray, n: int | None
     return q.reshape(g.shape), (-E / g.reshape(-1) ** 2).reshape(g.shape)
 
 
+def _heads_shift(setting: HeadsSetting, g: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The finite-size shift of the multi-head theory, ``(dq, d dq)`` shaped like ``g``.
+
+    ``sum_h w_h [q_n(s_B,h) - q_lim(s_B,h)]`` (the same for ``dq``), ``w_h = |P_h| / p`` the
+    share of the feature rows that head ``h`` writes and ``s_B,h`` the reduced model of head
+    ``h``'s :class:`~attn_lib.MatrixSetting` (:func:`~._finite_size.reduced_setting`: ``mu``,
+    ``B_h mu`` and ``B_h^T mu`` kept exactly; module docstring of :mod:`~attn_lib.theory._heads`,
+    "Finite size"). ``n`` is checked by :func:`_check_n` and ``setting.p(n)``.
+    """
+    p = setting.p(n)
+    sB = [reduced_setting(MatrixSetting(c=setting.c, M=B, mu=setting.mu, f=setting.f), n)
+          for B in setting.heads]
+    fs = np.array(_finite_size(sB, [g] * len(sB), n))          # (H, 2, *g.shape): q, dq
+    lim = np.array([_limit_form(b, g, p) for b in sB])
+    w = np.array([b.size for b in setting.blocks]) / p
+    shift = np.tensordot(w, fs - lim, axes=1)
+    return shift[0], shift[1]
+
+
+def heads_shift(setting: HeadsSetting, gammas: object, *, n: int) -> np.ndarray:
+    """The finite-size shift of the multi-head error, shaped like ``gammas``.
+
+    ``attention_error(setting, gammas, n=n) - attention_error(setting, gammas)`` without the
+    limit (:func:`_heads_shift`: each head's reduced-model shift, weighted by the head's share
+    of the feature rows), a few seconds at ``p = 768`` where the limit takes a minute: for a
+    caller that has the limit already. Outside the measured domain a
+    :class:`~attn_lib.DomainWarning`, as for :func:`attention_error`.
+
+    Parameters
+    ----------
+    setting : HeadsSetting
+        Entry-wise attention.
+    gammas : float or array_like of shape (G,)
+    n : int
+        Number of tokens, ``round(c n) = p``.
+
+    Raises
+    ------
+    ValueError
+        For a softmax setting, an ``n`` that does not fit ``p``, and as :func:`attention_error`.
+    """
+    _in_domain(setting, n, "heads_shift", False)
+    s = check_setting(setting, types=(HeadsSetting,), attention=_KINDS)
+    _refuse_softmax(s, "several heads (attn_lib.HeadsSetting)")
+    n = _check_n(n, s)
+    g = check_gammas(gammas)
+    with BLAS.limit(limits=1):
+        dq = _heads_shift(s, g, n)[1]
+    return -np.asarray(g) ** 2 * dq
+
+
 def _heads_form(setting: HeadsSetting, g: np.ndarray, n: int | None) -> tuple[np.ndarray, np.ndarray]:
     """``(q, dq)`` of the multi-head theory (:mod:`attn_lib.theory._heads`) for ``setting``,
-    shaped like ``g``; entry-wise attention and the proportional limit only (``ValueError``
-    otherwise)."""
+    shaped like ``g``; entry-wise attention only (a softmax setting raises ``ValueError``). With
+    ``n`` (``round(c n) = p``), plus the finite-size shift of the heads' reduced models
+    (:func:`_heads_shift`)."""
     s = check_setting(setting, types=(HeadsSetting,), attention=_KINDS)
     _refuse_softmax(s, "several heads (attn_lib.HeadsSetting)")
     if n is not None:
-        raise ValueError(f"n={n!r}: the multi-head theory (attn_lib.HeadsSetting) is the "
-                         "proportional limit only; call attention_error without n")
+        n = _check_n(n, s)                       # also round(c n) = p (HeadsSetting.p)
     with BLAS.limit(limits=1):
         q, E = _heads.heads_resolvent_form(s.c, s.heads, s.mu, s.f, g.reshape(-1))
-    return q.reshape(g.shape), (-E / g.reshape(-1) ** 2).reshape(g.shape)
+        q, dq = q.reshape(g.shape), (-E / g.reshape(-1) ** 2).reshape(g.shape)
+        if n is None:
+            return q, dq
+        shift = _heads_shift(s, g, n)
+    return q + shift[0], dq + shift[1]
 
 
 def attention_resolvent_form(setting: Setting | RankSetting | MatrixSetting | HeadsSetting,
@@ -354,7 +410,8 @@ def attention_resolvent_form(setting: Setting | RankSetting | MatrixSetting | He
     :class:`~attn_lib.MatrixSetting` goes to the any-matrix theory
     (:func:`attn_lib.theory._matrix.matrix_resolvent_form`; entry-wise), a
     :class:`~attn_lib.HeadsSetting` to the multi-head one
-    (:func:`attn_lib.theory._heads.heads_resolvent_form`; entry-wise, without ``n``).
+    (:func:`attn_lib.theory._heads.heads_resolvent_form`; entry-wise; with ``n``, plus the
+    heads' finite-size shift).
     Outside the measured domain a :class:`~attn_lib.DomainWarning` (``strict=True``:
     :class:`~attn_lib.DomainError`), as for :func:`attention_error`.
     """
@@ -416,8 +473,8 @@ def attention_error(setting: Setting | RankSetting | MatrixSetting | HeadsSettin
         ``ValueError``); it costs ``O(p^3)`` per oracle call, a few seconds for three ``gamma``
         at ``p = 768`` (it runs with one BLAS thread, as does the multi-head theory). A
         :class:`~attn_lib.model.setting.HeadsSetting` (multi-head attention as GPT-2 computes
-        it): the per-head pencil (:mod:`attn_lib.theory._heads`), entry-wise attention and the
-        proportional limit only (softmax or ``n`` raise ``ValueError``). A
+        it): the per-head pencil (:mod:`attn_lib.theory._heads`), entry-wise attention only
+        (softmax raises ``ValueError``; with ``n``, below). A
         :class:`~attn_lib.model.setting.CovarianceSetting` (tokens ``y_i mu + C^{1/2} z_i``,
         e.g. from real data): the pencil with ``C`` in its Gaussian blocks
         (:mod:`attn_lib.theory._covariance`), entry-wise attention and the proportional limit
@@ -434,7 +491,10 @@ def attention_error(setting: Setting | RankSetting | MatrixSetting | HeadsSettin
         ``Setting`` and for a ``RankSetting`` whose latent span has dimension ``<= 3``; the
         reduced model (module docstring) for a larger span and for a ``MatrixSetting``
         (measured on GPT-2's normalised layers with an aligned ``mu``, n = 1536: within
-        0.008 of Monte Carlo, where the limit is up to 0.026 above it). Under softmax
+        0.008 of Monte Carlo, where the limit is up to 0.026 above it). For a ``HeadsSetting``
+        (``round(c n) = p``) the limit plus the heads' reduced-model shifts (module docstring;
+        GPT-2's 12 layers, aligned ``mu``, n = 1536: within 0.005 of Monte Carlo at unit scale
+        and 0.0064 at GPT-2's, where the limit is up to 0.013 and 0.016 above it). Under softmax
         (``Setting`` only; a softmax ``RankSetting`` raises ``ValueError``) the normalising sums
         are kept on the latent types, and a setting with ``2 beta ||M_r|| / sqrt(p) >= 1``,
         :func:`~attn_lib.theory.softmax.tail`, raises ``ValueError``.

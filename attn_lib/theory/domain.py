@@ -34,9 +34,8 @@ The conditions and the measurements behind them (the symbols are in the book's n
   0.011 for the heads) the limit is within 0.01 of Monte Carlo in 12 of 12 layers; with the
   aligned ``mu`` (0.151-0.246 for the matrix, 0.089-0.205 for the heads) it is above it by up to
   0.025 (matrix) and 0.016 (heads). Each bound lies between its two groups; nothing between
-  them was measured. Instead: for a matrix the
-  finite-size theory ``n=round(p / c)`` (12 of 12 aligned layers within 0.01); for several heads
-  none exists (simulate).
+  them was measured. Instead: the finite-size theory ``n=round(p / c)`` (12 of 12 aligned
+  layers within 0.01, for the matrix and for the heads).
 * *Softmax tail edge*: ``beta`` at most :func:`~attn_lib.theory.softmax.tail_beta` of
   :data:`REFERENCE_N` (1.35: the ``beta`` where the kurtosis of ``f_beta`` equals ``n``).
   ``benchmarks/softmax_grid.py``: on 36 settings at ``n = 2048`` the limit is within 0.0114
@@ -54,7 +53,8 @@ The conditions and the measurements behind them (the symbols are in the book's n
   the largest error is 0.0102 at ``n = 512`` and 0.0133 at ``n = 256``; smaller ``n`` was not
   measured, and the theory's own error is ``O(1/n)`` (about ``2 / n`` for the quadratic).
   Instead: none; simulate.
-* *Coherent shift*: ``delta`` at ``n`` at most :data:`FINITE_DELTA`, the largest shift of
+* *Coherent shift*: ``delta`` at ``n`` (of a :class:`~attn_lib.HeadsSetting`, the largest
+  ``|mu^T B_h mu| / (sqrt(p) sigma_h)``) at most :data:`FINITE_DELTA`, the largest shift of
   ``benchmarks/strong_alignment.py`` and ``benchmarks/small_n.py`` (finite-size error at most
   0.0121 for ``0.3 < delta <= 2``). Instead: none; simulate.
 * *Softmax tail edge*: ``beta`` at most ``tail_beta(n)`` (as above, at the ``n`` given;
@@ -142,7 +142,8 @@ def _limit(s: BaseSetting) -> list[Violation]:
             shift = float(max(abs(float(s.mu @ B @ s.mu)) / (np.sqrt(p) * sig)
                               for B, sig in zip(s.heads, s.logit_scales)))
             what, bound = "max_h |mu^T B_h mu| / (sqrt(p) sigma_h)", HEADS_DELTA
-            instead = f"none (no finite-size multi-head theory); {_SIMULATE}"
+            instead = (f"the finite-size theory attention_error(setting, gammas, n={int(round(p / s.c))}) "
+                       "(each head's reduced model; 12 of 12 aligned GPT-2 layers within 0.01)")
         if shift > bound:
             out.append(Violation("coherent shift", shift, bound, (
                 f"coherent shift {what} = {shift:.3g} is {excess(shift, bound)} {bound:g}: on "
@@ -186,15 +187,17 @@ def _limit(s: BaseSetting) -> list[Violation]:
 
 def _finite(s: BaseSetting, n: int) -> list[Violation]:
     out: list[Violation] = []
-    if isinstance(s, HeadsSetting):  # no finite-size multi-head theory: the call refuses n
-        return out
     if n < FINITE_MIN_N:
         out.append(Violation("tokens", float(n), float(FINITE_MIN_N), (
             f"n = {n} is below {FINITE_MIN_N}, the smallest n at which the finite-size theory "
             "was measured (benchmarks/small_n.py: largest error 0.0133 at n = 256, 0.0102 at "
             "n = 512; its own error is O(1/n), about 2/n for the quadratic). Instead: none; "
             f"{_SIMULATE}")))
-    delta = cast("Setting | RankSetting | MatrixSetting", s).delta(n)
+    if isinstance(s, HeadsSetting):   # each head's reduced model: its own shift, at its scale
+        delta = float(max(abs(float(s.mu @ B @ s.mu)) / (np.sqrt(s.p(n)) * sig)
+                          for B, sig in zip(s.heads, s.logit_scales)))
+    else:
+        delta = cast("Setting | RankSetting | MatrixSetting", s).delta(n)
     if delta > FINITE_DELTA:
         out.append(Violation("coherent shift", delta, FINITE_DELTA, (
             f"coherent shift delta = {delta:.3g} at n = {n} is {excess(delta, FINITE_DELTA)} "
