@@ -67,7 +67,13 @@ from threadpoolctl import threadpool_limits
 from adaptive import trials_until
 from strong_alignment import BINS, RESULTS, _in_bin, _save, latent_dim, score, weighted_setting
 from attn_lib import Setting
-from attn_lib.simulation.trials import standard_error
+from attn_lib.model import data, kernel
+from attn_lib.model.nonlinearity import check_nonlinearity
+from attn_lib.simulation.resolvent import interpolation_error
+from attn_lib.simulation.trials import Trials, standard_error
+from attn_lib.studies import strong_alignment
+from attn_lib.theory import attention_error
+from attn_lib.theory.shift import shift_functions
 from attn_lib import DomainWarning
 
 # This benchmark measures the theories where attn_lib.theory.domain would warn, on purpose.
@@ -193,6 +199,84 @@ def points_table(rows: list[dict], k: int | None = None) -> str:
     return "\n".join(lines)
 
 
+#: the grid's largest miss at n = 512
+QUADRATIC = "quadratic c=0.5 snr=2.4 partial delta512=0.3"
+
+
+def psi_errors(s: Setting, g: np.ndarray, n: int, trials: int, seed: int) -> Trials:
+    """The norm statistic's share of the true kernel, on common draws.
+
+    The token norms enter the kernel's ``He2`` part through ``g_ij^2 - 1 = eps_i + eps_j + r/p +
+    Ytilde_i^T Ytilde_j / p`` (``eps_i = ||z_i^perp||^2 / p - 1``, mean ``-r/p``; their
+    label-correlated part ``||xi_i||^2`` lies in the shift ``h_ij``, which the theory keeps
+    exactly). The *norm term* is ``(eps_i + eps_j + r/p) F2(h_ij) / (2 sqrt(p))``, of mean
+    ``-r F2(h_ij) / (2 p^{3/2})`` (``g_ij`` has variance ``p'/p``, not 1). Per draw,
+    ``Phi = X K`` with the true kernel ``K`` (``"attention"``), with ``K`` less its norm term
+    (``"no psi"``: the theory's model takes ``g_ij`` of unit variance and has no norm term), less
+    its fluctuation only (``"mean psi"``), with the norm term of an independent complement
+    ``eps''`` of the same law in place of the tokens' own (``"independent psi"``), and the latent
+    surrogate with and without the norm term (``"latent"``, ``"latent+norms"``,
+    :func:`attn_lib.studies.strong_alignment.surrogate_kernel`).
+    """
+    func = check_nonlinearity(s.f)
+    p = s.p(n)
+
+    def trial(rng: np.random.Generator) -> dict[str, np.ndarray]:
+        sample = data.draw(s, n, rng)
+        X, y = sample.X, sample.y
+        W = data.goe(n, rng)
+        assert sample.w_K is not None and sample.w_Q is not None  # a Setting's draw
+        T = kernel.logits(X, sample.w_K, sample.w_Q)
+        split = strong_alignment.latent_split(sample)
+        H, r = split.shift(), split.xi.shape[0]
+        eps = split.norms(X)
+        pp = p - r
+        eps2 = np.einsum("ij,ij->j", *(2 * [rng.standard_normal((pp, n))])) / p - 1.0
+        F2 = shift_functions(s.f, h_max=float(np.abs(H).max(initial=0.0))).curvature(H)
+
+        def norm_term(e: np.ndarray) -> np.ndarray:
+            out = 0.5 * (e[:, None] + e[None, :] + r / p) * F2 / np.sqrt(p)
+            np.fill_diagonal(out, 0.0)
+            return out
+
+        K = kernel.apply(func, T, p, a0=s.hermite.a0)
+        out = {"attention": interpolation_error(X @ K, y, g),
+               "no psi": interpolation_error(X @ (K - norm_term(eps)), y, g),
+               "mean psi": interpolation_error(X @ (K - norm_term(eps) + norm_term(
+                   np.full(n, -r / p))), y, g),
+               "independent psi": interpolation_error(X @ (K - norm_term(eps) + norm_term(eps2)),
+                                                       y, g)}
+        for name, e in (("latent", None), ("latent+norms", eps)):
+            Ks = strong_alignment.surrogate_kernel(T, H, s.f, p, W, eps=e)
+            out[name] = interpolation_error(X @ Ks, y, g)
+        return out
+
+    return Trials.run(trial, trials=trials, seed=seed, gammas=g, n=n, p=p)
+
+
+def psi_split(n: int, trials: int, seed: int) -> str:
+    """Table: the quadratic's theory minus Monte Carlo split on common draws (:func:`psi_errors`)."""
+    s = dict(grid())[QUADRATIC]
+    res = psi_errors(s, GAMMAS, n, trials, seed)
+    th = attention_error(s, GAMMAS, n=n)
+    A = res["attention"]
+
+    def paired(a: np.ndarray, b: np.ndarray, j: int) -> str:
+        d = a[:, j] - b[:, j]
+        return f"{d.mean():+.4f} ± {standard_error(d, 0):.4f}"
+
+    lines = [f"## {QUADRATIC} at n = {n} ({trials} draws, seed {seed}): the norm statistic's share\n",
+             "| gamma | true kernel | theory - true | no psi - true | mean psi - true "
+             "| independent psi - true | latent - true | latent+norms - latent |", "|" + "---|" * 8]
+    for j, gam in enumerate(GAMMAS):
+        lines.append(f"| {gam:g} | {A[:, j].mean():.4f} ± {standard_error(A[:, j], 0):.4f} | "
+                     f"{th[j] - A[:, j].mean():+.4f} ± {standard_error(A[:, j], 0):.4f} | "
+                     + " | ".join(paired(res[k], A, j) for k in ("no psi", "mean psi",
+                                                                   "independent psi", "latent"))
+                     + f" | {paired(res['latent+norms'], res['latent'], j)} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=512)
@@ -203,8 +287,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rescore", type=Path, default=None,
                     help="re-evaluate the theories of a saved .json run (no simulation)")
     ap.add_argument("--all-points", action="store_true", help="print every point")
+    ap.add_argument("--psi", type=int, default=0, metavar="TRIALS",
+                    help="the norm statistic's share of the quadratic's miss on TRIALS common draws")
+    ap.add_argument("--seed", type=int, default=3, help="root seed of --psi")
     args = ap.parse_args(argv)
     with threadpool_limits(limits=args.blas_threads, user_api="blas"):
+        if args.psi:
+            print(psi_split(args.n, args.psi, args.seed))
+            return 0
         if args.rescore is not None:
             rows = rescore(args.rescore)
         else:
