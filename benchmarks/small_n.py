@@ -72,7 +72,7 @@ from attn_lib.model.nonlinearity import check_nonlinearity
 from attn_lib.simulation.resolvent import interpolation_error
 from attn_lib.simulation.trials import Trials, standard_error
 from attn_lib.studies import strong_alignment
-from attn_lib.theory import attention_error
+from attn_lib.theory import attention_error, conditional_error
 from attn_lib.theory.shift import shift_functions
 from attn_lib import DomainWarning
 
@@ -113,7 +113,23 @@ def grid() -> list[tuple[str, Setting]]:
     return out
 
 
-def run(n: int, sem_target: float, max_trials: int, budget_s: float, out: Path) -> list[dict]:
+def score_all(s: Setting, n: int, draws: int) -> dict:
+    """:func:`strong_alignment.score` and, with ``draws``, the conditional equivalent (seed 0).
+
+    ``theory_conditional`` and ``sem_conditional``: :func:`attn_lib.theory.conditional_error`
+    over ``draws`` draws of the latent block.
+    """
+    out = score(s, n, GAMMAS)
+    if draws:
+        t0 = time.perf_counter()
+        r = conditional_error(s, GAMMAS, n, draws=draws, seed=0)
+        out.update(theory_conditional=r.mean.tolist(), sem_conditional=r.sem.tolist(),
+                   draws_conditional=draws, time_conditional_s=time.perf_counter() - t0)
+    return out
+
+
+def run(n: int, sem_target: float, max_trials: int, budget_s: float, out: Path,
+        draws: int = 0) -> list[dict]:
     """Simulate and score every setting of :func:`grid` at ``n``; rows are saved after each."""
     rows = []
     settings = grid()
@@ -127,7 +143,7 @@ def run(n: int, sem_target: float, max_trials: int, budget_s: float, out: Path) 
                    trials=A.shape[0], mc_attention=A.mean(axis=0).tolist(),
                    sem_attention=standard_error(A, axis=0).tolist(),
                    mc_ridge=R.mean(axis=0).tolist(), sem_ridge=standard_error(R, axis=0).tolist(),
-                   **score(s, n, GAMMAS))
+                   **score_all(s, n, draws))
         rows.append(row)
         _save(out, rows, GAMMAS)
         e = np.subtract(row["theory_finite"], row["mc_attention"])
@@ -137,7 +153,7 @@ def run(n: int, sem_target: float, max_trials: int, budget_s: float, out: Path) 
     return rows
 
 
-def rescore(path: Path) -> list[dict]:
+def rescore(path: Path, draws: int = 0) -> list[dict]:
     """Re-evaluate the theory columns of a saved run (its Monte Carlo is kept).
 
     The settings are rebuilt from :func:`grid` by name (the saved ``setting`` field holds the
@@ -149,7 +165,7 @@ def rescore(path: Path) -> list[dict]:
         s = settings[r["name"]]
         if dataclasses.asdict(s) != r["setting"]:
             raise ValueError(f"{path}: the saved setting {r['name']!r} is not the grid's")
-        r.update(score(s, r["n"], np.array(r["gammas"])))
+        r.update(score_all(s, r["n"], draws))
     _save(path, rows, GAMMAS)
     return rows
 
@@ -161,17 +177,27 @@ def _points(rows: list[dict], column: str) -> tuple[np.ndarray, np.ndarray]:
     return np.abs(err), err / sem
 
 
+def _columns(rows: list[dict]) -> list[tuple[str, str]]:
+    """The theory columns of ``rows`` as ``(key, label)``: finite-size, conditional if scored, limit."""
+    cols = [("theory_finite", "finite")]
+    if all("theory_conditional" in r for r in rows):
+        cols.append(("theory_conditional", "conditional"))
+    return cols + [("theory_limit", "limit")]
+
+
 def summary(rows: list[dict]) -> str:
-    """Max, median and count beyond 4 s.e. per delta bin, finite-size and limit theory."""
-    lines = ["| n | delta bin | settings | points | finite max | finite median | finite > 4 se "
-             "| limit max | limit median | limit > 4 se | max sem |", "|" + "---|" * 11]
+    """Max, median and count beyond 4 s.e. per delta bin, per theory column (:func:`_columns`)."""
+    cols = _columns(rows)
+    lines = ["| n | delta bin | settings | points | "
+             + " | ".join(f"{lab} max | {lab} median | {lab} > 4 se" for _, lab in cols)
+             + " | max sem |", "|" + "---|" * (5 + 3 * len(cols))]
     groups = [("all", rows)] + [(lab, [r for r in rows if _in_bin(r["delta"], lo, hi, cl)])
                                 for lo, hi, cl, lab in BINS]
     for lab, sel in groups:
         if not sel:
             continue
         cells = []
-        for col in ("theory_finite", "theory_limit"):
+        for col, _ in cols:
             e, z = _points(sel, col)
             cells.append(f"{e.max():.4f} | {np.median(e):.4f} | {int(np.sum(np.abs(z) > 4))}")
         sem = max(max(r["sem_attention"]) for r in sel)
@@ -189,13 +215,17 @@ def points_table(rows: list[dict], k: int | None = None) -> str:
             pts.append((abs(e / r["sem_attention"][j]), r, j, g, e))
     if k is not None:
         pts = sorted(pts, key=lambda t: -t[0])[:k]
-    lines = ["| setting | delta | r | gamma | MC ± se | finite | limit | finite - MC | z |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    cond = all("theory_conditional" in r for r in rows)
+    lines = ["| setting | delta | r | gamma | MC ± se | finite | limit | finite - MC | z |"
+             + (" conditional - MC |" if cond else ""), "|---|---|---|---|---|---|---|---|---|"
+             + ("---|" if cond else "")]
     for _, r, j, g, e in pts:
         lines.append(f"| {r['name']} | {r['delta']:.2f} | {r['latent_dim']} | {g:g} | "
                      f"{r['mc_attention'][j]:.4f} ± {r['sem_attention'][j]:.4f} | "
                      f"{r['theory_finite'][j]:.4f} | {r['theory_limit'][j]:.4f} | {e:+.4f} | "
-                     f"{e / r['sem_attention'][j]:+.1f} |")
+                     f"{e / r['sem_attention'][j]:+.1f} |"
+                     + (f" {r['theory_conditional'][j] - r['mc_attention'][j]:+.4f} ± "
+                        f"{r['sem_conditional'][j]:.4f} |" if cond else ""))
     return "\n".join(lines)
 
 
@@ -290,16 +320,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--psi", type=int, default=0, metavar="TRIALS",
                     help="the norm statistic's share of the quadratic's miss on TRIALS common draws")
     ap.add_argument("--seed", type=int, default=3, help="root seed of --psi")
+    ap.add_argument("--draws", type=int, default=32,
+                    help="draws of the latent block for the conditional equivalent (0: skip it)")
     args = ap.parse_args(argv)
     with threadpool_limits(limits=args.blas_threads, user_api="blas"):
         if args.psi:
             print(psi_split(args.n, args.psi, args.seed))
             return 0
         if args.rescore is not None:
-            rows = rescore(args.rescore)
+            rows = rescore(args.rescore, args.draws)
         else:
             rows = run(args.n, args.sem, args.max_trials, 60.0 * args.budget_minutes,
-                       RESULTS / f"small_n_n{args.n}.json")
+                       RESULTS / f"small_n_n{args.n}.json", args.draws)
     noisy = sum(max(r["sem_attention"]) > args.sem for r in rows)
     print(f"## Theory against Monte Carlo (gammas {', '.join(f'{g:g}' for g in GAMMAS)}), "
           f"{len(rows)} settings, {noisy} stopped above the target standard error {args.sem:g}\n")
