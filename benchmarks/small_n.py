@@ -128,15 +128,46 @@ def score_all(s: Setting, n: int, draws: int) -> dict:
     return out
 
 
+#: the held-out grid: even f weighted, erf beside the book's families; drawn by HELDOUT_SEED
+HELDOUT_FUNCS = 4 * ("quadratic", "cos") + 2 * ("relu", "trunc_relu", "trunc_exp", "sin", "tanh",
+                                                 "sign", "erf")
+HELDOUT_SEED = 20261203
+#: root seed of the held-out Monte Carlo (setting i: HELDOUT_MC_SEED + i), not the book grid's 11 + i
+HELDOUT_MC_SEED = 5000
+
+
+def heldout_grid() -> list[tuple[str, Setting]]:
+    """Settings drawn after the conditional equivalent was fixed, as ``(name, Setting)``.
+
+    Per ``f`` of :data:`HELDOUT_FUNCS`: ``c`` uniform on [0.3, 2.5], SNR log-uniform on [1, 10],
+    a geometry of :data:`GEOS` and a target ``delta`` uniform on [0.1, 2.8] at ``n = 512``
+    (:func:`strong_alignment.weighted_setting`), all from ``default_rng(HELDOUT_SEED)``.
+    """
+    rng = np.random.default_rng(HELDOUT_SEED)
+    out = []
+    for f in HELDOUT_FUNCS:
+        c = round(float(rng.uniform(0.3, 2.5)), 2)
+        snr = round(float(np.exp(rng.uniform(0.0, np.log(10.0)))), 2)
+        geo = GEOS[int(rng.integers(len(GEOS)))]
+        d = round(float(rng.uniform(0.1, 2.8)), 2)
+        s = weighted_setting(f, c, snr, geo, d, N_GRID)
+        out.append((f"{f} c={c:g} snr={s.snr:.3g} {geo} delta512={d:g}", s))
+    return out
+
+
+GRIDS = {"book": (grid, 11), "heldout": (heldout_grid, HELDOUT_MC_SEED)}
+
+
 def run(n: int, sem_target: float, max_trials: int, budget_s: float, out: Path,
-        draws: int = 0) -> list[dict]:
-    """Simulate and score every setting of :func:`grid` at ``n``; rows are saved after each."""
+        draws: int = 0, which: str = "book") -> list[dict]:
+    """Simulate and score every setting of a grid (:data:`GRIDS`) at ``n``; rows are saved after each."""
     rows = []
-    settings = grid()
+    make, seed0 = GRIDS[which]
+    settings = make()
     t_end = time.time() + budget_s
     for i, (name, s) in enumerate(settings):
         deadline = time.time() + (t_end - time.time()) / (len(settings) - i)
-        A, R = trials_until(s, GAMMAS, n, sem_target, max_trials, deadline, seed=11 + i,
+        A, R = trials_until(s, GAMMAS, n, sem_target, max_trials, deadline, seed=seed0 + i,
                             min_trials=16)
         row = dict(name=name, setting=dataclasses.asdict(s), n=n, p=s.p(n),
                    delta=float(s.delta(n)), latent_dim=latent_dim(s), gammas=GAMMAS.tolist(),
@@ -153,14 +184,14 @@ def run(n: int, sem_target: float, max_trials: int, budget_s: float, out: Path,
     return rows
 
 
-def rescore(path: Path, draws: int = 0) -> list[dict]:
+def rescore(path: Path, draws: int = 0, which: str = "book") -> list[dict]:
     """Re-evaluate the theory columns of a saved run (its Monte Carlo is kept).
 
     The settings are rebuilt from :func:`grid` by name (the saved ``setting`` field holds the
     attention kind as a plain dict, which :class:`~attn_lib.Setting` does not accept).
     """
     rows = json.loads(path.read_text())["rows"]
-    settings = dict(grid())
+    settings = dict(GRIDS[which][0]())
     for r in rows:
         s = settings[r["name"]]
         if dataclasses.asdict(s) != r["setting"]:
@@ -320,6 +351,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--psi", type=int, default=0, metavar="TRIALS",
                     help="the norm statistic's share of the quadratic's miss on TRIALS common draws")
     ap.add_argument("--seed", type=int, default=3, help="root seed of --psi")
+    ap.add_argument("--grid", choices=sorted(GRIDS), default="book",
+                    help="the book's grid or the held-out one (heldout_grid)")
     ap.add_argument("--draws", type=int, default=32,
                     help="draws of the latent block for the conditional equivalent (0: skip it)")
     args = ap.parse_args(argv)
@@ -328,10 +361,11 @@ def main(argv: list[str] | None = None) -> int:
             print(psi_split(args.n, args.psi, args.seed))
             return 0
         if args.rescore is not None:
-            rows = rescore(args.rescore, args.draws)
+            rows = rescore(args.rescore, args.draws, args.grid)
         else:
+            suffix = "" if args.grid == "book" else f"_{args.grid}"
             rows = run(args.n, args.sem, args.max_trials, 60.0 * args.budget_minutes,
-                       RESULTS / f"small_n_n{args.n}.json", args.draws)
+                       RESULTS / f"small_n_n{args.n}{suffix}.json", args.draws, args.grid)
     noisy = sum(max(r["sem_attention"]) > args.sem for r in rows)
     print(f"## Theory against Monte Carlo (gammas {', '.join(f'{g:g}' for g in GAMMAS)}), "
           f"{len(rows)} settings, {noisy} stopped above the target standard error {args.sem:g}\n")
