@@ -15,18 +15,42 @@ absolute error and ``z = (theory - MC) / sem``. Summary: maximum and median abso
 number of points beyond 4 standard errors, overall and per bin of ``delta``
 (``strong_alignment.BINS``), and the worst points.
 
+With ``--draws D`` (default 32; 0 skips it) every setting is also scored with the conditional
+equivalent (:func:`attn_lib.theory.conditional_error`, ``D`` draws of the latent block, seed 0):
+columns ``theory_conditional`` and ``sem_conditional``. ``--grid heldout`` runs the settings of
+:func:`heldout_grid` (drawn after the conditional equivalent was fixed, Monte Carlo seeds
+``5000 + i``) into ``small_n_n<n>_heldout.json``. ``--psi TRIALS`` prints the norm statistic's
+share of the quadratic's miss on common draws (:func:`psi_errors`).
+
 Rows are written to ``benchmarks/results/small_n_n<n>.json`` after every setting (with each
 setting's fields); ``--rescore`` re-evaluates the theories of a saved run without re-simulating.
 
 Usage::
 
-    python benchmarks/small_n.py [--n 512] [--sem 0.002] [--max-trials 400]
-                                 [--budget-minutes 30] [--rescore benchmarks/results/small_n_n512.json]
+    python benchmarks/small_n.py [--n 512] [--sem 0.002] [--max-trials 400] [--draws 32]
+                                 [--grid {book,heldout}] [--budget-minutes 30]
+                                 [--rescore benchmarks/results/small_n_n512.json] [--psi 2000 [--seed 3]]
 
 Targets (issue 15): at ``n = 512`` maximum absolute error at most 0.01 on every point and no
 point beyond 4 standard errors.
 
-Last result (the type rule of :func:`attn_lib.theory._finite_size.latent_law` chosen from the
+Last result with the conditional equivalent (3 December 2026, under load; 32 draws of the block):
+
+* book grid, ``n = 512`` (the same Monte Carlo as below): finite-size max 0.0102 / median 0.0012
+  / 3 points beyond 4 s.e.; conditional 0.0096 / 0.0016 / 2 (the quadratic at ``delta = 0.30``:
+  +0.0096, +0.0096, +0.0066; the block's own s.e. 0.0001 to 0.0003). The block's s.e. reaches
+  0.0045 elsewhere (sign, sin, relu at gamma = 1): sign ``c=0.75 delta=2.2`` moves from -0.0038 to
+  -0.0069 +- 0.0023. 33 min of conditional solves for 29 settings.
+* held-out grid (22 settings, 16 to 236 trials, every s.e. at most 0.002): finite-size 0.0093 /
+  0.0006 / 3; conditional 0.0086 / 0.0007 / 2; limit 0.2219. Largest: ``cos c=0.52 snr=2.61
+  partial delta=0.32`` (+0.0093, +0.0086 at gamma 1e-4, s.e. 0.0019).
+* ``--psi 2000`` (seed 3), quadratic at ``delta = 0.30``, gamma 1e-4 / 1: theory - true kernel
+  +0.0074 / +0.0052 (s.e. 0.0007 / 0.0006); without the norm term -0.0001 / +0.0000, its mean only
+  -0.0001 / +0.0000, an independent norm term +0.0000 / -0.0000 (paired s.e. 0.0001 or less);
+  latent surrogate - true +0.0036 / +0.0032 (s.e. 0.0009 / 0.0008). The norm statistic carries none
+  of the gap.
+
+Earlier result (the type rule of :func:`attn_lib.theory._finite_size.latent_law` chosen from the
 setting; 29 settings, 87 points; the Monte Carlo at ``n = 512`` took 2 minutes on an idle machine)
 
 * ``n = 512`` (16 to 292 trials, every standard error at most 0.002): finite-size maximum 0.0102,
