@@ -101,3 +101,19 @@ def test_misfit_claim(chi2, dof, holds):
     assert claim.holds is holds and claim.name == "slow_law_misfit" and not claim.required
     if holds is False:  # not rejected is not "consistent": the wording says how weak the test is
         assert "not rejected" in claim.text and "little power" in claim.text
+
+
+def test_small_n():
+    # tiny sizes: the keys, the table and the two claims (the conditional's shift is the mean of
+    # its draws minus the finite-size theory, so the table and the numbers agree)
+    out = figs.small_n(n=64, trials=4, draws=3, seed=0)
+    assert set(out) == {"smalln_n", "smalln_p", "smalln_delta", "smalln_trials", "smalln_draws",
+                        "smalln_table", "smalln_fs_gap", "smalln_cond_gap", "smalln_mc_se",
+                        "smalln_shift", "smalln_shift_se", "smalln_lower", "smalln_within"}
+    assert (out["smalln_n"], out["smalln_p"], out["smalln_trials"], out["smalln_draws"]) == (64, 32, 4, 3)
+    assert out["smalln_shift"] == pytest.approx(out["smalln_cond_gap"] - out["smalln_fs_gap"])
+    assert len(out["smalln_table"].data.splitlines()) == 2 + len(figs.SMALL_N_GAMMAS)
+    assert f"{out['smalln_shift']:+.4f}" in out["smalln_table"].data
+    assert not out["smalln_within"].required and out["smalln_lower"].required
+    # 4 Monte Carlo draws cannot decide a 0.01 margin
+    assert out["smalln_within"].holds is None

@@ -9,11 +9,13 @@ proportional limit; with ``n=...`` it is the finite-size theory), :mod:`~attn_li
 
 The implementation is private: the bulk fixed point for real and complex ``gamma``
 (``_bulk``), the spiked linear pencil (``_spiked``), the finite-size equivalent
-(``_finite_size``), the any-matrix pencil (``_matrix``), the multi-head pencil (``_heads``), the
+(``_finite_size``) and its conditional version at small ``n`` (``_conditional``, public as
+:func:`conditional_error` and ``attention_error(..., n=..., conditional=draws)``), the any-matrix pencil (``_matrix``), the multi-head pencil (``_heads``), the
 continuation driver of the bulk (``_continuation``) and :class:`ConvergenceError` (``_errors``).
 """
 
 from . import attention, domain, kernel_spectrum, marchenko_pastur, ridge, shift, softmax
+from ._conditional import ConditionalError, conditional_error
 from ._errors import ConvergenceError
 from .._domain import DomainError, DomainWarning
 from .attention import (BulkSolution, Linearisation, attention_bulk, attention_error, attention_error_batch,
@@ -24,4 +26,4 @@ from .ridge import ridge_error
 __all__ = ["attention", "domain", "DomainWarning", "DomainError", "kernel_spectrum", "marchenko_pastur", "ridge", "shift", "softmax", "ridge_error",
            "attention_error", "attention_error_batch", "attention_bulk", "attention_resolvent_form",
            "gram_spectrum", "linearisation", "Linearisation", "BulkSolution", "ConvergenceError",
-           "kernel_density"]
+           "kernel_density", "conditional_error", "ConditionalError"]

@@ -20,14 +20,16 @@ from typing import Any, Sequence
 import numpy as np
 
 from .. import style
-from ..claims import Claim, Z, rule, threshold
+from ..claims import Claim, Z, equivalent, less, rule, threshold
 from ..page import Figure, markdown_table
 from ...model.setting import Setting
 from ...model import nonlinearity
-from ...studies import convergence
+from ...simulation.trials import standard_error
+from ...studies import convergence, sweeps
+from ...theory import attention_error, conditional_error
 
-__all__ = ["C", "SETTINGS", "TARGET", "overview", "bias_fluctuation", "slope_tables",
-           "bias_shift", "slowest"]
+__all__ = ["C", "SETTINGS", "TARGET", "SMALL_N", "SMALL_N_GAMMAS", "overview", "bias_fluctuation",
+           "slope_tables", "bias_shift", "slowest", "small_n"]
 
 #: Aspect ratio ``p / n`` of every setting.
 C = 0.5
@@ -41,6 +43,13 @@ SETTINGS: dict[str, Setting] = {
 }
 #: Bias at which the slowest setting's extrapolations are read off (:func:`slowest`).
 TARGET = 0.01
+#: The small-n setting (:func:`small_n`): the quadratic at ``c = 1/2`` with partly aligned weights,
+#: ``delta = 0.30`` at ``n = 512``, where the finite-size theory misses most on the grid of
+#: ``benchmarks/small_n.py``.
+SMALL_N = Setting(c=C, snr=2.4, f="quadratic", wk_norm=5 / 3, wq_norm=5 / 3, cos_mu_wk=0.6,
+                  cos_mu_wq=0.6, cos_wk_wq=1.0)
+#: The ridge parameters of :func:`small_n`.
+SMALL_N_GAMMAS = (1e-4, 1.0)
 
 _NAMES = list(SETTINGS)
 _KEYS = dict(zip(_NAMES, ("random", "snr1", "al1", "al2", "cos")))  # suffixes of glued names
@@ -508,3 +517,58 @@ def _misfit_claim(fit: convergence.PowerLawFit) -> Claim:
                  f"chi^2/dof = {red:.1f} over {fit.points} points (dof {fit.dof}), "
                  f"P(chi^2 >= observed) = {tail:.2g} against {level:.2g} ({Z:g} s.e.)", wording,
                  required=False)
+
+
+@functools.lru_cache(maxsize=2)
+def _small_n(n: int, trials: int, draws: int, seed: int) -> tuple[np.ndarray, ...]:
+    """Monte Carlo (per draw), finite-size theory, conditional mean and its s.e. of :data:`SMALL_N`."""
+    g = np.array(SMALL_N_GAMMAS)
+    mc = sweeps.simulations([SMALL_N], g, n, trials, seed).values("attention")[0]
+    cond = conditional_error(SMALL_N, g, n, draws=draws, seed=seed)
+    return mc, attention_error(SMALL_N, g, n=n), cond.mean, cond.sem
+
+
+def small_n(*, n: int, trials: int, draws: int, seed: int = 0) -> dict[str, Any]:
+    r"""Numbers of the small-n section: the conditional equivalent against Monte Carlo.
+
+    :data:`SMALL_N` at ``n`` tokens and ``gamma`` in :data:`SMALL_N_GAMMAS`: ``trials`` draws of
+    the simulator (cached :func:`~attn_lib.studies.sweeps.simulations`), the finite-size theory
+    (``attention_error(..., n=n)``) and the conditional equivalent over ``draws`` draws of the
+    latent block (:func:`~attn_lib.theory.conditional_error`, seed ``seed``).
+
+    Returns
+    -------
+    dict
+        ``smalln_n``, ``smalln_p``, ``smalln_delta``, ``smalln_trials``, ``smalln_draws``;
+        ``smalln_table`` (Markdown: per ``gamma`` the Monte Carlo mean ± s.e., both theories
+        minus it and the conditional's shift); at the smallest ``gamma``: ``smalln_fs_gap``,
+        ``smalln_cond_gap``, ``smalln_mc_se``, ``smalln_shift`` and ``smalln_shift_se`` (conditional
+        minus finite-size); the claims ``smalln_lower`` (the conditional equivalent lies below the
+        finite-size theory, Student t at ``draws``; required) and ``smalln_within`` (it is within
+        :data:`TARGET` of the Monte Carlo, an equivalence test at ``trials`` draws; not required:
+        "not decided" is a result at a small profile).
+    """
+    mc, fs, cm, cse = _small_n(int(n), int(trials), int(draws), int(seed))
+    m, se = mc.mean(axis=0), standard_error(mc, axis=0)
+    table = markdown_table([{"γ": f"{g:g}", "Monte Carlo": f"{m[j]:.4f} ± {se[j]:.4f}",
+                             "finite-size − MC": f"{fs[j] - m[j]:+.4f}",
+                             "conditional − MC": f"{cm[j] - m[j]:+.4f} ± {cse[j]:.4f}",
+                             "conditional − finite-size": f"{cm[j] - fs[j]:+.4f} ± {cse[j]:.4f}"}
+                            for j, g in enumerate(SMALL_N_GAMMAS)])
+    out: dict[str, Any] = {
+        "smalln_n": int(n), "smalln_p": SMALL_N.p(n), "smalln_delta": float(SMALL_N.delta(n)),
+        "smalln_trials": int(trials), "smalln_draws": int(draws), "smalln_table": table,
+        "smalln_fs_gap": float(fs[0] - m[0]), "smalln_cond_gap": float(cm[0] - m[0]),
+        "smalln_mc_se": float(se[0]), "smalln_shift": float(cm[0] - fs[0]),
+        "smalln_shift_se": float(cse[0]),
+    }
+    out["smalln_lower"] = less("smalln_lower", float(cm[0]), float(cse[0]), float(fs[0]),
+                               wording=("lies below", "lies above",
+                                        "cannot be told apart at these draws from"),
+                               draws=int(draws))
+    out["smalln_within"] = equivalent(
+        "smalln_within", float(cm[0]), float(cse[0]), float(m[0]), float(se[0]), margin=TARGET,
+        wording=(f"is within {TARGET:g} of", f"is more than {TARGET:g} away from",
+                 f"is not decided at this profile to be within {TARGET:g} of"),
+        draws=int(min(trials, draws)), required=False)
+    return out
