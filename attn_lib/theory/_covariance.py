@@ -59,7 +59,7 @@ from ..model.nonlinearity import NonlinearityLike
 from ..model.setting import CovarianceSetting
 from .._validation import check_gammas
 from ._errors import ConvergenceError
-from ._matrix import _complex_step, _n_side, _path, _predict, _sigma_pp, _woodbury
+from ._matrix import _H, _PI, _SIG, _Y, _YT, _complex_step, _n_side, _path, _predict, _sigma_pp, _woodbury
 
 __all__ = ["covariance_resolvent_form", "ridge_form"]
 
@@ -67,6 +67,7 @@ _NEWTON_TOL = 1e-12
 _PATH_TOL = 1e-6
 _MAX_ITER = 60
 _RANK_TOL = 1e-10
+_DELTA_RANK = 64                    # rank kept of Delta's part off C's eigenbasis diagonal
 
 
 def _low_rank(A: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
@@ -216,6 +217,341 @@ def covariance_resolvent_form(c: float, Mh: np.ndarray, m: np.ndarray | None, la
     return form_, error
 
 
+# ---------------------------------------------------------------------------------------------
+# Two class covariances
+
+
+_Y_KERNEL = (True, False, True)     # the Y blocks (d, x), (b, a), (q, t): the kernel's or X's
+_YT_KERNEL = (True, True, False)    # the Y^T blocks (x, q'), (a, d'), (t, b)
+
+
+def _weights(u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(wY, wYT)`` of shape ``(2, 3)``: the class weight ``u_a`` of each ``Y`` block (by its
+    n-column x, a, t) and ``Y^T`` block (by its n-row), ``1`` for the blocks of ``X`` itself."""
+    wy = np.array([[u[a] if k else 1.0 for k in _Y_KERNEL] for a in range(2)])
+    wyt = np.array([[u[a] if k else 1.0 for k in _YT_KERNEL] for a in range(2)])
+    return wy, wyt
+
+
+def _sigma_pp2(g: np.ndarray, rho: float, c: float, wy: np.ndarray, wyt: np.ndarray) -> np.ndarray:
+    """The two classes' p-side coefficients ``s_a`` (``(2, 5, 5)``, as :func:`~._matrix._sigma_pp`
+    with the blocks' class weights): ``Sigma_pp = (s_+ (x) C_+ + s_- (x) C_-) / 2``."""
+    S = np.zeros((2, 5, 5), dtype=g.dtype)
+    yt = np.array([rho, -rho, -1.0])
+    for a in range(2):
+        for r, cn in _Y:
+            for k, (cn2, s) in enumerate(_YT):
+                S[a, r, s] -= yt[k] * wy[a, cn] * wyt[a, cn2] * g[a, cn, cn2] / c
+    return S
+
+
+def _n_side2(T: np.ndarray, g: np.ndarray, rho: float, wy: np.ndarray, wyt: np.ndarray,
+             k0: np.ndarray, b2: np.ndarray, gamma: float) -> np.ndarray:
+    """The two classes' n-side blocks ``g_a = (L0_nn^a - Sigma_nn^a)^{-1}`` (``(2, 3, 3)``) from
+    the traces ``T[a] = tr(C_a Gbar_pp[pi, sigma]) / p`` and ``g`` (as :func:`~._matrix._n_side`:
+    the blocks' class weights, the removed diagonal ``k0_a`` and the GOE's variance profile
+    ``b2[a, b]`` over the pairs of classes)."""
+    out = np.empty((2, 3, 3), dtype=np.result_type(T, g))
+    yt = np.array([rho, -rho, -1.0])
+    for a in range(2):
+        S = np.zeros((3, 3), dtype=out.dtype)
+        for r in range(3):
+            for s in range(3):
+                S[r, s] = -yt[r] * wyt[a, r] * wy[a, s] * T[a, _PI[r], _SIG[s]]
+        for r, cn, h1 in _H:
+            for cn2, s, h2 in _H:
+                S[r, s] += h1 * h2 * 0.5 * (b2[a, 0] * g[0, cn, cn2] + b2[a, 1] * g[1, cn, cn2])
+        L0 = np.array([[gamma, 0.0, -k0[a]], [k0[a], 1.0, 0.0], [0.0, 0.0, 1.0]])
+        out[a] = np.linalg.inv(L0 - S)
+    return out
+
+
+class _TwoPSide:
+    """The p-side resolvent ``(L0_pp - Sc (x) C - Sd (x) Delta)^{-1}`` of two class covariances
+    ``C_+- = C +- Delta`` in the eigenbasis of ``C``: its traces ``tr(C_a G[i, j]) / p`` (``a``
+    = +, -) and its forms ``m^T G[i, j] m`` (``5 x 5`` each) for any ``Sc``, ``Sd`` (complex
+    allowed).
+
+    ``Delta`` in that basis is its diagonal ``dd`` (in the ``5 x 5`` blocks of each eigenvalue,
+    exact) plus the rest, kept at rank ``r`` (``Qo diag(do) Qo^T``), which enters with the
+    low-rank part ``U W^T`` of ``M'`` as one Woodbury step of rank ``2 r_M + 3 r``.
+    """
+
+    def __init__(self, lam: np.ndarray, dd: np.ndarray, Qo: np.ndarray, do: np.ndarray,
+                 alpha: float, U: np.ndarray, W: np.ndarray, m: np.ndarray | None):
+        self.lam, self.dd, self.Qo, self.do = lam, dd, Qo, do
+        self.U, self.W = U, W
+        self.m = np.zeros(lam.size) if m is None else m
+        self.p = lam.size
+        base = np.eye(5)
+        base[1, 0] = base[4, 3] = -alpha
+        self.base = base
+        # Woodbury columns: (variable of the left column, left p-vectors, variable of the right)
+        rM, r = U.shape[1], Qo.shape[1]
+        self.left = [(1, U), (4, W)] + [(i, Qo) for i in (0, 2, 3)]
+        self.right = [(0, W), (3, U)] + [(j, Qo) for j in (4, 1, 2)]
+        self.rM, self.r = rM, r
+        self.wl = np.concatenate([[lam + dd, lam - dd]], axis=0)   # diagonal weights of C_+-
+
+    def _core(self, Sd: np.ndarray) -> np.ndarray:
+        """The middle matrix of the Woodbury step: ``-I`` for ``U W^T`` and ``W U^T``,
+        ``-Sd[i, j] diag(do)`` for the rows ``i`` in (d, b, q) and columns ``j`` in (q', d', b)."""
+        rM, r = self.rM, self.r
+        R = 2 * rM + 3 * r
+        K = np.zeros((R, R), dtype=Sd.dtype)
+        K[:2 * rM, :2 * rM] = -np.eye(2 * rM)
+        for bi, i in enumerate((0, 2, 3)):
+            for bj, j in enumerate((4, 1, 2)):
+                o1, o2 = 2 * rM + bi * r, 2 * rM + bj * r
+                K[o1:o1 + r, o2:o2 + r] = -Sd[i, j] * np.diag(self.do)
+        return K
+
+    def blocks(self, Sc: np.ndarray, Sd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(traces, forms)``: ``traces[a] = tr(C_a G) / p`` (``(2, 5, 5)``), ``forms`` (5 x 5)."""
+        lam, dd, m, Qo, do = self.lam, self.dd, self.m, self.Qo, self.do
+        G0 = np.linalg.inv(self.base[None] - lam[:, None, None] * Sc[None] - dd[:, None, None] * Sd[None])
+        D0 = np.einsum("kr,r->k", Qo * Qo, do)            # diagonal of Qo diag(do) Qo^T
+        diag = np.einsum("ak,kij->aij", self.wl, G0)
+        off = np.einsum("k,kij->ij", D0, G0)
+        traces = np.stack([diag[0] + off, diag[1] - off]) / self.p
+        forms = np.einsum("k,kij->ij", m * m, G0)
+        if not self.left[0][1].shape[1] and not self.r:
+            return traces, forms
+        p = self.p
+        A = np.concatenate([G0[:, :, i, None] * v[:, None, :] for i, v in self.left], axis=2)
+        B = np.concatenate([G0[:, j, :, None] * v[:, None, :] for j, v in self.right], axis=2)
+        R = A.shape[2]
+        # R^T G0 L [s, t] = sum_k right_s[k] G0[k, j_s, i_t] left_t[k]
+        RGL = np.concatenate([v.T @ A[:, j, :] for j, v in self.right], axis=0)
+        Kc = self._core(Sd)
+        Kp = Kc @ np.linalg.inv(np.eye(R) + RGL @ Kc)       # G = G0 - A Kp B^T
+        AK = (A.reshape(p * 5, R) @ Kp).reshape(p, 5, R)
+        Bt = B.transpose(1, 0, 2).reshape(5, p * R)
+        corr = [(AK * w[:, None, None]).transpose(1, 0, 2).reshape(5, p * R) @ Bt.T for w in self.wl]
+        QA = (Qo.T @ AK.reshape(p, 5 * R)).reshape(-1, 5, R) * do[:, None, None]
+        QB = (Qo.T @ B.reshape(p, 5 * R)).reshape(-1, 5, R)
+        off = QA.transpose(1, 0, 2).reshape(5, -1) @ QB.transpose(1, 0, 2).reshape(5, -1).T
+        traces = traces - np.stack([corr[0] + off, corr[1] - off]) / p
+        forms = forms - (m @ AK.reshape(p, 5 * R)).reshape(5, R) @ (m @ B.reshape(p, 5 * R)).reshape(5, R).T
+        return traces, forms
+
+
+def _woodbury2(g: np.ndarray, F: np.ndarray, c: float, rho: float, wy: np.ndarray,
+               wyt: np.ndarray, spike: np.ndarray, L: np.ndarray) -> Any:
+    """``y^T Q y / n`` of the two-class pencil by one Woodbury step in a span of 23 coordinates:
+    in each n-variable (x, a, t) and class ``a``, the class indicator ``e_a`` (unit) and two
+    orthonormal directions ``f_{a,k}`` of the fluctuations of the tokens' own logit variances,
+    and ``m`` in each p-variable. It carries the signal parts of the ``Y`` blocks
+    (class-weighted ``yhat``), the kernel's block means ``S = sum spike[a, b] e_a e_b^T``
+    (``spike = sqrt(n) d / 2``) and its row and column offsets
+    ``S_phi = sum_b phi_b e_b^T / sqrt(2) + transpose``, ``phi_b = sum_{a, k} L[a, b, k] f_{a,k}``
+    (``+ S^T`` at (x, t), ``- S`` at (a, x)). ``F`` are the forms ``m^T Gbar_pp m`` (5 x 5)."""
+    def ix(a: int, slot: int, v: int) -> int:       # n-coordinate: class, (e, f_0, f_1), variable
+        return (3 * a + slot) * 3 + v
+
+    dt = np.result_type(g, F)
+    Gr = np.zeros((23, 23), dtype=dt)
+    for a in range(2):
+        for slot in range(3):
+            i = ix(a, slot, 0)
+            Gr[i:i + 3, i:i + 3] = g[a]
+    Gr[18:, 18:] = F
+    P = np.zeros((23, 23))
+    sgn = (1.0, -1.0)
+    yt = np.array([rho, -rho, -1.0])
+    h = 1.0 / np.sqrt(2.0 * c)
+    r2 = 1.0 / np.sqrt(2.0)
+    for a in range(2):
+        for r, cn in _Y:
+            P[18 + r, ix(a, 0, cn)] -= sgn[a] * wy[a, cn] * h
+        for k, (cn2, pc) in enumerate(_YT):
+            P[ix(a, 0, cn2), 18 + pc] += yt[k] * sgn[a] * wyt[a, cn2] * h
+        for b in range(2):
+            P[ix(b, 0, 0), ix(a, 0, 2)] += spike[a, b]
+            P[ix(a, 0, 1), ix(b, 0, 0)] -= spike[a, b]
+            for k in range(2):
+                # S_phi[f_{a,k}, e_b] = S_phi[e_b, f_{a,k}] = L[a, b, k] / sqrt(2)
+                P[ix(b, 0, 0), ix(a, 1 + k, 2)] += L[a, b, k] * r2
+                P[ix(a, 1 + k, 0), ix(b, 0, 2)] += L[a, b, k] * r2
+                P[ix(a, 1 + k, 1), ix(b, 0, 0)] -= L[a, b, k] * r2
+                P[ix(b, 0, 1), ix(a, 1 + k, 0)] -= L[a, b, k] * r2
+    cy = np.zeros(23)
+    cy[ix(0, 0, 0)], cy[ix(1, 0, 0)] = r2, -r2
+    return cy @ Gr @ np.linalg.solve(np.eye(23) + P @ Gr, cy)
+
+
+def _fluctuations(f: NonlinearityLike, covs: tuple[np.ndarray, np.ndarray], Mh: np.ndarray,
+                  sig_ab: np.ndarray, n: float) -> np.ndarray:
+    """``L[a, b, k]``: the row offsets of the kernel, ``phi_b[i] = D_ab (s_{i,b} - sig_ab^2)``
+    for a token ``i`` of class ``a`` (``s_{i,b} = z_i^T C_a^{1/2} M C_b M^T C_a^{1/2} z_i / p``
+    its own logit variance toward class ``b``, ``D_ab = a2(sig_ab) / (sqrt(2) sig_ab^2)`` the
+    derivative of ``E f(sqrt(s) xi)`` in ``s``), in an orthonormal basis ``f_{a,k}`` of their span
+    on class ``a``: ``L[a] L[a]^T`` is their Gram matrix
+    ``(n / 2) D_ab D_ab' 2 tr(C_a M C_b M^T C_a M C_b' M^T) / p^2``."""
+    p = Mh.shape[0]
+    L = np.zeros((2, 2, 2))
+    D = np.array([[hermite.coefficients(f, float(sig_ab[a, b])).a2 / (np.sqrt(2.0) * sig_ab[a, b] ** 2)
+                   for b in range(2)] for a in range(2)])
+    for a in range(2):
+        A = [covs[a] @ Mh @ covs[b] @ Mh.T for b in range(2)]
+        Gam = np.array([[(n / 2.0) * D[a, b] * D[a, b2] * 2.0 * np.sum(A[b] * A[b2].T) / p ** 2
+                         for b2 in range(2)] for b in range(2)])
+        w, V = np.linalg.eigh((Gam + Gam.T) / 2.0)
+        L[a] = V * np.sqrt(np.clip(w, 0.0, None))
+    return L
+
+
+def _class_kernel(f: NonlinearityLike, sigma: float, sig_ab: np.ndarray, centre: float
+                  ) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+    """The kernel's Gaussian equivalent over the pairs of classes (logit scales ``sig_ab``,
+    ``2 x 2``; ``f`` centred at the scale ``centre``, ``M'`` normalised by ``sigma``):
+    ``(lam1, u, b2, d)`` with the
+    linear coefficients ``a1(sig_ab) sigma / sig_ab ~ (lam1 / 2) u_a u_b`` (the leading
+    eigenpair of that ``2 x 2``, ``u = (1, 1)`` when the classes share a covariance), the
+    variances ``b2(sig_ab)`` of the non-linear part and the block means
+    ``d_ab = E f(sig_ab xi) - E f(centre xi)``."""
+    a0 = hermite.coefficients(f, centre).a0
+    hs = [[hermite.coefficients(f, float(sig_ab[a, b])) for b in range(2)] for a in range(2)]
+    r = np.array([[hs[a][b].a1 * sigma / sig_ab[a, b] for b in range(2)] for a in range(2)])
+    b2 = np.array([[hs[a][b].b2 for b in range(2)] for a in range(2)])
+    d = np.array([[hs[a][b].a0 - a0 for b in range(2)] for a in range(2)])
+    w, v = np.linalg.eigh((r + r.T) / 2.0)
+    k = int(np.argmax(np.abs(w)))
+    vec = v[:, k] * (1.0 if v[:, k].sum() >= 0 else -1.0)
+    if w[k] == 0.0:
+        vec = np.ones(2) / np.sqrt(2.0)
+    return float(w[k]), vec * np.sqrt(2.0), (b2 + b2.T) / 2.0, d
+
+
+def _solve_point2(g, side, c, rho, wy, wyt, k0, b2, gamma, tol, J=None, exact=True):
+    """The 18 n-side unknowns (two classes) at one ``gamma``: ``(g, J, res, ok)``.
+
+    Quasi-Newton: the Jacobian ``J`` (18 x 18) of ``Phi(g) - g`` by complex steps
+    (:func:`~._matrix._complex_step`) where none is given (or after three steps without a
+    halving of the residual), Broyden's update after each step (one evaluation of the map per
+    step); once the residual is below ``tol`` (relative) the exact Jacobian is taken there if
+    ``exact`` (for ``dg/dgamma``) and one last Newton step made with it."""
+    def residual(e: np.ndarray) -> np.ndarray:
+        S = _sigma_pp2(e, rho, c, wy, wyt)
+        T = side.blocks((S[0] + S[1]) / 2.0, (S[0] - S[1]) / 2.0)[0]
+        return _n_side2(T, e, rho, wy, wyt, k0, b2, gamma) - e
+
+    r0 = residual(g)
+    res, best, stall = float(np.abs(r0).max()), np.inf, 0
+    for _ in range(_MAX_ITER):
+        scale = np.abs(g).max()
+        if res < tol * scale:
+            if exact:
+                r0, J = _complex_step(residual, g)
+            assert J is not None
+            return g + np.linalg.solve(J, -r0.ravel()).reshape(g.shape), J, res, True
+        fresh = J is None or stall >= 3
+        if fresh:
+            r0, J = _complex_step(residual, g)
+            best, stall = res, 0
+        assert J is not None
+        step = np.linalg.solve(J, -r0.ravel())
+        step *= min(1.0, 0.5 * scale / np.abs(step).max())
+        r1 = residual(g + step.reshape(g.shape))
+        res1 = float(np.abs(r1).max())
+        if res1 > 0.5 * res and not fresh:    # a poor secant: retry with the exact Jacobian
+            stall = 3
+            continue
+        g = g + step.reshape(g.shape)
+        J = J + np.outer((r1 - r0).ravel() - J @ step, step) / (step @ step)
+        r0, res = r1, res1
+        if res < best / 2:
+            best, stall = res, 0
+        else:
+            stall += 1
+    return g, J, res, False
+
+
+def two_covariance_form(c: float, Mh: np.ndarray, m: np.ndarray | None, lam: np.ndarray,
+                        Dh: np.ndarray, f: NonlinearityLike, gammas: object, *,
+                        centre: float | None = None, rank: int | None = None
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """``(y^T Q y / n, E)`` for two classes with their own covariances ``C_+- = C +- Delta``
+    (``book/derivation_covariance.md``, section *Two class covariances*).
+
+    Parameters
+    ----------
+    c, Mh, m, lam, f, gammas
+        As :func:`covariance_resolvent_form` (``C`` the mean of the two).
+    Dh : ndarray of shape (p, p)
+        ``V^T Delta V``, half the difference of the class covariances in the eigenbasis of ``C``.
+    centre : float, optional
+        The logit scale at which ``f`` is centred (``f - E f(centre xi)``); default that of ``C``,
+        ``sqrt(tr(C M C M^T) / p)``.
+    rank : int, optional
+        The rank at which the part of ``Dh`` off its diagonal is kept (its largest eigenvalues in
+        modulus); default ``_DELTA_RANK``.
+
+    Returns
+    -------
+    form, error : ndarray of shape (G,)
+    """
+    lam = np.clip(lam, 0.0, None)
+    g_arr = np.atleast_1d(check_gammas(gammas))
+    p = lam.size
+    n = p / c
+    Cp, Cm = np.diag(lam) + Dh, np.diag(lam) - Dh
+    covs = (Cp, Cm)
+    sig_ab = np.array([[np.sqrt(max(np.sum((covs[a] @ Mh) * (Mh @ covs[b])) / p, 0.0))
+                        for b in range(2)] for a in range(2)])
+    sigma = float(np.sqrt(np.einsum("k,kl,l,kl->", lam, Mh, lam, Mh) / p))
+    if not sigma > 0.0 or not np.all(sig_ab > 0.0):
+        raise ValueError("M and the class covariances give logits of zero variance")
+    Mh = Mh / sigma
+    lam1, u, b2, d = _class_kernel(f, sigma, sig_ab, sigma if centre is None else centre)
+    rho = np.sqrt(c) * lam1 / 2.0
+    wy, wyt = _weights(u)
+    trD = float(np.sum(Dh * Mh.T))          # tr(Delta M')
+    k0 = np.array([rho * u[a] ** 2 * (float(lam @ np.diag(Mh)) + (1 - 2 * a) * trD) / p
+                   for a in range(2)])
+    # the off-diagonal of Dh with the diagonal of C_+- (first order in Delta): exact
+    dd = np.diag(Dh).copy()
+    off = Dh - np.diag(dd)
+    r = min(p, _DELTA_RANK if rank is None else rank)
+    if r and np.any(off):
+        w, Q = np.linalg.eigh(off)
+        keep = np.argsort(-np.abs(w))[:r]
+        do, Qo = w[keep], Q[:, keep]
+    else:
+        do, Qo = np.zeros(0), np.zeros((p, 0))
+    alpha, U, W = _low_rank(Mh)
+    side = _TwoPSide(lam, dd, Qo, do, alpha, U, W, m)
+    spike = np.sqrt(n) / 2.0 * d
+    L = _fluctuations(f, covs, Mh * sigma, sig_ab, n)
+    targets = np.unique(g_arr)[::-1]
+    path = _path(targets)
+    g = np.stack([np.linalg.inv(np.array([[path[0], 0.0, -k0[a]], [k0[a], 1.0, 0.0],
+                                          [0.0, 0.0, 1.0]])) for a in range(2)])
+    out: dict[Any, tuple[Any, Any]] = {}
+    points: list[tuple[Any, np.ndarray, np.ndarray]] = []
+    for gam in path:
+        if points:
+            g = _predict(points, gam)
+        tol = _NEWTON_TOL if gam in targets else _PATH_TOL
+        g, J, res, ok = _solve_point2(g, side, c, rho, wy, wyt, k0, b2, gam, tol,
+                                      J if points else None)
+        if not ok:
+            raise ConvergenceError(f"two-covariance fixed point did not converge at gamma={gam:.6g}: "
+                                   f"last residual {res:.3g}")
+        rhs = np.stack([np.outer(g[a][:, 0], g[a][0, :]) for a in range(2)]).ravel()
+        dg = np.linalg.solve(J, rhs)
+        points.append((np.log(gam), g, gam * dg.reshape(g.shape)))
+        if gam in targets:
+            def form(e: np.ndarray) -> Any:
+                S = _sigma_pp2(e, rho, c, wy, wyt)
+                F = side.blocks((S[0] + S[1]) / 2.0, (S[0] - S[1]) / 2.0)[1]
+                return _woodbury2(e, F, c, rho, wy, wyt, spike, L)
+            qv, grad = _complex_step(form, g)
+            out[gam] = (float(qv), -gam ** 2 * float(grad[0] @ dg))
+    form_, error = np.array([out[x] for x in g_arr]).T
+    return form_, error
+
+
 def ridge_form(c: float, mu: np.ndarray, C_spectrum: tuple[np.ndarray, np.ndarray],
                gammas: object) -> tuple[np.ndarray, np.ndarray]:
     r"""``(y^T Q y / n, E)`` of ridge (``Phi = X``) for tokens of covariance ``C``.
@@ -244,6 +580,21 @@ def ridge_form(c: float, mu: np.ndarray, C_spectrum: tuple[np.ndarray, np.ndarra
         q[i] = g / (1.0 + g * t)
         E[i] = -gam ** 2 * (dg - g * g * dt) / (1.0 + g * t) ** 2
     return q, E
+
+
+def class_setting_form(setting: CovarianceSetting, C_plus: np.ndarray, C_minus: np.ndarray,
+                       gammas: np.ndarray, rank: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`two_covariance_form` of the tokens ``x_i = y_i mu + C_{y_i}^{1/2} z_i``: ``M``,
+    ``mu``, ``f``, ``c`` and the centring of ``f`` (its :attr:`logit_scale`) from ``setting``,
+    the class covariances ``C_plus``, ``C_minus`` (``p x p``; ``C`` their mean, decomposed here)."""
+    Cp, Cm = (np.asarray(x, dtype=float) for x in (C_plus, C_minus))
+    p = setting.p()
+    if Cp.shape != (p, p) or Cm.shape != (p, p):
+        raise ValueError(f"C_plus and C_minus must have shape ({p}, {p}), got {Cp.shape} and {Cm.shape}")
+    lam, V = np.linalg.eigh((Cp + Cm) / 2.0)
+    Dh = V.T @ ((Cp - Cm) / 2.0) @ V
+    return two_covariance_form(setting.c, V.T @ setting.M @ V, V.T @ setting.mu, lam, (Dh + Dh.T) / 2.0,
+                               setting.f, gammas, centre=setting.logit_scale, rank=rank)
 
 
 def setting_form(setting: CovarianceSetting, gammas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -431,14 +431,15 @@ def _n_side(t: np.ndarray, g: np.ndarray, rho: float, k0: float, b2: float,
 
 def _complex_step(fun: Callable[[np.ndarray], np.ndarray], g: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray]:
-    """``fun(g)`` and its Jacobian in the nine entries of ``g`` (``(size, 9)``) by complex steps,
-    ``Im fun(g + i h e_k) / h`` (exact to rounding: ``fun`` is real-analytic small algebra)."""
+    """``fun(g)`` and its Jacobian in the entries of ``g`` (``(size, g.size)``; nine for the
+    ``3 x 3`` n-side blocks) by complex steps, ``Im fun(g + i h e_k) / h`` (exact to rounding:
+    ``fun`` is real-analytic small algebra)."""
     h = 1e-20 * np.abs(g).max()
-    J = np.empty((np.size(fun(g)), 9))
-    for k in range(9):
+    J = np.empty((np.size(fun(g)), g.size))
+    for k in range(g.size):
         e = g.astype(complex).ravel()
         e[k] += 1j * h
-        J[:, k] = np.ravel(fun(e.reshape(3, 3))).imag / h
+        J[:, k] = np.ravel(fun(e.reshape(g.shape))).imag / h
     return np.real(fun(g)), J
 
 
