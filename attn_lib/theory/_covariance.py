@@ -59,7 +59,9 @@ from ..model.nonlinearity import NonlinearityLike
 from ..model.setting import CovarianceSetting
 from .._validation import check_gammas
 from ._errors import ConvergenceError
-from ._matrix import _H, _PI, _SIG, _Y, _YT, _complex_step, _n_side, _path, _predict, _sigma_pp, _woodbury
+from ._continuation import descend
+from ._matrix import (_H, _MAX_ATTEMPTS, _MAX_RATIO_STEP, _MIN_SPLIT, _PI, _SIG, _TRY_ITER, _Y, _YT,
+                      _complex_step, _n_side, _predict, _sigma_pp, _woodbury)
 
 __all__ = ["covariance_resolvent_form", "ridge_form"]
 
@@ -134,14 +136,16 @@ class _PSide:
 
 
 def _solve_point(g: np.ndarray, side: _PSide, c: float, rho: float, k0: float, b2: float,
-                 gamma: float, tol: float) -> tuple[np.ndarray, np.ndarray, float, bool]:
-    """Newton on the nine n-side unknowns at one ``gamma``; returns ``(g, J, res, converged)``
-    with ``J`` the Jacobian (9 x 9) of ``Phi(g) - g`` at the last iterate."""
+                 gamma: float, tol: float, max_iter: int = _MAX_ITER
+                 ) -> tuple[np.ndarray, np.ndarray, float, bool]:
+    """Newton on the nine n-side unknowns at one ``gamma`` (at most ``max_iter`` steps); returns
+    ``(g, J, res, converged)`` with ``J`` the Jacobian (9 x 9) of ``Phi(g) - g`` at the last
+    iterate."""
     def residual(e: np.ndarray) -> np.ndarray:
         return _n_side(side.blocks(_sigma_pp(e, rho, c))[0], e, rho, k0, b2, gamma) - e
 
     res = np.inf
-    for _ in range(_MAX_ITER):
+    for _ in range(max_iter):
         r0, J = _complex_step(residual, g)
         scale = np.abs(g).max()
         res = float(np.abs(r0).max())
@@ -188,31 +192,20 @@ def covariance_resolvent_form(c: float, Mh: np.ndarray, m: np.ndarray | None, la
     k0 = rho * float(lam @ np.diag(Mh)) / p
     alpha, U, W = _low_rank(Mh)
     side = _PSide(lam, alpha, U, W, m)
-    targets = np.unique(g_arr)[::-1]
-    path = _path(targets)
-    g = np.linalg.inv(np.array([[path[0], 0.0, -k0], [k0, 1.0, 0.0], [0.0, 0.0, 1.0]]))
-    out: dict[Any, tuple[Any, Any]] = {}
-    points: list[tuple[Any, np.ndarray, np.ndarray]] = []
-    for gam in path:
-        if points:
-            g = _predict(points, gam)
-        tol = _NEWTON_TOL if gam in targets else _PATH_TOL
-        g, J, res, ok = _solve_point(g, side, c, rho, k0, b2, gam, tol)
-        if not ok:
-            raise ConvergenceError(f"covariance fixed point did not converge at gamma={gam:.6g}: "
-                                   f"last residual {res:.3g}")
-        dg = np.linalg.solve(J, np.outer(g[:, 0], g[0, :]).ravel())
-        points.append((np.log(gam), g, gam * dg.reshape(3, 3)))
-        if gam in targets:
-            if m is None:
-                q, dq = g[0, 0], dg[0]
-            else:
-                def form(e: np.ndarray) -> Any:
-                    t = side.blocks(_sigma_pp(e, rho, c))[1]
-                    return _woodbury(e, t, c, rho)
-                qv, grad = _complex_step(form, g)
-                q, dq = float(qv), grad[0] @ dg
-            out[gam] = (q, -gam ** 2 * dq)
+
+    def value(g: np.ndarray, dg: np.ndarray) -> tuple[float, float]:
+        if m is None:
+            return g[0, 0], dg[0]
+
+        def form(e: np.ndarray) -> Any:
+            return _woodbury(e, side.blocks(_sigma_pp(e, rho, c))[1], c, rho)
+        qv, grad = _complex_step(form, g)
+        return float(qv), float(grad[0] @ dg)
+
+    out = _continue(
+        g_arr, lambda gam: np.linalg.inv(np.array([[gam, 0.0, -k0], [k0, 1.0, 0.0], [0.0, 0.0, 1.0]])),
+        lambda g, gam, tol, J, it: _solve_point(g, side, c, rho, k0, b2, gam, tol, it),
+        lambda g: np.outer(g[:, 0], g[0, :]).ravel(), value, "covariance fixed point")
     form_, error = np.array([out[x] for x in g_arr]).T
     return form_, error
 
@@ -423,7 +416,7 @@ def _class_kernel(f: NonlinearityLike, sigma: float, sig_ab: np.ndarray, centre:
     return float(w[k]), vec * np.sqrt(2.0), (b2 + b2.T) / 2.0, d
 
 
-def _solve_point2(g, side, c, rho, wy, wyt, k0, b2, gamma, tol, J=None, exact=True):
+def _solve_point2(g, side, c, rho, wy, wyt, k0, b2, gamma, tol, J=None, max_iter=_MAX_ITER):
     """The 18 n-side unknowns (two classes) at one ``gamma``: ``(g, J, res, ok)``.
 
     Quasi-Newton: the Jacobian ``J`` (18 x 18) of ``Phi(g) - g`` by complex steps
@@ -438,12 +431,10 @@ def _solve_point2(g, side, c, rho, wy, wyt, k0, b2, gamma, tol, J=None, exact=Tr
 
     r0 = residual(g)
     res, best, stall = float(np.abs(r0).max()), np.inf, 0
-    for _ in range(_MAX_ITER):
+    for _ in range(max_iter):
         scale = np.abs(g).max()
         if res < tol * scale:
-            if exact:
-                r0, J = _complex_step(residual, g)
-            assert J is not None
+            r0, J = _complex_step(residual, g)
             return g + np.linalg.solve(J, -r0.ravel()).reshape(g.shape), J, res, True
         fresh = J is None or stall >= 3
         if fresh:
@@ -523,33 +514,62 @@ def two_covariance_form(c: float, Mh: np.ndarray, m: np.ndarray | None, lam: np.
     side = _TwoPSide(lam, dd, Qo, do, alpha, U, W, m)
     spike = np.sqrt(n) / 2.0 * d
     L = _fluctuations(f, covs, Mh * sigma, sig_ab, n)
-    targets = np.unique(g_arr)[::-1]
-    path = _path(targets)
-    g = np.stack([np.linalg.inv(np.array([[path[0], 0.0, -k0[a]], [k0[a], 1.0, 0.0],
-                                          [0.0, 0.0, 1.0]])) for a in range(2)])
-    out: dict[Any, tuple[Any, Any]] = {}
-    points: list[tuple[Any, np.ndarray, np.ndarray]] = []
-    for gam in path:
-        if points:
-            g = _predict(points, gam)
-        tol = _NEWTON_TOL if gam in targets else _PATH_TOL
-        g, J, res, ok = _solve_point2(g, side, c, rho, wy, wyt, k0, b2, gam, tol,
-                                      J if points else None)
-        if not ok:
-            raise ConvergenceError(f"two-covariance fixed point did not converge at gamma={gam:.6g}: "
-                                   f"last residual {res:.3g}")
-        rhs = np.stack([np.outer(g[a][:, 0], g[a][0, :]) for a in range(2)]).ravel()
-        dg = np.linalg.solve(J, rhs)
-        points.append((np.log(gam), g, gam * dg.reshape(g.shape)))
-        if gam in targets:
-            def form(e: np.ndarray) -> Any:
-                S = _sigma_pp2(e, rho, c, wy, wyt)
-                F = side.blocks((S[0] + S[1]) / 2.0, (S[0] - S[1]) / 2.0)[1]
-                return _woodbury2(e, F, c, rho, wy, wyt, spike, L)
-            qv, grad = _complex_step(form, g)
-            out[gam] = (float(qv), -gam ** 2 * float(grad[0] @ dg))
+
+    def value(g: np.ndarray, dg: np.ndarray) -> tuple[float, float]:
+        def form(e: np.ndarray) -> Any:
+            S = _sigma_pp2(e, rho, c, wy, wyt)
+            F = side.blocks((S[0] + S[1]) / 2.0, (S[0] - S[1]) / 2.0)[1]
+            return _woodbury2(e, F, c, rho, wy, wyt, spike, L)
+        qv, grad = _complex_step(form, g)
+        return float(qv), float(grad[0] @ dg)
+
+    def cold(gam: float) -> np.ndarray:
+        return np.stack([np.linalg.inv(np.array([[gam, 0.0, -k0[a]], [k0[a], 1.0, 0.0], [0.0, 0.0, 1.0]]))
+                         for a in range(2)])
+
+    out = _continue(
+        g_arr, cold, lambda g, gam, tol, J, it: _solve_point2(g, side, c, rho, wy, wyt, k0, b2, gam, tol, J, it),
+        lambda g: np.stack([np.outer(g[a][:, 0], g[a][0, :]) for a in range(2)]).ravel(), value,
+        "two-covariance fixed point")
     form_, error = np.array([out[x] for x in g_arr]).T
     return form_, error
+
+
+def _continue(g_arr: np.ndarray, cold: Any, solve_point: Any, rhs: Any, value: Any,
+              problem: str) -> dict[float, tuple[float, float]]:
+    """``{gamma: (y^T Q y / n, E)}`` at the requested ``gamma`` by the shared continuation
+    driver (:func:`~._continuation.descend`) from ``max(10, 10 max gamma)``: each point predicted
+    (:func:`~._matrix._predict`; ``cold(gamma)`` at the start), corrected by
+    ``solve_point(g, gamma, tol, J, max_iter) -> (g, J, res, ok)`` with ``_TRY_ITER`` steps while
+    the step can still be split in two (ratio above ``_MIN_SPLIT``), ``dg/dgamma = J^{-1} rhs(g)``
+    (implicit function theorem), and ``value(g, dg) -> (q, dq/dgamma)`` at the targets."""
+    targets = np.unique(g_arr)[::-1]
+    start = max(10.0, 10.0 * float(targets[0]))
+    points: list[tuple[Any, np.ndarray, np.ndarray]] = []
+    st: dict[str, Any] = {}
+    out: dict[float, tuple[float, float]] = {}
+
+    def solve(t_from: float, gam: float) -> tuple[bool, float]:
+        split = bool(points) and np.log(t_from) - np.log(gam) > np.log(_MIN_SPLIT)
+        g0 = _predict(points, gam) if points else cold(gam)
+        tol = _NEWTON_TOL if gam in targets else _PATH_TOL
+        g, J, res, ok = solve_point(g0, gam, tol, st.get("J"), _TRY_ITER if split else _MAX_ITER)
+        if not ok and not split:
+            raise ConvergenceError(f"{problem} did not converge at gamma={gam:.6g}: last residual {res:.3g}")
+        if ok:
+            dg = np.linalg.solve(J, rhs(g))
+            points.append((np.log(gam), g, gam * dg.reshape(g.shape)))
+            st.update(g=g, J=J, dg=dg)
+        return bool(ok), float(res)
+
+    def at_target(gam: float) -> None:
+        q, dq = value(st["g"], st["dg"])
+        out[gam] = (q, -gam ** 2 * dq)
+
+    solve(start, start)
+    descend(start, targets, solve, at_target, max_ratio=_MAX_RATIO_STEP, max_attempts=_MAX_ATTEMPTS,
+            problem=problem)
+    return out
 
 
 def ridge_form(c: float, mu: np.ndarray, C_spectrum: tuple[np.ndarray, np.ndarray],
