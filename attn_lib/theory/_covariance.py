@@ -55,7 +55,7 @@ import numpy as np
 from scipy import optimize
 
 from ..model import hermite
-from ..model.nonlinearity import NonlinearityLike
+from ..model.nonlinearity import NonlinearityLike, check_nonlinearity
 from ..model.setting import CovarianceSetting
 from .._validation import check_gammas
 from ._errors import ConvergenceError
@@ -373,18 +373,17 @@ def _woodbury2(g: np.ndarray, F: np.ndarray, c: float, rho: float, wy: np.ndarra
     return cy @ Gr @ np.linalg.solve(np.eye(23) + P @ Gr, cy)
 
 
-def _fluctuations(f: NonlinearityLike, covs: tuple[np.ndarray, np.ndarray], Mh: np.ndarray,
+def _fluctuations(a2: np.ndarray, covs: tuple[np.ndarray, np.ndarray], Mh: np.ndarray,
                   sig_ab: np.ndarray, n: float) -> np.ndarray:
     """``L[a, b, k]``: the row offsets of the kernel, ``phi_b[i] = D_ab (s_{i,b} - sig_ab^2)``
     for a token ``i`` of class ``a`` (``s_{i,b} = z_i^T C_a^{1/2} M C_b M^T C_a^{1/2} z_i / p``
-    its own logit variance toward class ``b``, ``D_ab = a2(sig_ab) / (sqrt(2) sig_ab^2)`` the
+    its own logit variance toward class ``b``, ``D_ab = a2_ab / (sqrt(2) sig_ab^2)`` the
     derivative of ``E f(sqrt(s) xi)`` in ``s``), in an orthonormal basis ``f_{a,k}`` of their span
     on class ``a``: ``L[a] L[a]^T`` is their Gram matrix
     ``(n / 2) D_ab D_ab' 2 tr(C_a M C_b M^T C_a M C_b' M^T) / p^2``."""
     p = Mh.shape[0]
     L = np.zeros((2, 2, 2))
-    D = np.array([[hermite.coefficients(f, float(sig_ab[a, b])).a2 / (np.sqrt(2.0) * sig_ab[a, b] ** 2)
-                   for b in range(2)] for a in range(2)])
+    D = a2 / (np.sqrt(2.0) * sig_ab ** 2)
     for a in range(2):
         A = [covs[a] @ Mh @ covs[b] @ Mh.T for b in range(2)]
         Gam = np.array([[(n / 2.0) * D[a, b] * D[a, b2] * 2.0 * np.sum(A[b] * A[b2].T) / p ** 2
@@ -394,26 +393,49 @@ def _fluctuations(f: NonlinearityLike, covs: tuple[np.ndarray, np.ndarray], Mh: 
     return L
 
 
-def _class_kernel(f: NonlinearityLike, sigma: float, sig_ab: np.ndarray, centre: float
-                  ) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
-    """The kernel's Gaussian equivalent over the pairs of classes (logit scales ``sig_ab``,
-    ``2 x 2``; ``f`` centred at the scale ``centre``, ``M'`` normalised by ``sigma``):
-    ``(lam1, u, b2, d)`` with the
-    linear coefficients ``a1(sig_ab) sigma / sig_ab ~ (lam1 / 2) u_a u_b`` (the leading
-    eigenpair of that ``2 x 2``, ``u = (1, 1)`` when the classes share a covariance), the
-    variances ``b2(sig_ab)`` of the non-linear part and the block means
-    ``d_ab = E f(sig_ab xi) - E f(centre xi)``."""
+def _moments(f: NonlinearityLike, sigma: float, shift: float) -> hermite.Hermite:
+    """Hermite data of ``t -> f(shift + sigma t)`` (``a0`` its mean; ``a1, a2, nu`` as
+    :func:`~attn_lib.model.hermite.coefficients`, which is the case ``shift = 0``)."""
+    if shift == 0.0:
+        return hermite.coefficients(f, sigma)
+    func = check_nonlinearity(f)
+
+    def fs(x: float) -> float:
+        return float(np.asarray(func(np.array([shift + sigma * x])), dtype=float)[0])
+
+    br = tuple((b - shift) / sigma for b in func.breaks)
+    strict = not isinstance(f, str)
+    a0 = hermite._gauss_expect(fs, br, strict)
+    a1 = hermite._gauss_expect(lambda x: x * fs(x), br, strict)
+    a2 = hermite._gauss_expect(lambda x: (x * x - 1.0) * fs(x), br, strict) / np.sqrt(2.0)
+    nu = hermite._gauss_expect(lambda x: (fs(x) - a0) ** 2, br, strict)
+    return hermite.Hermite(a0=float(a0), a1=float(a1), a2=float(a2), nu=float(nu))
+
+
+def _class_kernel(f: NonlinearityLike, sigma: float, sig_ab: np.ndarray, centre: float,
+                  shift: np.ndarray) -> tuple[float, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The kernel's Gaussian equivalent over the pairs of classes (logit scales ``sig_ab`` and
+    means ``shift[a, b]``, ``2 x 2``; ``f`` centred at the scale ``centre``, ``M'`` normalised by
+    ``sigma``): ``(lam1, u, b2, d, a2)`` with the linear coefficients
+    ``a1_ab sigma / sig_ab ~ (lam1 / 2) u_a u_b`` (the leading eigenpair of that ``2 x 2``,
+    ``u = (1, 1)`` when the classes share a covariance and there is no shift), the variances
+    ``b2_ab`` of the non-linear part, the block means ``d_ab = E f(shift_ab + sig_ab xi) -
+    E f(centre xi)`` less the part of the shift the linear term carries,
+    ``(lam1 / 2) u_a u_b shift_ab / sigma``, and the ``a2_ab`` (all read at ``shift_ab``)."""
     a0 = hermite.coefficients(f, centre).a0
-    hs = [[hermite.coefficients(f, float(sig_ab[a, b])) for b in range(2)] for a in range(2)]
+    hs = [[_moments(f, float(sig_ab[a, b]), float(shift[a, b])) for b in range(2)] for a in range(2)]
     r = np.array([[hs[a][b].a1 * sigma / sig_ab[a, b] for b in range(2)] for a in range(2)])
     b2 = np.array([[hs[a][b].b2 for b in range(2)] for a in range(2)])
-    d = np.array([[hs[a][b].a0 - a0 for b in range(2)] for a in range(2)])
+    a2 = np.array([[hs[a][b].a2 for b in range(2)] for a in range(2)])
     w, v = np.linalg.eigh((r + r.T) / 2.0)
     k = int(np.argmax(np.abs(w)))
     vec = v[:, k] * (1.0 if v[:, k].sum() >= 0 else -1.0)
     if w[k] == 0.0:
         vec = np.ones(2) / np.sqrt(2.0)
-    return float(w[k]), vec * np.sqrt(2.0), (b2 + b2.T) / 2.0, d
+    u = vec * np.sqrt(2.0)
+    d = np.array([[hs[a][b].a0 - a0 - w[k] / 2.0 * u[a] * u[b] * shift[a, b] / sigma
+                   for b in range(2)] for a in range(2)])
+    return float(w[k]), u, (b2 + b2.T) / 2.0, d, (a2 + a2.T) / 2.0
 
 
 def _solve_point2(g, side, c, rho, wy, wyt, k0, b2, gamma, tol, J=None, max_iter=_MAX_ITER):
@@ -460,7 +482,7 @@ def _solve_point2(g, side, c, rho, wy, wyt, k0, b2, gamma, tol, J=None, max_iter
 
 def two_covariance_form(c: float, Mh: np.ndarray, m: np.ndarray | None, lam: np.ndarray,
                         Dh: np.ndarray, f: NonlinearityLike, gammas: object, *,
-                        centre: float | None = None, rank: int | None = None
+                        centre: float | None = None, rank: int | None = None, shift: bool = False
                         ) -> tuple[np.ndarray, np.ndarray]:
     """``(y^T Q y / n, E)`` for two classes with their own covariances ``C_+- = C +- Delta``
     (``book/derivation_covariance.md``, section *Two class covariances*).
@@ -477,6 +499,9 @@ def two_covariance_form(c: float, Mh: np.ndarray, m: np.ndarray | None, lam: np.
     rank : int, optional
         The rank at which the part of ``Dh`` off its diagonal is kept (its largest eigenvalues in
         modulus); default ``_DELTA_RANK``.
+    shift : bool, default False
+        Read ``f`` at the coherent shift of each pair of classes, ``+- mu^T M mu / sqrt(p)``
+        (its mean, slope and curvature there), which the proportional limit drops.
 
     Returns
     -------
@@ -494,7 +519,9 @@ def two_covariance_form(c: float, Mh: np.ndarray, m: np.ndarray | None, lam: np.
     if not sigma > 0.0 or not np.all(sig_ab > 0.0):
         raise ValueError("M and the class covariances give logits of zero variance")
     Mh = Mh / sigma
-    lam1, u, b2, d = _class_kernel(f, sigma, sig_ab, sigma if centre is None else centre)
+    s_ab = (sigma * float(m @ Mh @ m) / np.sqrt(p) * np.array([[1.0, -1.0], [-1.0, 1.0]])
+            if shift and m is not None else np.zeros((2, 2)))
+    lam1, u, b2, d, a2 = _class_kernel(f, sigma, sig_ab, sigma if centre is None else centre, s_ab)
     rho = np.sqrt(c) * lam1 / 2.0
     wy, wyt = _weights(u)
     trD = float(np.sum(Dh * Mh.T))          # tr(Delta M')
@@ -513,7 +540,7 @@ def two_covariance_form(c: float, Mh: np.ndarray, m: np.ndarray | None, lam: np.
     alpha, U, W = _low_rank(Mh)
     side = _TwoPSide(lam, dd, Qo, do, alpha, U, W, m)
     spike = np.sqrt(n) / 2.0 * d
-    L = _fluctuations(f, covs, Mh * sigma, sig_ab, n)
+    L = _fluctuations(a2, covs, Mh * sigma, sig_ab, n)
 
     def value(g: np.ndarray, dg: np.ndarray) -> tuple[float, float]:
         def form(e: np.ndarray) -> Any:
@@ -603,7 +630,8 @@ def ridge_form(c: float, mu: np.ndarray, C_spectrum: tuple[np.ndarray, np.ndarra
 
 
 def class_setting_form(setting: CovarianceSetting, C_plus: np.ndarray, C_minus: np.ndarray,
-                       gammas: np.ndarray, rank: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+                       gammas: np.ndarray, rank: int | None = None, shift: bool = False
+                       ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`two_covariance_form` of the tokens ``x_i = y_i mu + C_{y_i}^{1/2} z_i``: ``M``,
     ``mu``, ``f``, ``c`` and the centring of ``f`` (its :attr:`logit_scale`) from ``setting``,
     the class covariances ``C_plus``, ``C_minus`` (``p x p``; ``C`` their mean, decomposed here)."""
@@ -614,7 +642,7 @@ def class_setting_form(setting: CovarianceSetting, C_plus: np.ndarray, C_minus: 
     lam, V = np.linalg.eigh((Cp + Cm) / 2.0)
     Dh = V.T @ ((Cp - Cm) / 2.0) @ V
     return two_covariance_form(setting.c, V.T @ setting.M @ V, V.T @ setting.mu, lam, (Dh + Dh.T) / 2.0,
-                               setting.f, gammas, centre=setting.logit_scale, rank=rank)
+                               setting.f, gammas, centre=setting.logit_scale, rank=rank, shift=shift)
 
 
 def setting_form(setting: CovarianceSetting, gammas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
