@@ -69,7 +69,7 @@ _NEWTON_TOL = 1e-12
 _PATH_TOL = 1e-6
 _MAX_ITER = 60
 _RANK_TOL = 1e-10
-_DELTA_RANK = 64                    # rank kept of Delta's part off C's eigenbasis diagonal
+_DELTA_RANK = 0                     # rank kept of Delta's part off C's eigenbasis diagonal (first order exact)
 
 
 def _low_rank(A: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
@@ -136,24 +136,52 @@ class _PSide:
 
 
 def _solve_point(g: np.ndarray, side: _PSide, c: float, rho: float, k0: float, b2: float,
-                 gamma: float, tol: float, max_iter: int = _MAX_ITER
+                 gamma: float, tol: float, J: np.ndarray | None = None, max_iter: int = _MAX_ITER
                  ) -> tuple[np.ndarray, np.ndarray, float, bool]:
-    """Newton on the nine n-side unknowns at one ``gamma`` (at most ``max_iter`` steps); returns
-    ``(g, J, res, converged)`` with ``J`` the Jacobian (9 x 9) of ``Phi(g) - g`` at the last
-    iterate."""
+    """The nine n-side unknowns at one ``gamma`` by :func:`_quasi_newton`."""
     def residual(e: np.ndarray) -> np.ndarray:
         return _n_side(side.blocks(_sigma_pp(e, rho, c))[0], e, rho, k0, b2, gamma) - e
 
-    res = np.inf
+    return _quasi_newton(residual, g, tol, J, max_iter)
+
+
+def _quasi_newton(residual: Any, g: np.ndarray, tol: float, J: np.ndarray | None,
+                  max_iter: int) -> tuple[np.ndarray, np.ndarray, float, bool]:
+    """A zero of ``residual`` (``Phi(g) - g``, any shape) from ``g``: ``(g, J, res, ok)``.
+
+    The Jacobian ``J`` (``g.size`` square) by complex steps (:func:`~._matrix._complex_step`)
+    where none is given (or after three steps without a halving of the residual, or when a
+    secant step does not halve it), Broyden's update after each step (one evaluation of the map
+    per step), steps cut to half the size of ``g``; at most ``max_iter`` steps. Once the
+    residual is below ``tol`` (relative) the exact Jacobian is taken there (for ``dg/dgamma``)
+    and one last Newton step made with it."""
+    r0 = residual(g)
+    res, best, stall = float(np.abs(r0).max()), np.inf, 0
     for _ in range(max_iter):
-        r0, J = _complex_step(residual, g)
         scale = np.abs(g).max()
-        res = float(np.abs(r0).max())
-        step = np.linalg.solve(J, -r0.ravel()).reshape(3, 3)
         if res < tol * scale:
-            return g + step, J, res, True
-        big = np.abs(step).max() / scale
-        g = g + step * min(1.0, 0.5 / big)
+            r0, J = _complex_step(residual, g)
+            return g + np.linalg.solve(J, -r0.ravel()).reshape(g.shape), J, res, True
+        fresh = J is None or stall >= 3
+        if fresh:
+            r0, J = _complex_step(residual, g)
+            best, stall = res, 0
+        assert J is not None
+        step = np.linalg.solve(J, -r0.ravel())
+        step *= min(1.0, 0.5 * scale / np.abs(step).max())
+        r1 = residual(g + step.reshape(g.shape))
+        res1 = float(np.abs(r1).max())
+        if res1 > 0.5 * res and not fresh:    # a poor secant: retry with the exact Jacobian
+            stall = 3
+            continue
+        g = g + step.reshape(g.shape)
+        J = J + np.outer((r1 - r0).ravel() - J @ step, step) / (step @ step)
+        r0, res = r1, res1
+        if res < best / 2:
+            best, stall = res, 0
+        else:
+            stall += 1
+    assert J is not None
     return g, J, res, False
 
 
@@ -204,7 +232,7 @@ def covariance_resolvent_form(c: float, Mh: np.ndarray, m: np.ndarray | None, la
 
     out = _continue(
         g_arr, lambda gam: np.linalg.inv(np.array([[gam, 0.0, -k0], [k0, 1.0, 0.0], [0.0, 0.0, 1.0]])),
-        lambda g, gam, tol, J, it: _solve_point(g, side, c, rho, k0, b2, gam, tol, it),
+        lambda g, gam, tol, J, it: _solve_point(g, side, c, rho, k0, b2, gam, tol, J, it),
         lambda g: np.outer(g[:, 0], g[0, :]).ravel(), value, "covariance fixed point")
     form_, error = np.array([out[x] for x in g_arr]).T
     return form_, error
@@ -439,45 +467,13 @@ def _class_kernel(f: NonlinearityLike, sigma: float, sig_ab: np.ndarray, centre:
 
 
 def _solve_point2(g, side, c, rho, wy, wyt, k0, b2, gamma, tol, J=None, max_iter=_MAX_ITER):
-    """The 18 n-side unknowns (two classes) at one ``gamma``: ``(g, J, res, ok)``.
-
-    Quasi-Newton: the Jacobian ``J`` (18 x 18) of ``Phi(g) - g`` by complex steps
-    (:func:`~._matrix._complex_step`) where none is given (or after three steps without a
-    halving of the residual), Broyden's update after each step (one evaluation of the map per
-    step); once the residual is below ``tol`` (relative) the exact Jacobian is taken there if
-    ``exact`` (for ``dg/dgamma``) and one last Newton step made with it."""
+    """The 18 n-side unknowns (two classes) at one ``gamma`` by :func:`_quasi_newton`."""
     def residual(e: np.ndarray) -> np.ndarray:
         S = _sigma_pp2(e, rho, c, wy, wyt)
         T = side.blocks((S[0] + S[1]) / 2.0, (S[0] - S[1]) / 2.0)[0]
         return _n_side2(T, e, rho, wy, wyt, k0, b2, gamma) - e
 
-    r0 = residual(g)
-    res, best, stall = float(np.abs(r0).max()), np.inf, 0
-    for _ in range(max_iter):
-        scale = np.abs(g).max()
-        if res < tol * scale:
-            r0, J = _complex_step(residual, g)
-            return g + np.linalg.solve(J, -r0.ravel()).reshape(g.shape), J, res, True
-        fresh = J is None or stall >= 3
-        if fresh:
-            r0, J = _complex_step(residual, g)
-            best, stall = res, 0
-        assert J is not None
-        step = np.linalg.solve(J, -r0.ravel())
-        step *= min(1.0, 0.5 * scale / np.abs(step).max())
-        r1 = residual(g + step.reshape(g.shape))
-        res1 = float(np.abs(r1).max())
-        if res1 > 0.5 * res and not fresh:    # a poor secant: retry with the exact Jacobian
-            stall = 3
-            continue
-        g = g + step.reshape(g.shape)
-        J = J + np.outer((r1 - r0).ravel() - J @ step, step) / (step @ step)
-        r0, res = r1, res1
-        if res < best / 2:
-            best, stall = res, 0
-        else:
-            stall += 1
-    return g, J, res, False
+    return _quasi_newton(residual, g, tol, J, max_iter)
 
 
 def two_covariance_form(c: float, Mh: np.ndarray, m: np.ndarray | None, lam: np.ndarray,
@@ -498,7 +494,7 @@ def two_covariance_form(c: float, Mh: np.ndarray, m: np.ndarray | None, lam: np.
         ``sqrt(tr(C M C M^T) / p)``.
     rank : int, optional
         The rank at which the part of ``Dh`` off its diagonal is kept (its largest eigenvalues in
-        modulus); default ``_DELTA_RANK``.
+        modulus); default ``_DELTA_RANK`` (0: the diagonal only, first order in ``Delta`` exact).
     shift : bool, default False
         Read ``f`` at the coherent shift of each pair of classes, ``+- mu^T M mu / sqrt(p)``
         (its mean, slope and curvature there), which the proportional limit drops.
