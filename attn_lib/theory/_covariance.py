@@ -34,11 +34,26 @@ book's matrices ``I`` and ``I + w w^T`` have ``r = 0`` and ``1``.
 
 Numerics
 --------
-Newton's method on the nine n-side unknowns ``g`` at each ``gamma`` along the continuation path of
-:mod:`~._matrix` (:func:`~._matrix._path`, :func:`~._matrix._predict`), the Jacobian of the whole
-fixed-point map by complex steps (:func:`~._matrix._complex_step`: exact to rounding), residual
-below ``1e-12`` relative (``1e-6`` between the requested ``gamma``) then one last step;
-``E = -gamma^2 d(y^T Q y / n)/dgamma`` by the implicit function theorem, as in :mod:`~._matrix`.
+The nine n-side unknowns ``g`` at each ``gamma`` along the continuation path of the shared
+driver (:func:`~attn_lib.theory._continuation.descend`: from ``max(10, 10 max gamma)`` in steps of
+ratio at most 10, a step that fails within ``_TRY_ITER`` corrector steps split in two), each
+point predicted by :func:`~._matrix._predict` and corrected by a quasi-Newton method
+(:func:`_quasi_newton`: the Jacobian of the whole fixed-point map by complex steps,
+:func:`~._matrix._complex_step`, then Broyden updates, one evaluation of the map per step), to a
+residual below ``1e-12`` relative (``1e-6`` between the requested ``gamma``), then the exact
+Jacobian and one last Newton step; ``E = -gamma^2 d(y^T Q y / n)/dgamma`` by the implicit function
+theorem, as in :mod:`~._matrix`.
+
+Two class covariances
+---------------------
+:func:`two_covariance_form` (``x_i = y_i mu + C_{y_i}^{1/2} z_i``, ``C_+- = C +- Delta``;
+``book/derivation_covariance.md``, section *Two class covariances*): the n-side splits into the
+two classes (18 unknowns), the p-side self-energy is ``Sc (x) C + Sd (x) Delta``
+(:class:`_TwoPSide`), each pair of classes reads ``f`` at its own logit scale
+``tr(C_a M C_b M^T) / p`` (block means ``d_ab``, linear coefficients, GOE variances), and the
+signal step (:func:`_woodbury2`) also carries the kernel's block means and the row and column
+offsets of the tokens' own logit variances (:func:`_fluctuations`). ``C_+ = C_-`` gives
+:func:`covariance_resolvent_form` back.
 
 Ridge
 -----
@@ -63,7 +78,7 @@ from ._continuation import descend
 from ._matrix import (_H, _MAX_ATTEMPTS, _MAX_RATIO_STEP, _MIN_SPLIT, _PI, _SIG, _TRY_ITER, _Y, _YT,
                       _complex_step, _n_side, _predict, _sigma_pp, _woodbury)
 
-__all__ = ["covariance_resolvent_form", "ridge_form"]
+__all__ = ["covariance_resolvent_form", "ridge_form", "two_covariance_form", "class_setting_form"]
 
 _NEWTON_TOL = 1e-12
 _PATH_TOL = 1e-6
