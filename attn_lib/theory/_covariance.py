@@ -84,6 +84,7 @@ _NEWTON_TOL = 1e-12
 _PATH_TOL = 1e-6
 _MAX_ITER = 60
 _RANK_TOL = 1e-10
+_SKETCH = 16                        # columns of the sketch that finds a low rank in _low_rank
 _DELTA_RANK = 0                     # rank kept of Delta's part off C's eigenbasis diagonal (first order exact)
 
 
@@ -94,12 +95,23 @@ def _low_rank(A: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
     ``alpha`` is the median eigenvalue of the symmetric part (``alpha I + rank r`` has at least
     ``p - 2 r`` eigenvalues ``alpha``); the rank is cut by a pivoted QR at ``1e-10`` of the
     larger of ``|alpha|`` and the largest diagonal of its triangle (``r = p`` for a matrix of no
-    such form)."""
+    such form). A rank below ``_SKETCH`` is found first from ``R Omega`` (``Omega`` a fixed
+    Gaussian ``p x _SKETCH``: ``O(p^2)`` work): its orthonormal range ``Q`` gives
+    ``R = Q (Q^T R)`` when that reproduces ``R`` to ``1e-12`` relative."""
     from scipy import linalg
 
     p = A.shape[0]
     alpha = float(np.median(np.linalg.eigvalsh((A + A.T) / 2.0)))
     R = A - alpha * np.eye(p)
+    k = min(p, _SKETCH)
+    Y = R @ np.random.default_rng(0).standard_normal((p, k))
+    Qy, sv, _ = np.linalg.svd(Y, full_matrices=False)
+    r = int(np.sum(sv > _RANK_TOL * max(float(sv[0]) if sv.size else 0.0, abs(alpha))))
+    if r < k:
+        Qr = Qy[:, :r]
+        Wt = Qr.T @ R
+        if np.linalg.norm(R - Qr @ Wt) <= 1e-12 * max(float(np.linalg.norm(R)), abs(alpha)):
+            return alpha, Qr, Wt.T
     Q, T, piv = linalg.qr(R, pivoting=True, mode="economic")
     d = np.abs(np.diag(T))
     r = int(np.sum(d > _RANK_TOL * max(float(d.max()), abs(alpha))))
