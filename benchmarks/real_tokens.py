@@ -20,7 +20,7 @@ Parts (``--part``, default all, in this order):
 * ``classes``: MNIST pairs, n = 392, M = I, the four f: real tokens against the Gaussian
   surrogate with the pooled covariance and with each class's own.
 * ``twocov``: the two-covariance theory: ``C_+ = C_-`` against the one-covariance theory; two
-  diagonal class spectra (p = 200, n = 400) against 24 Monte Carlo draws; the MNIST grid of
+  diagonal class spectra (p = 100, 200, 400, n = 2 p) against 24 Monte Carlo draws; the MNIST grid of
   ``real`` (324 comparisons) with the pooled, the two-covariance and the two-covariance theory
   with the coherent shift, and against the class-covariance surrogate (n = 392, M = I).
 * ``synthetic``: diagonal covariances, spiked (four eigenvalues 10, the rest 1, then mean one)
@@ -272,6 +272,7 @@ def twocov(trials: int) -> dict:
     (n = 392, M = I) and on the chapter's grid (324 comparisons: the share within 0.02 of the real
     error, without and with the coherent shift read by ``f``)."""
     from attn_lib.model import data
+    from attn_lib.simulation.trials import Trials
     from attn_lib.theory import _covariance as cv
 
     out: dict = {}
@@ -290,17 +291,18 @@ def twocov(trials: int) -> dict:
     print(f"twocov: C_+ = C_- against the one-covariance theory, max |difference| {worst:.1e} "
           f"(2 matrices x 4 f x 3 gamma, p = {p})", flush=True)
 
-    p, n = 200, 400
-    lam_p, lam_m = np.linspace(0.4, 2.4, p), np.linspace(0.3, 1.1, p)[::-1]
-    mu = np.random.default_rng(5).standard_normal(p)
-    mu *= np.sqrt(2.0) / np.linalg.norm(mu)
     syn = []
-    for f in FS:
+    for p, f in [(p, f) for p in (100, 200, 400) for f in FS]:
+        n = 2 * p
+        lam_p, lam_m = np.linspace(0.4, 2.4, p), np.linspace(0.3, 1.1, p)[::-1]
+        mu = np.random.default_rng(5).standard_normal(p)
+        mu *= np.sqrt(2.0) / np.linalg.norm(mu)
         C = np.diag((lam_p + lam_m) / 2)
         sigma = np.sqrt(np.sum(np.diag(C) ** 2) / p)
         s = al.CovarianceSetting(c=p / n, M=np.eye(p) / sigma, mu=mu, C=C, f=f)
 
-        def trial(r: np.random.Generator, s: al.CovarianceSetting = s) -> dict:
+        def trial(r: np.random.Generator, s: al.CovarianceSetting = s, p: int = p, n: int = n,
+                  lam_p: np.ndarray = lam_p, lam_m: np.ndarray = lam_m, mu: np.ndarray = mu) -> dict:
             y = data.labels(n, r)
             Z = r.standard_normal((p, n))
             Z *= np.where(y > 0, np.sqrt(lam_p)[:, None], np.sqrt(lam_m)[:, None])
@@ -308,11 +310,10 @@ def twocov(trials: int) -> dict:
             att, _ = simulate.sample_errors(s, smp, G, ridge_gammas=G)
             return {"attention": att}
 
-        from attn_lib.simulation.trials import Trials
         mc = Trials.run(trial, trials=24, seed=11, gammas=G, n=n, p=p).stats("attention")
         th = cv.class_setting_form(s, np.diag(lam_p), np.diag(lam_m), G)[1]
         pooled = al.theory.attention_error(s, G)
-        syn.append({"f": f, "mc": mc.mean.tolist(), "se": mc.sem.tolist(), "theory": th.tolist(),
+        syn.append({"p": p, "n": n, "f": f, "mc": mc.mean.tolist(), "se": mc.sem.tolist(), "theory": th.tolist(),
                     "pooled": pooled.tolist()})
         print(f"twocov synthetic ({f}, p = {p}, n = {n}, tr(C_+-)/p = {lam_p.mean():.2f}, {lam_m.mean():.2f}, "
               f"M = I, 24 draws): MC {np.round(mc.mean, 4)} (s.e. <= {mc.sem.max():.4f}), two-covariance "
