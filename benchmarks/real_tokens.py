@@ -19,6 +19,10 @@ Parts (``--part``, default all, in this order):
   grid misses).
 * ``classes``: MNIST pairs, n = 392, M = I, the four f: real tokens against the Gaussian
   surrogate with the pooled covariance and with each class's own.
+* ``twocov``: the two-covariance theory: ``C_+ = C_-`` against the one-covariance theory; two
+  diagonal class spectra (p = 100, 200, 400, n = 2 p) against 24 Monte Carlo draws; the MNIST grid of
+  ``real`` (324 comparisons) with the pooled, the two-covariance and the two-covariance theory
+  with the coherent shift, and against the class-covariance surrogate (n = 392, M = I).
 * ``synthetic``: diagonal covariances, spiked (four eigenvalues 10, the rest 1, then mean one)
   and power law (``k^{-0.7}``, mean one); c = 0.25 (n = 2048), 1 (n = 1024), 4 (n = 512,
   p = 2048: the p of the largest c kept at 2048 for memory and time); tanh, relu, sign;
@@ -261,10 +265,109 @@ def classes(trials: int) -> dict:
     return {"rows": rows}
 
 
+def twocov(trials: int) -> dict:
+    """The two-covariance theory (``attn_lib.theory._covariance.two_covariance_form``): equal
+    class covariances against the one-covariance theory; two diagonal class spectra against
+    Monte Carlo of their Gaussian tokens; the MNIST pairs against the class-covariance surrogate
+    (n = 392, M = I) and on the chapter's grid (324 comparisons: the share within 0.02 of the real
+    error, without and with the coherent shift read by ``f``)."""
+    from attn_lib.model import data
+    from attn_lib.simulation.trials import Trials
+    from attn_lib.theory import _covariance as cv
+
+    out: dict = {}
+    p = 96
+    rng = np.random.default_rng(0)
+    lam = np.linspace(0.5, 1.5, p)
+    mu = rng.standard_normal(p) / np.sqrt(p)
+    w = rng.standard_normal(p)
+    worst = 0.0
+    for M in (np.eye(p), np.eye(p) + np.sqrt(p) * np.outer(w, w) / (w @ w)):
+        for f in FS:
+            a = cv.covariance_resolvent_form(0.5, M, mu, lam, f, G)
+            b = cv.two_covariance_form(0.5, M, mu, lam, np.zeros((p, p)), f, G)
+            worst = max(worst, float(np.abs(np.r_[a[0] - b[0], a[1] - b[1]]).max()))
+    out["equal"] = worst
+    print(f"twocov: C_+ = C_- against the one-covariance theory, max |difference| {worst:.1e} "
+          f"(2 matrices x 4 f x 3 gamma, p = {p})", flush=True)
+
+    syn = []
+    for p, f in [(p, f) for p in (100, 200, 400) for f in FS]:
+        n = 2 * p
+        lam_p, lam_m = np.linspace(0.4, 2.4, p), np.linspace(0.3, 1.1, p)[::-1]
+        mu = np.random.default_rng(5).standard_normal(p)
+        mu *= np.sqrt(2.0) / np.linalg.norm(mu)
+        C = np.diag((lam_p + lam_m) / 2)
+        sigma = np.sqrt(np.sum(np.diag(C) ** 2) / p)
+        s = al.CovarianceSetting(c=p / n, M=np.eye(p) / sigma, mu=mu, C=C, f=f)
+
+        def trial(r: np.random.Generator, s: al.CovarianceSetting = s, p: int = p, n: int = n,
+                  lam_p: np.ndarray = lam_p, lam_m: np.ndarray = lam_m, mu: np.ndarray = mu) -> dict:
+            y = data.labels(n, r)
+            Z = r.standard_normal((p, n))
+            Z *= np.where(y > 0, np.sqrt(lam_p)[:, None], np.sqrt(lam_m)[:, None])
+            smp = data.Sample(X=Z + np.outer(mu, y), y=y, mu=mu, w_K=None, w_Q=None, Z=Z)
+            att, _ = simulate.sample_errors(s, smp, G, ridge_gammas=G)
+            return {"attention": att}
+
+        mc = Trials.run(trial, trials=24, seed=11, gammas=G, n=n, p=p).stats("attention")
+        th = cv.class_setting_form(s, np.diag(lam_p), np.diag(lam_m), G)[1]
+        pooled = al.theory.attention_error(s, G)
+        syn.append({"p": p, "n": n, "f": f, "mc": mc.mean.tolist(), "se": mc.sem.tolist(), "theory": th.tolist(),
+                    "pooled": pooled.tolist()})
+        print(f"twocov synthetic ({f}, p = {p}, n = {n}, tr(C_+-)/p = {lam_p.mean():.2f}, {lam_m.mean():.2f}, "
+              f"M = I, 24 draws): MC {np.round(mc.mean, 4)} (s.e. <= {mc.sem.max():.4f}), two-covariance "
+              f"theory {np.round(th, 4)}, pooled-C theory {np.round(pooled, 4)}", flush=True)
+    out["synthetic"] = syn
+
+    rows = []
+    for data_name, pair, ns in REAL[:3]:
+        X, y = rt.tokens(data_name, *pair)
+        Cp, Cm = np.cov(X[:, y > 0]), np.cov(X[:, y < 0])
+        for n in ns:
+            for kind in rt.MATRICES:
+                for f in FS:
+                    c = rt.compare(data_name, pair, n, f, kind, G, trials)
+                    s = rt.setting(data_name, pair, n, f, kind)
+                    gam = simulate.raw_gammas(s, G, n, relative=True)[0]
+                    two = cv.class_setting_form(s, Cp, Cm, gam)[1]
+                    sh = cv.class_setting_form(s, Cp, Cm, gam, shift=True)[1]
+                    cl = (rt.class_surrogate(data_name, pair, n, f, kind, G, trials).mean
+                          if (n == 392 and kind == "identity") else np.full(3, np.nan))
+                    assert c.theory is not None
+                    for k in range(3):
+                        rows.append({"pair": pair, "n": n, "kind": kind, "f": f, "g": float(G[k]),
+                                     "real": float(c.real[k]), "pooled": float(c.theory[k]),
+                                     "two": float(two[k]), "shift": float(sh[k]),
+                                     "class_surrogate": float(cl[k])})
+            print(f"  twocov {pair} n = {n}: done", flush=True)
+    real = np.array([r["real"] for r in rows])
+    for key in ("pooled", "two", "shift"):
+        d = np.abs(np.array([r[key] for r in rows]) - real)
+        print(f"twocov MNIST ({len(rows)} comparisons) {key:6s}: within 0.02 {np.mean(d <= 0.02):.0%}, "
+              f"median |theory - real| {np.median(d):.4f}, max {d.max():.4f}")
+        for f in FS:
+            k = np.array([r["f"] == f for r in rows])
+            print(f"      {f:4s}: within 0.02 {np.mean(d[k] <= 0.02):.0%}, max {d[k].max():.3f}")
+        for kind in rt.MATRICES:
+            k = np.array([r["kind"] == kind for r in rows])
+            print(f"      {kind:8s}: within 0.02 {np.mean(d[k] <= 0.02):.0%}, max {d[k].max():.3f}")
+    k = np.array([not np.isnan(r["class_surrogate"]) for r in rows])
+    cs = np.array([r["class_surrogate"] for r in rows])[k]
+    for key in ("two", "shift"):
+        th = np.array([r[key] for r in rows])[k]
+        print(f"twocov n = 392, M = I ({k.sum()} points): |{key} theory - class surrogate| median "
+              f"{np.median(np.abs(th - cs)):.4f} max {np.abs(th - cs).max():.4f}; |class surrogate - real| "
+              f"median {np.median(np.abs(cs - real[k])):.4f} max {np.abs(cs - real[k]).max():.4f}")
+    out["rows"] = rows
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--part", nargs="+", default=["identity", "speed", "real", "synthetic", "cause", "classes"],
-                    choices=["identity", "speed", "real", "synthetic", "cause", "classes"])
+    ap.add_argument("--part", nargs="+", default=["identity", "speed", "real", "synthetic", "cause", "classes",
+                                                  "twocov"],
+                    choices=["identity", "speed", "real", "synthetic", "cause", "classes", "twocov"])
     ap.add_argument("--trials", type=int, default=16, help="subsets and surrogate draws per real setting")
     ap.add_argument("--out", help="write every number as JSON")
     args = ap.parse_args()
@@ -275,7 +378,8 @@ def main() -> None:
             t = time.perf_counter()
             out[part] = (identity() if part == "identity" else speed() if part == "speed" else
                          real(args.trials) if part == "real" else synthetic() if part == "synthetic"
-                         else cause(args.trials) if part == "cause" else classes(args.trials))
+                         else cause(args.trials) if part == "cause" else classes(args.trials)
+                         if part == "classes" else twocov(args.trials))
             print(f"[{part}: {time.perf_counter() - t:.0f} s]", flush=True)
     if args.out:
         with open(args.out, "w") as fh:

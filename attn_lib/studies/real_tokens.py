@@ -13,6 +13,10 @@ key-query matrix, three numbers per ``gamma``:
 * **surrogate**: Monte Carlo of Gaussian tokens with those means and that covariance
   (:func:`attn_lib.simulation.simulate.errors` of the same setting).
 
+With each class's own covariance (:func:`class_covariances`): the two-covariance theory
+(:func:`class_theory`, :func:`attn_lib.theory._covariance.two_covariance_form`) and its Gaussian
+surrogate (:func:`class_surrogate`).
+
 theory - surrogate asks whether the theory solves its Gaussian model, surrogate - real whether
 the real tokens behave like their Gaussian model. Every comparison is at equal ``gamma / tau``
 (``relative=True``: each model at ``gamma = tau g``).
@@ -38,6 +42,7 @@ import numpy as np
 from .. import cache
 from .._validation import check_choice, check_gammas, check_int, check_seed
 from ..model import datasets
+from ..model.kernel import BLAS
 from ..model.setting import ENTRYWISE, Attention, CovarianceSetting, Softmax
 from ..model.nonlinearity import NonlinearityLike
 from ..model import data as model_data
@@ -46,7 +51,7 @@ from ..simulation.trials import Stats, Trials
 from ..theory import attention_error, ridge_error
 
 __all__ = ["MATRICES", "Comparison", "tokens", "setting", "matrix", "compare", "diagnostics",
-           "class_surrogate"]
+           "class_surrogate", "class_covariances", "class_theory"]
 
 #: The key-query matrices of the chapter (:func:`matrix`).
 MATRICES = ("identity", "aligned", "random")
@@ -206,3 +211,33 @@ def class_surrogate(data: str, pair: tuple[int, int], n: int, f: NonlinearityLik
     out = cache.cached(class_surrogate_errors, data=data, pair=tuple(pair), n=n, f=f, kind=kind,
                        g=check_gammas(g), trials=trials, seed=seed)
     return Stats(out["values"], axis=0)
+
+
+@functools.lru_cache(maxsize=4)
+def class_covariances(data: str, first: int, second: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(C_+, C_-)``: the two classes' own covariances (about their own means) of a pair's
+    standardised tokens (read-only)."""
+    X, y = tokens(data, first, second)
+    out = []
+    for part in (X[:, y > 0], X[:, y < 0]):
+        C = np.cov(part)
+        C.flags.writeable = False
+        out.append(C)
+    return out[0], out[1]
+
+
+def class_theory(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
+                 g: object, shift: bool = False) -> np.ndarray:
+    """Attention's error by the two-covariance theory (:func:`~attn_lib.theory._covariance.
+    class_setting_form`) of the setting of :func:`setting` with each class's own covariance
+    (:func:`class_covariances`), at the ``gamma`` of :func:`class_surrogate` (``relative=True``:
+    the ``tau`` of the pooled setting), shape ``(G,)``; with ``shift``, ``f`` read at the
+    coherent shift."""
+    from ..theory import _covariance
+
+    gg = check_gammas(g)
+    s = setting(data, pair, n, f, kind)
+    Cp, Cm = class_covariances(data, *pair)
+    g_att, _ = simulate.raw_gammas(s, gg, n, relative=True)
+    with BLAS.limit(limits=1):  # many small solves: far faster on a loaded machine
+        return _covariance.class_setting_form(s, Cp, Cm, g_att, shift=shift)[1]

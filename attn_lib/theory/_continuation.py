@@ -3,7 +3,9 @@ r"""Continuation in a decreasing parameter with a step-size limit and step halvi
 The fixed points of the theory are solved from a large parameter ``t`` (``gamma``, or
 ``x = -Re gamma`` for the spectral problem), where a cold start is good, down to the targets.
 This driver does the stepping for the bulk solver (``attn_lib.theory._bulk``, real and
-spectral), which passes its own predictor-corrector ``step`` and keeps its own solution state.
+spectral), which passes its own predictor-corrector ``step`` and keeps its own solution state,
+and, through :func:`descend` (one parameter through several targets), for the any-matrix path
+(``attn_lib.theory._matrix``) and the covariance theories (``attn_lib.theory._covariance``).
 The finite-size theory (``attn_lib.theory._finite_size``) follows the same rule in its own
 batched loop, since one of its steps also solves the targets inside the step.
 
@@ -100,3 +102,46 @@ def continue_to(t: np.ndarray, target: np.ndarray, step: Step, *, max_ratio: flo
             on_step(np.flatnonzero(moved))
     check_converged(t <= target * (1 + _SAME), residual, t, problem=problem, label=where,
                     point=point, reason=f"more than {max_steps} continuation steps")
+
+
+def _ignore_index(fn: Callable[[], object]) -> Callable[[np.ndarray], None]:
+    """``fn`` as an ``on_step`` of :func:`continue_to` (the moved elements ignored)."""
+    def call(idx: np.ndarray) -> None:
+        fn()
+    return call
+
+
+def descend(start: float, targets: np.ndarray, step: Callable[[float, float], tuple[bool, float]],
+            on_target: Callable[[float], None], *, max_ratio: float, max_attempts: int, problem: str,
+            on_step: Callable[[], object] | None = None) -> None:
+    """One parameter from ``start`` (where the caller holds a solution) down through the
+    decreasing ``targets`` (each ``<= start``) by :func:`continue_to`: steps of ratio at most
+    ``max_ratio``, a failed attempt halved in ``log t``.
+
+    Parameters
+    ----------
+    start : float
+    targets : ndarray of shape (T,)
+        Decreasing.
+    step : callable
+        ``step(t_from, t_to) -> (ok, residual)``: the caller's predictor-corrector at ``t_to``
+        from its solution at ``t_from``, storing the solution when ``ok``. It may raise
+        :class:`~attn_lib.theory.ConvergenceError` itself (a step it will not split).
+    on_target : callable
+        ``on_target(t)`` when the solution is at the target ``t``.
+    max_ratio, max_attempts, problem
+        As :func:`continue_to`.
+    on_step : callable, optional
+        Called after every step (the path points of the continuation, splits not counted).
+    """
+    t = np.array([float(start)])
+
+    def batch(idx: np.ndarray, t_from: np.ndarray, t_to: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        ok, res = step(float(t_from[0]), float(t_to[0]))
+        return np.array([ok]), np.array([res])
+
+    for target in targets:
+        continue_to(t, np.array([float(target)]), batch, max_ratio=max_ratio, max_attempts=max_attempts,
+                    problem=problem, label=lambda b: "the solution",
+                    on_step=None if on_step is None else _ignore_index(on_step))
+        on_target(float(target))

@@ -80,7 +80,8 @@ Numerics
 --------
 The nine entries of ``g`` are found at each ``gamma`` along a path from ``max(1, max gamma)``
 down through the requested ``gamma`` (steps of ratio at most 10, a step split in two when it
-does not converge within ``_TRY_ITER`` oracle calls), each point predicted by the Hermite
+does not converge within ``_TRY_ITER`` oracle calls: the shared driver
+:func:`~attn_lib.theory._continuation.descend`), each point predicted by the Hermite
 polynomial in ``log gamma`` through up to three solved points (values and the derivatives
 ``dg/dgamma`` below). The first iterate of each point calls the oracle with its exact Jacobian
 in the ``alpha``'s (:meth:`_Oracle.traces`), the next ones with its values only (one inverse,
@@ -123,6 +124,7 @@ from ..model import hermite
 from ..model.nonlinearity import NonlinearityLike
 from .._validation import check_array, check_gammas, check_int, check_real, check_square
 from .. import _progress
+from ._continuation import descend
 from ._errors import ConvergenceError
 
 __all__ = ["matrix_error", "matrix_resolvent_form"]
@@ -141,6 +143,7 @@ _START = 1.0                        # the path starts at max(_START, max gamma),
 _PREDICT_POINTS = 3
 _TRY_ITER = 12                      # oracle calls before a path step is split in two
 _MIN_SPLIT = 1.2                    # ... if its ratio is above this
+_MAX_ATTEMPTS = 30                  # attempts (splits included) per path step
 _INNER = 8                          # Newton steps on the small algebra per oracle call
 
 
@@ -431,14 +434,15 @@ def _n_side(t: np.ndarray, g: np.ndarray, rho: float, k0: float, b2: float,
 
 def _complex_step(fun: Callable[[np.ndarray], np.ndarray], g: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray]:
-    """``fun(g)`` and its Jacobian in the nine entries of ``g`` (``(size, 9)``) by complex steps,
-    ``Im fun(g + i h e_k) / h`` (exact to rounding: ``fun`` is real-analytic small algebra)."""
+    """``fun(g)`` and its Jacobian in the entries of ``g`` (``(size, g.size)``; nine for the
+    ``3 x 3`` n-side blocks) by complex steps, ``Im fun(g + i h e_k) / h`` (exact to rounding:
+    ``fun`` is real-analytic small algebra)."""
     h = 1e-20 * np.abs(g).max()
-    J = np.empty((np.size(fun(g)), 9))
-    for k in range(9):
+    J = np.empty((np.size(fun(g)), g.size))
+    for k in range(g.size):
         e = g.astype(complex).ravel()
         e[k] += 1j * h
-        J[:, k] = np.ravel(fun(e.reshape(3, 3))).imag / h
+        J[:, k] = np.ravel(fun(e.reshape(g.shape))).imag / h
     return np.real(fun(g)), J
 
 
@@ -637,39 +641,47 @@ def matrix_resolvent_form(c, M, mu, f: NonlinearityLike, gammas, *, scale=None, 
               else _Blocks(M / sigma, m, alpha / sigma, d))
     quad = None if m is None else traces if bulk is None else _Oracle(M / sigma, m)
     targets = np.unique(g_arr)[::-1]
-    path = _path(targets, _START)
-    g = np.linalg.inv(np.array([[path[0], 0.0, -k0], [k0, 1.0, 0.0], [0.0, 0.0, 1.0]]))
+    start = max(_START, float(targets[0]))
     out: dict[Any, tuple[Any, Any]] = {}
     points: list[tuple[Any, np.ndarray, np.ndarray]] = []
-    for step in _progress.bar(path, "any-matrix theory (gamma path)"):
-        todo = [step]          # a step that fails within _TRY_ITER calls is split in two
-        while todo:
-            gam = todo[-1]
-            split = bool(points) and points[-1][0] - np.log(gam) > np.log(_MIN_SPLIT)
-            g0 = _predict(points, gam) if points else g
-            tol = _NEWTON_TOL if gam in targets else _PATH_TOL
-            g1, gk, J, a, res, ok = _solve_point(g0, traces, c, rho, k0, b2, gam, tol,
-                                                 _TRY_ITER if split else _MAX_ITER)
-            if not ok and split:
-                todo.append(float(np.exp((points[-1][0] + np.log(gam)) / 2)))
-                continue
-            if not ok:
-                raise ConvergenceError(f"any-matrix fixed point did not converge at gamma={gam:.6g}: "
-                                       f"last residual {res:.3g}")
-            todo.pop()
-            g = g1
+    st: dict[str, Any] = {}
+
+    def solve(t_from: float, gam: float) -> tuple[bool, float]:
+        """The point ``gam`` predicted from the path so far (a cold start at the first), with
+        ``_TRY_ITER`` oracle calls while the step from ``t_from`` can still be split."""
+        split = bool(points) and np.log(t_from) - np.log(gam) > np.log(_MIN_SPLIT)
+        g0 = _predict(points, gam) if points else np.linalg.inv(
+            np.array([[gam, 0.0, -k0], [k0, 1.0, 0.0], [0.0, 0.0, 1.0]]))
+        tol = _NEWTON_TOL if gam in targets else _PATH_TOL
+        g, gk, J, a, res, ok = _solve_point(g0, traces, c, rho, k0, b2, gam, tol,
+                                            _TRY_ITER if split else _MAX_ITER)
+        if not ok and not split:
+            raise ConvergenceError(f"any-matrix fixed point did not converge at gamma={gam:.6g}: "
+                                   f"last residual {res:.3g}")
+        if ok:
             # implicit function theorem: J dg/dgamma = -dPhi/dgamma = g E_xx g
             dg = np.linalg.solve(J, np.outer(g[:, 0], g[0, :]).ravel())
             points.append((np.log(gam), g, gam * dg.reshape(3, 3)))
-        if gam in targets:
-            if quad is None:
-                q, dq = g[0, 0], dg[0]
-            else:
-                lin = (*quad.forms(a), a)
-                assert m is not None  # quad needs the signal m
-                qk, grad = _complex_step(lambda e: _form(e, lin, float(m @ m), c, rho), gk)
-                q, dq = float(qk) + grad[0] @ (g - gk).ravel(), grad[0] @ dg
-            out[gam] = (q, -gam ** 2 * dq)
+            st.update(g=g, gk=gk, a=a, dg=dg)
+        return ok, float(res)
+
+    def at_target(gam: float) -> None:
+        g, gk, a, dg = st["g"], st["gk"], st["a"], st["dg"]
+        if quad is None:
+            q, dq = g[0, 0], dg[0]
+        else:
+            lin = (*quad.forms(a), a)
+            assert m is not None  # quad needs the signal m
+            qk, grad = _complex_step(lambda e: _form(e, lin, float(m @ m), c, rho), gk)
+            q, dq = float(qk) + grad[0] @ (g - gk).ravel(), grad[0] @ dg
+        out[gam] = (q, -gam ** 2 * dq)
+
+    bar = _progress.bar(range(len(_path(targets, _START)) - 1), "any-matrix theory (gamma path)")
+    solve(start, start)
+    descend(start, targets, solve, at_target, max_ratio=_MAX_RATIO_STEP, max_attempts=_MAX_ATTEMPTS,
+            problem="any-matrix fixed point", on_step=lambda: next(bar, None))
+    for _ in bar:
+        pass
     form, error = np.array([out[x] for x in g_arr]).T
     return form, error
 

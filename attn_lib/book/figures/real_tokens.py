@@ -1,7 +1,8 @@
 """Figures and numbers of the chapter *Real tokens* (``book/13_real_tokens.ipynb``).
 
 Every number comes from :func:`attn_lib.studies.real_tokens.compare` (theory, balanced subsets
-of the real pair, Gaussian surrogate; Monte Carlo cached) and
+of the real pair, Gaussian surrogate; Monte Carlo cached),
+:func:`~attn_lib.studies.real_tokens.class_theory` (the two-covariance theory) and
 :func:`~attn_lib.studies.real_tokens.diagnostics`. Pairs are given as ``"data:a-b"`` strings
 (``"mnist:3-8"``). Figure functions return a :class:`~attn_lib.book.page.Figure` whose numbers
 are the glue names of the chapter's prose.
@@ -95,11 +96,13 @@ def _rows(pairs: Sequence[str], ns: dict[str, Sequence[int]], fs: Sequence[str],
                 diag = rt.diagnostics(data, classes, n, kind)
                 for f in fs:
                     c = rt.compare(data, classes, n, f, kind, g, trials, seed)
+                    two = rt.class_theory(data, classes, n, f, kind, g)
                     assert c.theory is not None
                     for k in range(len(c.g)):
                         rows.append({"pair": spec, "data": data, "n": n, "kind": kind, "f": f,
-                                     "g": c.g[k], "theory": c.theory[k], "real": c.real[k],
-                                     "real_se": c.real_se[k], "surrogate": c.surrogate[k], **diag})
+                                     "g": c.g[k], "theory": two[k], "common": c.theory[k],
+                                     "real": c.real[k], "real_se": c.real_se[k],
+                                     "surrogate": c.surrogate[k], **diag})
     return rows
 
 
@@ -108,12 +111,14 @@ def agreement(*, pairs: Sequence[str], ns: dict[str, Sequence[int]], fs: Sequenc
               tolerance: float = 0.02) -> Figure:
     """Theory and surrogate against the real error, every pair, ``n``, ``f``, matrix and ``g``.
 
-    Left: theory against real (dots), coloured by pair, with the band ``|difference| <=
-    tolerance``; right: the same for the Gaussian surrogate. Numbers: ``rt_points`` (MNIST
-    points), ``rt_within`` (their share with ``|theory - real| <= tolerance``, a percentage
-    string), ``rt_within_surrogate`` (the same for the surrogate), ``rt_median_tr``,
+    Left: the two-covariance theory (:func:`~attn_lib.studies.real_tokens.class_theory`) against
+    real (dots), coloured by pair, with the band ``|difference| <= tolerance``; right: the same
+    for the Gaussian surrogate. Numbers: ``rt_points`` (MNIST points), ``rt_within`` (their
+    share with ``|theory - real| <= tolerance``, a percentage string), ``rt_within_common`` (the
+    same for the theory with one common covariance), ``rt_within_surrogate`` (the surrogate), ``rt_median_tr``,
     ``rt_median_sr``, ``rt_median_ts`` (MNIST medians of ``|theory - real|``, ``|surrogate -
-    real|``, ``|theory - surrogate|``), ``rt_tolerance``, ``rt_table`` (Markdown: per pair and
+    real|``, and ``|common-covariance theory - surrogate|``, a theory against its own Gaussian
+    model), ``rt_tolerance``, ``rt_table`` (Markdown: per pair and
     ``f``, the shares per matrix, the largest misses and the measured candidates for a miss:
     ``||mu||^2``, the largest coherent shift, the effective rank, the class covariances).
     """
@@ -136,15 +141,16 @@ def agreement(*, pairs: Sequence[str], ns: dict[str, Sequence[int]], fs: Sequenc
     axes[0].legend(fontsize=7)
     mnist = [r for r in rows if r["data"] == "mnist"] or rows
     tr = np.array([abs(r["theory"] - r["real"]) for r in mnist])
+    cr = np.array([abs(r["common"] - r["real"]) for r in mnist])
     sr = np.array([abs(r["surrogate"] - r["real"]) for r in mnist])
-    ts = np.array([abs(r["theory"] - r["surrogate"]) for r in mnist])
+    ts = np.array([abs(r["common"] - r["surrogate"]) for r in mnist])    # a theory and its own model
     table = []
     for spec in pairs:
         for f in fs:
             sub = [r for r in rows if r["pair"] == spec and r["f"] == f]
             a = np.array([abs(r["theory"] - r["real"]) for r in sub])
             b = np.array([abs(r["surrogate"] - r["real"]) for r in sub])
-            t = np.array([abs(r["theory"] - r["surrogate"]) for r in sub])
+            t = np.array([abs(r["common"] - r["surrogate"]) for r in sub])
             shares = " / ".join(f"{np.mean([abs(r['theory'] - r['real']) <= tolerance for r in sub if r['kind'] == k]):.0%}"
                                 for k in kinds)
             table.append({"pair": _label(spec), "f": f, "within": shares, "theory-real": a.max(),
@@ -153,7 +159,7 @@ def agreement(*, pairs: Sequence[str], ns: dict[str, Sequence[int]], fs: Sequenc
                           "effective rank": sub[0]["effective_rank"],
                           "class covariances": sub[0]["class_covariance"]})
     headers = {"within": f"within {tolerance:g} ({' / '.join(kinds)})", "theory-real": "max |theory - real|",
-               "theory-surrogate": "max |theory - surrogate|", "surrogate-real": "max |surrogate - real|",
+               "theory-surrogate": "max |common-C theory - surrogate|", "surrogate-real": "max |surrogate - real|",
                "snr": "‖μ‖²", "shift": "largest coherent shift", "class covariances": "‖C₊ - C₋‖/‖C‖"}
     md = markdown_table([{headers.get(k, k): v for k, v in r.items()} for r in table],
                         formats={headers["theory-real"]: ".3f", headers["theory-surrogate"]: ".3f",
@@ -161,6 +167,7 @@ def agreement(*, pairs: Sequence[str], ns: dict[str, Sequence[int]], fs: Sequenc
                                  headers["snr"]: ".0f",
                                  "effective rank": ".1f", headers["class covariances"]: ".2f"})
     return Figure(fig, {"rt_points": len(mnist), "rt_within": f"{np.mean(tr <= tolerance):.0%}",
+                        "rt_within_common": f"{np.mean(cr <= tolerance):.0%}",
                         "rt_within_surrogate": f"{np.mean(sr <= tolerance):.0%}",
                         "rt_median_tr": float(np.median(tr)), "rt_median_sr": float(np.median(sr)),
                         "rt_median_ts": float(np.median(ts)), "rt_tolerance": tolerance,
@@ -223,13 +230,18 @@ def causes(*, pairs: Sequence[str], n: int, fs: Sequence[str], g: Sequence[float
     """Where the Gaussian model of the tokens fails: ``M = I``, per pair and ``f``, attention's
     error on the real tokens (dots), the Gaussian surrogate with one common covariance (crosses),
     the Gaussian surrogate with each class's own covariance
-    (:func:`~attn_lib.studies.real_tokens.class_surrogate`, pluses) and the theory (bars), at the
-    ``g`` of the grid (one panel per ``g`` and pair).
+    (:func:`~attn_lib.studies.real_tokens.class_surrogate`, pluses), the two-covariance theory
+    (:func:`~attn_lib.studies.real_tokens.class_theory`, bars) and the theory with one common
+    covariance (dotted bars), at the ``g`` of the grid (one panel per ``g`` and pair).
 
     Numbers: ``rt_cause_common`` and ``rt_cause_class`` (largest ``|surrogate - real|`` of the
     common-covariance and of the class-covariance surrogate, over pairs, ``g`` and the ``f``
     with an even part, ``f(t) + f(-t)`` not constant: ``rt_cause_even``, text), the same over
-    the odd ``f`` (``rt_cause_common_odd``, ``rt_cause_class_odd``; ``nan`` if none),
+    the odd ``f`` (``rt_cause_common_odd``, ``rt_cause_class_odd``; ``nan`` if none); over the
+    ``f`` with an even part, the largest ``|two-covariance theory - class-covariance surrogate|``
+    (``rt_cause_two_class``), ``|common-covariance theory - common surrogate|``
+    (``rt_cause_one_common``) and each theory's largest ``|theory - real|``
+    (``rt_cause_two_real``, ``rt_cause_one_real``),
     ``rt_cause_fs`` (all, text), ``rt_cause_n``, ``rt_cause_trials``.
     """
     gg = list(g)
@@ -243,13 +255,18 @@ def causes(*, pairs: Sequence[str], n: int, fs: Sequence[str], g: Sequence[float
         for j, f in enumerate(fs):
             c = rt.compare(data, classes, n, f, "identity", gg, trials, seed)
             cl = rt.class_surrogate(data, classes, n, f, "identity", gg, trials, seed)
+            two = rt.class_theory(data, classes, n, f, "identity", gg)
             assert c.theory is not None
             for key, sur in (("common", c.surrogate), ("class", cl.mean)):
                 miss = float(np.abs(sur - c.real).max())
                 misses[key, even[f]] = max(misses.get((key, even[f]), 0.0), miss)
+            for key, a, b in (("two-class", two, cl.mean), ("one-common", c.theory, c.surrogate),
+                              ("two-real", two, c.real), ("one-real", c.theory, c.real)):
+                misses[key, even[f]] = max(misses.get((key, even[f]), 0.0), float(np.abs(a - b).max()))
             col = style.color(f) or "0.4"
             for k, ax in enumerate(axes[r]):
-                ax.bar(j, c.theory[k], 0.7, fill=False, edgecolor=col)
+                ax.bar(j, two[k], 0.7, fill=False, edgecolor=col)
+                ax.bar(j, c.theory[k], 0.7, fill=False, edgecolor=col, linestyle=":")
                 ax.errorbar(j - 0.15, c.real[k], c.real_se[k], fmt="o", color=col)
                 ax.errorbar(j, c.surrogate[k], c.surrogate_se[k], fmt="x", color=col)
                 ax.errorbar(j + 0.15, cl.mean[k], cl.sem[k], fmt="+", color=col, ms=8)
@@ -259,12 +276,17 @@ def causes(*, pairs: Sequence[str], n: int, fs: Sequence[str], g: Sequence[float
     axes[0][0].plot([], [], "ko", label="real tokens")
     axes[0][0].plot([], [], "kx", label="surrogate, common $C$")
     axes[0][0].plot([], [], "k+", label="surrogate, class covariances")
-    axes[0][0].bar([0], [0], 0, fill=False, edgecolor="k", label="theory (common $C$)")
+    axes[0][0].bar([0], [0], 0, fill=False, edgecolor="k", label="theory, class covariances")
+    axes[0][0].bar([0], [0], 0, fill=False, edgecolor="k", linestyle=":", label="theory, common $C$")
     axes[0][0].legend(fontsize=7)
     nan = float("nan")
     return Figure(fig, {"rt_cause_common": misses.get(("common", True), nan),
                         "rt_cause_class": misses.get(("class", True), nan),
                         "rt_cause_common_odd": misses.get(("common", False), nan),
                         "rt_cause_class_odd": misses.get(("class", False), nan),
+                        "rt_cause_two_class": misses.get(("two-class", True), nan),
+                        "rt_cause_one_common": misses.get(("one-common", True), nan),
+                        "rt_cause_two_real": misses.get(("two-real", True), nan),
+                        "rt_cause_one_real": misses.get(("one-real", True), nan),
                         "rt_cause_even": ", ".join(f for f in fs if even[f]),
                         "rt_cause_fs": ", ".join(fs), "rt_cause_n": n, "rt_cause_trials": trials})
