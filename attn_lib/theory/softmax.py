@@ -55,7 +55,9 @@ import functools
 import numpy as np
 from scipy.optimize import brentq
 
+from .._domain import ignored
 from .._validation import check_gammas, check_int, check_real, check_setting
+from . import _softmax_rows
 from ..model.data import latent_coordinates
 from ..model.kernel import logits
 from ..model.scale import softmax_scale
@@ -64,7 +66,7 @@ from ..model.setting import ENTRYWISE, BaseSetting, HeadsSetting, MatrixSetting,
 _S = TypeVar("_S", bound="Setting | RankSetting | MatrixSetting | HeadsSetting")
 
 __all__ = ["entrywise_equivalent", "canonical", "scale", "tail", "query_mean", "effective_gamma", "normalisation_std", "Parts",
-           "decompose", "kurtosis", "tail_beta"]
+           "decompose", "kurtosis", "tail_beta", "rows_error", "row_factor_law"]
 
 
 def _softmax_setting(setting: object, types: tuple[type, ...] = (Setting, RankSetting)
@@ -294,3 +296,85 @@ def tail_beta(n: int) -> float:
         tends to 3 as ``beta -> 0``).
     """
     return _tail_beta(check_int(n, "n", low=9))
+
+
+def _row_parts(setting: Setting | RankSetting) -> tuple[Any, float, float, float, tuple[float, float]]:
+    """The setting checked, ``c, a1, b2`` of its kernel and ``(beta alpha, beta^2 / 2)`` of
+    ``f_beta(alpha t) + 1 = e^{beta alpha t - beta^2 / 2}``."""
+    from .attention import linearisation
+
+    s = _softmax_setting(setting)
+    lin = linearisation(cast(Setting, s))
+    beta = cast(Softmax, s.attention).beta
+    return s, s.c, lin.a1, lin.b2, (beta * s.alpha, 0.5 * beta * beta)
+
+
+def row_factor_law(setting: Setting | RankSetting, n: int) -> tuple[np.ndarray, np.ndarray]:
+    r"""Quadrature ``(nodes, weights)`` of the row factor ``r_i`` of the kernel's non-linear part at ``n``.
+
+    ``r_i = sum_{j != i} R(T_ij)^2 / ((n - 1) b2)`` with ``R = f_beta - a1 t`` (centred,
+    ``E R^2 = b2 = nu - a1^2``), ``T_ij ~ N(0, alpha^2)``: ``E r = 1``, and for a heavy-tailed
+    ``R`` (large ``beta``) most rows lie below one (at ``beta = 1.5``, ``n = 2048`` the median is
+    about 0.70). :data:`attn_lib.theory._softmax_rows.CLASSES` equal-probability classes at their
+    conditional means, from a fixed seed (deterministic; ``book/derivation_softmax.md``).
+
+    Parameters
+    ----------
+    setting : Setting or RankSetting
+        Masked softmax attention.
+    n : int
+        Tokens, at least 9.
+
+    Returns
+    -------
+    nodes, weights : ndarray of shape (32,)
+    """
+    _, _, a1, b2, (b, shift) = _row_parts(setting)
+    return _softmax_rows.row_law(b, shift, a1, b2, check_int(n, "n", low=9))
+
+
+def rows_error(setting: Setting | RankSetting, gammas: object, n: int) -> np.ndarray:
+    r"""The softmax error with the kernel's random row variances kept, at ``n`` tokens.
+
+    The proportional limit (:func:`attn_lib.theory.attention_error` of ``setting``, effective
+    ``gammas``) plus the change that the row factors make to the bulk,
+
+        E_rows(gamma; n) = E_limit(gamma) + E_bulk[r ~ law_n](gamma) - E_bulk[r = 1](gamma),
+
+    ``E_bulk[r]`` the random-input error of the row-variance equivalent
+    (:mod:`attn_lib.theory._softmax_rows`: the cavity equation that keeps each row's variance
+    factor ``r_i``, one unknown per row class, averaged over the law of
+    :func:`row_factor_law`); ``E_bulk[r = 1]`` is the Gaussian bulk of the limit, so the
+    correction vanishes as the law concentrates (``n -> infinity`` at fixed ``beta``). A signal
+    and weights enter through the limit only: the row factors are taken to act on the bulk
+    (``book/derivation_softmax.md``, *Row factors*, measures this on the regular grid).
+
+    Parameters
+    ----------
+    setting : Setting or RankSetting
+        Masked softmax attention.
+    gammas : float or array_like of shape (G,)
+        Effective ridge parameters ``gamma_raw / s_n^2`` (:func:`effective_gamma`).
+    n : int
+        Tokens, at least 9.
+
+    Returns
+    -------
+    ndarray of shape (G,)
+
+    Raises
+    ------
+    ConvergenceError
+        When the row-variance fixed point cannot be solved.
+    """
+    from .attention import attention_bulk, attention_error
+
+    s, c, a1, b2, (b, shift) = _row_parts(setting)
+    g0 = check_gammas(gammas)
+    g = np.atleast_1d(g0)
+    n = check_int(n, "n", low=9)
+    with ignored():  # past the tail edge on purpose: this is the theory for it
+        limit = attention_error(s, g)
+        gauss = attention_bulk(s, g).error.ravel()
+    law = _softmax_rows.row_law(b, shift, a1, b2, n)
+    return np.reshape(limit + _softmax_rows.rows_bulk_error(c, a1, b2, g, law) - gauss, g0.shape)
