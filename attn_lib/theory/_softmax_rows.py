@@ -67,7 +67,8 @@ _HALVINGS = 12
 # n-blocks a, c, u = 0, 1, 2; p-blocks w, b, v = 0, 1, 2
 
 
-def _positions(c: float, a1: float) -> tuple[list, list, list]:
+def _positions(c: float, a1: float) -> tuple[list[tuple[int, int, float]], list[tuple[int, int, float]],
+                                            list[tuple[int, int]]]:
     ip, in_ = 1.0, float(np.sqrt(c))
     z = [(0, 0, ip), (1, 1, in_), (2, 2, ip)]              # Z: (p-row, n-column, s)
     zt = [(0, 2, a1 * ip), (1, 0, a1 * ip), (2, 1, in_)]   # Z^T: (n-row, p-column, s)

@@ -303,8 +303,8 @@ def _row_parts(setting: Setting | RankSetting) -> tuple[Any, float, float, float
     ``f_beta(alpha t) + 1 = e^{beta alpha t - beta^2 / 2}``."""
     from .attention import linearisation
 
-    s = _softmax_setting(setting)
-    lin = linearisation(cast(Setting, s))
+    s = cast(Setting, _softmax_setting(setting))
+    lin = linearisation(s)
     beta = cast(Softmax, s.attention).beta
     return s, s.c, lin.a1, lin.b2, (beta * s.alpha, 0.5 * beta * beta)
 
