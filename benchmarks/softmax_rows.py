@@ -14,6 +14,12 @@ Parts (``--part``):
   ``x2 = beta^2 / sqrt(p)`` (the spread of the Hayase-Karakida row prefactor
   ``e^{beta^2 (rho_ii - 1)}`` of the token norms): the slope of ``log miss`` on ``log x`` and
   the spread of ``miss / x`` over ``n`` (a collapse: slope one, constant ratio).
+* ``breakdown``: the chapter's breakdown in ``beta`` (``book/11_softmax.ipynb`` at its full
+  profile: random inputs at ``c = 1``, ``n`` 512 and 2048, 8 draws, its ``g`` grid; the same
+  cached draws as the chapter): per ``beta`` the largest ``|theory - MC|`` over the informative
+  ``g`` of the limit, the finite-size theory and the row theory, and the breakdown temperature
+  of each (the first ``beta`` whose miss exceeds 0.02 beyond the Student t threshold of the
+  draws, the chapter's rule).
 * ``grid``: the chapter's regular grid (``softmax_grid.settings`` at the given betas).
 * ``heldout``: settings that no part of the construction looked at (:data:`HELDOUT`), with
   seeds of their own (:data:`HELDOUT_SEED`).
@@ -44,6 +50,9 @@ from threadpoolctl import threadpool_limits
 
 import attn_lib as al
 from attn_lib import DomainWarning
+from attn_lib.book import claims
+from attn_lib.book.figures import softmax as figs
+from attn_lib.studies import softmax as study
 from attn_lib.studies import sweeps
 from attn_lib.theory import softmax
 
@@ -138,9 +147,31 @@ def diagnostic(sizes: dict[int, int]) -> None:
                   f"(n = {[m[2] for m in sel]}), slope of log miss on log x {slope:.2f}")
 
 
+def breakdown(ns: list[int], betas: list[float], trials: int, n_gamma: int) -> None:
+    g = figs._grid(n_gamma)
+    k_t = claims.threshold(claims.Z, trials)
+    print(f"random inputs c = {figs.RANDOM['c']:g}, {trials} draws, g = {np.array2string(g, precision=3)}; "
+          "largest |theory - MC| over the informative g (s.e.)")
+    for n in ns:
+        print(f"n = {n}")
+        worst: dict[str, list[tuple[float, float]]] = {"limit": [], "finite-size": [], "rows": []}
+        for beta in betas:
+            cmp = study.compare(figs._random(beta), g, n=n, trials=trials, seed=0, entrywise=False,
+                                rows=True)
+            for name, kw in (("limit", {}), ("finite-size", {"finite": True}), ("rows", {"rows": True})):
+                w = figs._worst(cmp, **kw)
+                worst[name].append((w[0], w[1]))
+            print(f"  beta={beta:5g}  " + "  ".join(f"{k} {v[-1][0]:.4f} ({v[-1][1]:.4f})"
+                                                   for k, v in worst.items()))
+        for name, v in worst.items():
+            broken = [b for b, (e, se) in zip(betas, v) if e - k_t * se > figs.MARGIN]
+            print(f"  breakdown beta of {name}: {broken[0] if broken else 'none'} "
+                  f"(miss - {k_t:.2f} s.e. > {figs.MARGIN:g})")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--part", choices=["diagnostic", "grid", "heldout"], required=True)
+    ap.add_argument("--part", choices=["diagnostic", "breakdown", "grid", "heldout"], required=True)
     ap.add_argument("--beta", type=float, nargs="+", default=[1.5])
     ap.add_argument("--n", type=int, default=2048)
     ap.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
@@ -153,6 +184,9 @@ def main() -> None:
     with threadpool_limits(limits=args.blas_threads, user_api="blas"):
         if args.part == "diagnostic":
             diagnostic({n: SIZES[n] for n in args.sizes})
+            return
+        if args.part == "breakdown":
+            breakdown([512, 2048], [0.25, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0], 8, 9)
             return
         if args.part == "grid":
             grid = sg.settings(args.beta, args.n)
