@@ -13,7 +13,8 @@ Parts (``--part``):
   theories. Then the diagnostic: the limit's miss against ``x1 = e^{4 beta^2} / n`` and against
   ``x2 = beta^2 / sqrt(p)`` (the spread of the Hayase-Karakida row prefactor
   ``e^{beta^2 (rho_ii - 1)}`` of the token norms): the slope of ``log miss`` on ``log x`` and
-  the spread of ``miss / x`` over ``n`` (a collapse: slope one, constant ratio).
+  the spread of ``miss / x`` over ``n`` (a collapse: slope one, constant ratio); and against
+  ``x3``, the change the row factors predict, ``max |rows_error - limit|``.
 * ``breakdown``: the chapter's breakdown in ``beta`` (``book/11_softmax.ipynb`` at its full
   profile: random inputs at ``c = 1``, ``n`` 512 and 2048, 8 draws, its ``g`` grid; the same
   cached draws as the chapter): per ``beta`` the largest ``|theory - MC|`` over the informative
@@ -131,7 +132,7 @@ def diagnostic(sizes: dict[int, int]) -> None:
             mc, se = v.mean(axis=0), v.std(axis=0, ddof=1) / np.sqrt(len(v))
             rows = softmax.rows_error(s, g, n)
             m_lim, m_rows = np.abs(lim - mc).max(), np.abs(rows - mc).max()
-            misses.append((c, beta, n, s.p(n), m_lim, m_rows))
+            misses.append((c, beta, n, s.p(n), m_lim, m_rows, np.abs(rows - lim).max()))
             print(f"  n={n:5d} p={s.p(n):5d} trials={t:3d}  limit {m_lim:.4f}  rows {m_rows:.4f}  "
                   f"s.e. {se.max():.4f}   signed rows - MC {np.array2string(rows - mc, precision=4, sign='+')}")
     print("\ndiagnostic: the limit's miss against x1 = e^{4 beta^2} / n and x2 = beta^2 / sqrt(p)")
@@ -145,6 +146,11 @@ def diagnostic(sizes: dict[int, int]) -> None:
             slope = np.polyfit(np.log(x), np.log(y), 1)[0]
             print(f"    c={c:g} beta={beta:g}: miss / x = {np.array2string(y / x, precision=4)} "
                   f"(n = {[m[2] for m in sel]}), slope of log miss on log x {slope:.2f}")
+    print("  x3 = max |row theory - limit| (the row factors' predicted change), same points")
+    for c, beta in BREAKDOWN:
+        sel = [m for m in misses if m[0] == c and m[1] == beta]
+        print(f"    c={c:g} beta={beta:g}: miss / x3 = "
+              f"{np.array2string(np.array([m[4] / m[6] for m in sel]), precision=3)}")
 
 
 def breakdown(ns: list[int], betas: list[float], trials: int, n_gamma: int) -> None:

@@ -54,7 +54,7 @@ from ._errors import ConvergenceError, not_converged
 __all__ = ["row_law", "rows_bulk_error", "ROWS", "CLASSES", "SEED"]
 
 #: Rows sampled for the law of the row factor, and classes of the quadrature.
-ROWS = 4096
+ROWS = 16384
 CLASSES = 32
 #: Entropy of the SeedSequence of the sampled rows (any fixed value; the rule is deterministic).
 SEED = 20261203
