@@ -2,8 +2,10 @@
 
 Compares, against the Monte Carlo error of the raw softmax features ``X A`` at the effective
 gammas (:func:`attn_lib.theory.softmax.effective_gamma`), the proportional limit
-``attention_error(setting, gamma_eff)`` and the row-factor theory
-:func:`attn_lib.theory.softmax.rows_error` (``book/derivation_softmax.md``, *Row factors*).
+``attention_error(setting, gamma_eff)``, the finite-size theory ``attention_error(...,
+n=n)`` and the row-factor theory :func:`attn_lib.theory.softmax.rows_error` (the finite-size
+theory plus :func:`~attn_lib.theory.softmax.rows_correction`; ``book/derivation_softmax.md``,
+*Row factors*).
 Parts (``--part``):
 
 * ``diagnostic``: the beta-breakdown settings of ``benchmarks/softmax_beta.py`` (random
@@ -14,7 +16,7 @@ Parts (``--part``):
   ``x2 = beta^2 / sqrt(p)`` (the spread of the Hayase-Karakida row prefactor
   ``e^{beta^2 (rho_ii - 1)}`` of the token norms): the slope of ``log miss`` on ``log x`` and
   the spread of ``miss / x`` over ``n`` (a collapse: slope one, constant ratio); and against
-  ``x3``, the change the row factors predict, ``max |rows_error - limit|``.
+  ``x3``, the change the row factors predict, ``max |rows_correction|``.
 * ``breakdown``: the chapter's breakdown in ``beta`` (``book/11_softmax.ipynb`` at its full
   profile: random inputs at ``c = 1``, ``n`` 512 and 2048, 8 draws, its ``g`` grid; the same
   cached draws as the chapter): per ``beta`` the largest ``|theory - MC|`` over the informative
@@ -100,21 +102,24 @@ def draws(ss: list[al.Setting], gammas: list[np.ndarray], n: int, pilot: int, se
 
 def compare(names: list[str], ss: list[al.Setting], n: int, values: list[np.ndarray],
             gammas: list[np.ndarray]) -> None:
-    print(f"{'setting':44s} {'trials':>6s} {'limit':>7s} {'rows':>7s} {'s.e.':>7s} {'>3se':>4s}")
+    print(f"{'setting':44s} {'trials':>6s} {'limit':>7s} {'finite':>7s} {'rows':>7s} {'s.e.':>7s} "
+          f"{'>3se':>4s}")
     rows: dict[float, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
     for name, s, v, g in zip(names, ss, values, gammas):
         mc, se = v.mean(axis=0), v.std(axis=0, ddof=1) / np.sqrt(len(v))
         lim = np.abs(al.theory.attention_error(s, g) - mc)
+        fin = np.abs(al.theory.attention_error(s, g, n=n) - mc)
         new = np.abs(softmax.rows_error(s, g, n) - mc)
-        rows.setdefault(s.attention.beta, []).append((lim, new, se))
-        print(f"{name:44s} {len(v):6d} {lim.max():7.4f} {new.max():7.4f} {se.max():7.4f} "
-              f"{int((new > 3 * se).sum()):4d}")
-    print(f"{'beta':>5s} {'points':>6s} {'limit median':>12s} {'max':>7s} {'rows median':>11s} "
-          f"{'max':>7s} {'max s.e.':>8s}")
+        rows.setdefault(s.attention.beta, []).append((lim, fin, new, se))
+        print(f"{name:44s} {len(v):6d} {lim.max():7.4f} {fin.max():7.4f} {new.max():7.4f} "
+              f"{se.max():7.4f} {int((new > 3 * se).sum()):4d}")
+    print(f"{'beta':>5s} {'points':>6s} {'limit median':>12s} {'max':>7s} {'finite median':>13s} "
+          f"{'max':>7s} {'rows median':>11s} {'max':>7s} {'max s.e.':>8s}")
     for beta, r in sorted(rows.items()):
-        lim, new, se = (np.concatenate(x) for x in zip(*r))
+        lim, fin, new, se = (np.concatenate(x) for x in zip(*r))
         print(f"{beta:5g} {lim.size:6d} {np.median(lim):12.4f} {lim.max():7.4f} "
-              f"{np.median(new):11.4f} {new.max():7.4f} {se.max():8.4f}")
+              f"{np.median(fin):13.4f} {fin.max():7.4f} {np.median(new):11.4f} {new.max():7.4f} "
+              f"{se.max():8.4f}")
 
 
 def diagnostic(sizes: dict[int, int]) -> None:
@@ -132,8 +137,11 @@ def diagnostic(sizes: dict[int, int]) -> None:
             mc, se = v.mean(axis=0), v.std(axis=0, ddof=1) / np.sqrt(len(v))
             rows = softmax.rows_error(s, g, n)
             m_lim, m_rows = np.abs(lim - mc).max(), np.abs(rows - mc).max()
-            misses.append((c, beta, n, s.p(n), m_lim, m_rows, np.abs(rows - lim).max()))
-            print(f"  n={n:5d} p={s.p(n):5d} trials={t:3d}  limit {m_lim:.4f}  rows {m_rows:.4f}  "
+            m_fin = np.abs(al.theory.attention_error(s, g, n=n) - mc).max()
+            misses.append((c, beta, n, s.p(n), m_lim, m_rows,
+                           np.abs(softmax.rows_correction(s, g, n)).max()))
+            print(f"  n={n:5d} p={s.p(n):5d} trials={t:3d}  limit {m_lim:.4f}  finite {m_fin:.4f}  "
+                  f"rows {m_rows:.4f}  "
                   f"s.e. {se.max():.4f}   signed rows - MC {np.array2string(rows - mc, precision=4, sign='+')}")
     print("\ndiagnostic: the limit's miss against x1 = e^{4 beta^2} / n and x2 = beta^2 / sqrt(p)")
     for label, xf in (("x1 = e^(4 beta^2)/n", lambda b, n, p: math.exp(4 * b * b) / n),
@@ -146,7 +154,7 @@ def diagnostic(sizes: dict[int, int]) -> None:
             slope = np.polyfit(np.log(x), np.log(y), 1)[0]
             print(f"    c={c:g} beta={beta:g}: miss / x = {np.array2string(y / x, precision=4)} "
                   f"(n = {[m[2] for m in sel]}), slope of log miss on log x {slope:.2f}")
-    print("  x3 = max |row theory - limit| (the row factors' predicted change), same points")
+    print("  x3 = max |rows_correction| (the row factors' predicted change), same points")
     for c, beta in BREAKDOWN:
         sel = [m for m in misses if m[0] == c and m[1] == beta]
         print(f"    c={c:g} beta={beta:g}: miss / x3 = "

@@ -38,15 +38,20 @@ def test_row_law():
     assert abs(nodes[_softmax_rows.CLASSES // 2] - 1.0) < 0.03
 
 
-def test_rows_error_is_the_limit_at_small_beta_and_above_it_at_large_beta():
+def test_correction_vanishes_at_small_beta_and_is_positive_at_large_beta():
     s = _setting(0.5, 1.5, snr=1.0, w=1.0)
-    np.testing.assert_allclose(softmax.rows_error(s, GEFF, 2048), al.theory.attention_error(s, GEFF),
-                               atol=1e-3)
-    s = _setting(1.5, 1.5)
-    with al.theory.domain.ignored():
-        d = softmax.rows_error(s, GEFF, 2048) - al.theory.attention_error(s, GEFF)
+    assert np.abs(softmax.rows_correction(s, GEFF, 2048)).max() < 1e-3  # measured 8e-5
+    d = softmax.rows_correction(_setting(1.5, 1.5), GEFF, 2048)
     assert np.all(d > -1e-6) and 0.01 < d.max() < 0.04  # measured 0.0256 at gamma_eff = 7.9
-    assert softmax.rows_error(s, 0.2, 2048).shape == ()
+    assert softmax.rows_correction(_setting(1.5, 1.5), 0.2, 2048).shape == ()
+
+
+def test_rows_error_is_the_finite_size_theory_plus_the_correction():
+    s, n = _setting(1.5, 0.75, snr=1.0, w=1.0), 512
+    with al.theory.domain.ignored():
+        finite = al.theory.attention_error(s, GEFF, n=n)
+    np.testing.assert_allclose(softmax.rows_error(s, GEFF, n),
+                               finite + softmax.rows_correction(s, GEFF, n), rtol=1e-12)
 
 
 def test_bad_input():
@@ -61,7 +66,7 @@ def test_bad_input():
 @pytest.mark.slow
 def test_rows_error_against_monte_carlo():
     # beta = 1.5, c = 1.5, random inputs, n = 256 (kurtosis / n = 39): the limit misses by 0.08,
-    # the row theory by 0.02 (benchmarks/softmax_rows.py, 64 draws); here 24 draws, s.e. ~0.006
+    # the row theory by about 0.02 (benchmarks/softmax_rows.py, 64 draws); here 24 draws, s.e. ~0.006
     s, n = _setting(1.5, 1.5), 256
     mc = errors(s, GEFF, n, trials=24, seed=5).attention.mean
     with al.theory.domain.ignored():

@@ -188,8 +188,9 @@ def compare_theory(setting: Setting, g: object, *, n: int, rows: bool = False) -
     (``"finite"``; ``None`` where :func:`attn_lib.theory.softmax.tail` is at least one, which
     the theory refuses); entry-wise ``f_beta`` at ``tau_K g``; ridge at ``c g``; with ``rows``,
     the theory that keeps the kernel's row factors at ``n``
-    (:func:`attn_lib.theory.softmax.rows_error`, same effective gammas; else ``None``). Each of
-    shape ``(G,)``.
+    (:func:`attn_lib.theory.softmax.rows_error`: the finite-size theory plus
+    :func:`~attn_lib.theory.softmax.rows_correction`, same effective gammas; ``None`` where the
+    finite-size theory refuses or unless asked). Each of shape ``(G,)``.
     """
     s = _softmax(setting)
     g = np.atleast_1d(check_gammas(g, "g"))
@@ -197,11 +198,12 @@ def compare_theory(setting: Setting, g: object, *, n: int, rows: bool = False) -
     ew = softmax.entrywise_equivalent(s)
     tau_a = sweeps.feature_scale(s, n=n)
     geff = softmax.effective_gamma(s, tau_a * g, n)
-    return {"softmax": attention_error(s, geff),
-            "finite": attention_error(s, geff, n=n) if softmax.tail(s, n) < 1.0 else None,
+    finite = attention_error(s, geff, n=n) if softmax.tail(s, n) < 1.0 else None
+    return {"softmax": attention_error(s, geff), "finite": finite,
             "entrywise": attention_error(ew, sweeps.feature_scale(ew) * g),
             "ridge": ridge_error(s, s.c * g),
-            "rows": softmax.rows_error(s, geff, n) if rows else None}
+            "rows": (finite + softmax.rows_correction(s, geff, n)
+                     if rows and finite is not None else None)}
 
 
 def attention_draw(setting: Setting, n: int, seed: int = 0) -> np.ndarray:
