@@ -73,3 +73,16 @@ def test_rows_error_against_monte_carlo():
         limit = np.abs(al.theory.attention_error(s, GEFF) - mc).max()
     rows = np.abs(softmax.rows_error(s, GEFF, n) - mc).max()
     assert limit > 0.06 and rows < 0.035
+
+
+def test_domain():
+    # measured within 0.02 up to beta = 2 (n = 512 and 2048), from n = 256
+    s = _setting(2.5, 1.5)
+    with pytest.warns(al.DomainWarning, match="row-factor theory"):
+        softmax.rows_error(s, 1.0, 2048)
+    with pytest.raises(al.DomainError, match="strict"):
+        softmax.rows_error(s, 1.0, 2048, strict=True)
+    with pytest.warns(al.DomainWarning, match="n = 128"):
+        softmax.rows_error(_setting(1.5, 1.5), 1.0, 128)
+    with pytest.raises(TypeError, match="strict"):
+        softmax.rows_error(_setting(1.5, 1.5), 1.0, 2048, strict="yes")

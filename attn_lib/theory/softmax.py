@@ -55,8 +55,8 @@ import functools
 import numpy as np
 from scipy.optimize import brentq
 
-from .._domain import ignored
-from .._validation import check_gammas, check_int, check_real, check_setting
+from .._domain import emit, ignored
+from .._validation import check_bool, check_gammas, check_int, check_real, check_setting
 from . import _softmax_rows
 from ..model.data import latent_coordinates
 from ..model.kernel import logits
@@ -375,7 +375,7 @@ def rows_correction(setting: Setting | RankSetting, gammas: object, n: int) -> n
     return np.reshape(_softmax_rows.rows_bulk_error(c, a1, b2, g, law) - gauss, g0.shape)
 
 
-def rows_error(setting: Setting, gammas: object, n: int) -> np.ndarray:
+def rows_error(setting: Setting, gammas: object, n: int, *, strict: bool = False) -> np.ndarray:
     r"""The softmax error at ``n`` tokens with the kernel's row factors kept.
 
     The finite-size softmax theory (``attention_error(setting, gammas, n=n)``: the mean part
@@ -397,6 +397,10 @@ def rows_error(setting: Setting, gammas: object, n: int) -> np.ndarray:
         Effective ridge parameters ``gamma_raw / s_n^2`` (:func:`effective_gamma`).
     n : int
         Tokens, at least 9.
+    strict : bool, default False
+        Raise :class:`~attn_lib.DomainError` instead of warning outside the measured domain
+        (``beta alpha`` above :data:`attn_lib.theory.domain.ROWS_BETA` or ``n`` below 256;
+        :func:`attn_lib.theory.domain.rows_violations`).
 
     Returns
     -------
@@ -408,12 +412,20 @@ def rows_error(setting: Setting, gammas: object, n: int) -> np.ndarray:
         Where the finite-size theory refuses the setting.
     ConvergenceError
         When a fixed point cannot be solved.
+
+    Warns
+    -----
+    DomainWarning
+        Outside the measured domain.
     """
+    from . import domain
     from .attention import attention_error
 
     s = cast(Setting, _softmax_setting(setting, (Setting,)))
     g = check_gammas(gammas)
     n = check_int(n, "n", low=9)
+    emit([(s, v) for v in domain.rows_violations(s, n)], "softmax.rows_error", 1,
+         check_bool(strict, "strict"), 2)
     with ignored():  # past the tail edge on purpose: the correction is the theory for it
         finite = attention_error(s, np.atleast_1d(g), n=n)
     return np.reshape(finite + rows_correction(s, np.atleast_1d(g), n), g.shape)

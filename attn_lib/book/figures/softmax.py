@@ -461,7 +461,8 @@ def breakdown(*, n_ladder: Sequence[int], trials: int, seed: int, n_gamma: int,
         :func:`attn_lib.theory.softmax.tail` of the settings; the finite-size theory refuses one
         and above, its errors then ``nan``); the row theory's ``rows_err_beta_one``,
         ``rows_err_beta_max`` and ``rows_err_beta_max_se`` (last ``n``), claim ``rows_breaks``
-        and ``rows_beta_break`` (as ``breaks`` and ``beta_break``).
+        and ``rows_beta_break`` (as ``breaks`` and ``beta_break``), ``rows_break_text`` (where
+        the row theory's miss exceeds :data:`MARGIN`, in words).
     """
     ns = [check_int(v, "n_ladder", low=9) for v in n_ladder]
     betas = [float(b) for b in betas]
@@ -558,7 +559,9 @@ def breakdown(*, n_ladder: Sequence[int], trials: int, seed: int, n_gamma: int,
                                                f"within {MARGIN:g} of",
                                                f"not decided at this profile to be farther than "
                                                f"{MARGIN:g} from")),
-        "rows_beta_break": float(rows_broken[0]) if rows_broken else float("nan")})
+        "rows_beta_break": float(rows_broken[0]) if rows_broken else float("nan"),
+        "rows_break_text": (f"from β = {rows_broken[0]:g} on" if rows_broken else
+                            f"at no β of the grid (up to {betas[-1]:g})")})
 
 
 def tail_regime(n: int) -> dict[str, Any]:
