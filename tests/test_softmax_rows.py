@@ -46,12 +46,30 @@ def test_correction_vanishes_at_small_beta_and_is_positive_at_large_beta():
     assert softmax.rows_correction(_setting(1.5, 1.5), 0.2, 2048).shape == ()
 
 
-def test_rows_error_is_the_finite_size_theory_plus_the_correction():
-    s, n = _setting(1.5, 0.75, snr=1.0, w=1.0), 512
+def test_matching_pieces():
+    # the spiked form at the Gaussian b2 is the limit, and matching the Gaussian trace gives b2 back
+    s = _setting(1.5, 0.75, snr=2.0, w=1.5)
+    ew = softmax.entrywise_equivalent(s)
+    lin, can = al.theory.linearisation(ew), ew.canonical()
+    b2 = np.full(GEFF.shape, lin.b2)
     with al.theory.domain.ignored():
-        finite = al.theory.attention_error(s, GEFF, n=n)
-    np.testing.assert_allclose(softmax.rows_error(s, GEFF, n),
-                               finite + softmax.rows_correction(s, GEFF, n), rtol=1e-12)
+        limit = al.theory.attention_error(s, GEFF)
+    np.testing.assert_allclose(_softmax_rows.spiked_error(s.c, lin.rho, b2, GEFF, can.snr,
+                                                          np.asarray(can.gram)), limit, atol=1e-12)
+    trace = al.theory.attention_bulk(s, GEFF).g1.ravel()
+    np.testing.assert_allclose(_softmax_rows.matched_b2(s.c, lin.rho, lin.b2, GEFF, trace), b2)
+    # a larger trace needs a smaller Wigner variance
+    assert np.all(_softmax_rows.matched_b2(s.c, lin.rho, lin.b2, GEFF, trace * 1.01) < b2)
+
+
+def test_rows_error_against_the_finite_size_theory():
+    # beta = 0.5: the law is concentrated, the row theory is the finite-size theory (to 1e-3);
+    # beta = 1.5: it lies above it (the row factors raise the error)
+    for beta, low, high in ((0.5, -1e-3, 1e-3), (1.5, 0.005, 0.04)):
+        s = _setting(beta, 1.5, snr=1.0, w=1.0)
+        with al.theory.domain.ignored():
+            d = softmax.rows_error(s, GEFF, 2048) - al.theory.attention_error(s, GEFF, n=2048)
+        assert low < d.max() < high and d.min() > -1e-3
 
 
 def test_bad_input():

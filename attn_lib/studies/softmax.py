@@ -36,6 +36,7 @@ from typing import TypedDict, cast
 import numpy as np
 
 from .. import cache
+from .._domain import ignored
 from .._validation import check_gammas, check_int, check_seed, check_setting
 from ..model import data, kernel
 from ..model.setting import Setting, Softmax
@@ -188,8 +189,7 @@ def compare_theory(setting: Setting, g: object, *, n: int, rows: bool = False) -
     (``"finite"``; ``None`` where :func:`attn_lib.theory.softmax.tail` is at least one, which
     the theory refuses); entry-wise ``f_beta`` at ``tau_K g``; ridge at ``c g``; with ``rows``,
     the theory that keeps the kernel's row factors at ``n``
-    (:func:`attn_lib.theory.softmax.rows_error`: the finite-size theory plus
-    :func:`~attn_lib.theory.softmax.rows_correction`, same effective gammas; ``None`` where the
+    (:func:`attn_lib.theory.softmax.rows_error`, same effective gammas; ``None`` where the
     finite-size theory refuses or unless asked). Each of shape ``(G,)``.
     """
     s = _softmax(setting)
@@ -202,8 +202,14 @@ def compare_theory(setting: Setting, g: object, *, n: int, rows: bool = False) -
     return {"softmax": attention_error(s, geff), "finite": finite,
             "entrywise": attention_error(ew, sweeps.feature_scale(ew) * g),
             "ridge": ridge_error(s, s.c * g),
-            "rows": (finite + softmax.rows_correction(s, geff, n)
-                     if rows and finite is not None else None)}
+            "rows": _rows(s, geff, n) if rows and finite is not None else None}
+
+
+def _rows(s: Setting, geff: np.ndarray, n: int) -> np.ndarray:
+    """:func:`attn_lib.theory.softmax.rows_error`, outside its measured domain too (the
+    breakdown figure measures where it stops)."""
+    with ignored():
+        return softmax.rows_error(s, geff, n)
 
 
 def attention_draw(setting: Setting, n: int, seed: int = 0) -> np.ndarray:

@@ -47,11 +47,14 @@ from __future__ import annotations
 
 import functools
 import numpy as np
-from scipy.optimize import root
+from scipy.optimize import brentq, root
+
+from ._bulk import BulkSolution, solve_bulk
+from ._spiked import label_quadratic_form
 
 from ._errors import ConvergenceError, not_converged
 
-__all__ = ["row_law", "rows_bulk_error", "ROWS", "CLASSES", "SEED"]
+__all__ = ["row_law", "rows_bulk", "rows_bulk_error", "matched_b2", "spiked_error", "ROWS", "CLASSES", "SEED"]
 
 #: Rows sampled for the law of the row factor, and classes of the quadrature.
 ROWS = 16384
@@ -150,9 +153,9 @@ def _solve_point(c: float, a1: float, b2: float, gamma: float, r: np.ndarray, w:
     return float(gn[0, 0]), sol.x
 
 
-def rows_bulk_error(c: float, a1: float, b2: float, gammas: np.ndarray, law: tuple[np.ndarray, np.ndarray],
-                    step: float = 1e-4) -> np.ndarray:
-    r"""The random-input error ``-gamma^2 d/dgamma tr Q / n`` of the row-variance equivalent.
+def rows_bulk(c: float, a1: float, b2: float, gammas: np.ndarray, law: tuple[np.ndarray, np.ndarray],
+              step: float = 1e-4) -> tuple[np.ndarray, np.ndarray]:
+    r"""``tr Q / n`` and the random-input error ``-gamma^2 d/dgamma tr Q / n`` of the row-variance equivalent.
 
     Parameters
     ----------
@@ -168,19 +171,26 @@ def rows_bulk_error(c: float, a1: float, b2: float, gammas: np.ndarray, law: tup
 
     Returns
     -------
-    ndarray of shape (G,)
+    trace, error : ndarray of shape (G,)
     """
     r, w = (np.asarray(v, dtype=float) for v in law)
     g = np.asarray(gammas, dtype=float)
-    out = np.empty_like(g)
+    trace, error = np.empty_like(g), np.empty_like(g)
     x = None
     at = float(g.max()) * np.exp(2 * step)
     for i in np.argsort(-g):  # from large gamma down, warm starts along a continuation path
         x, at = _walk(c, a1, b2, at, g[i] * np.exp(step), r, w, x)
         hi = _solve_point(c, a1, b2, at, r, w, x)[0]
+        trace[i] = _solve_point(c, a1, b2, g[i], r, w, x)[0]
         lo = _solve_point(c, a1, b2, g[i] * np.exp(-step), r, w, x)[0]
-        out[i] = -g[i] * (hi - lo) / (2.0 * step)  # -gamma^2 dq/dgamma = -gamma dq/dlog gamma
-    return out
+        error[i] = -g[i] * (hi - lo) / (2.0 * step)  # -gamma^2 dq/dgamma = -gamma dq/dlog gamma
+    return trace, error
+
+
+def rows_bulk_error(c: float, a1: float, b2: float, gammas: np.ndarray,
+                    law: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """The error of :func:`rows_bulk` alone, shape ``(G,)``."""
+    return rows_bulk(c, a1, b2, gammas, law)[1]
 
 
 def _walk(c: float, a1: float, b2: float, at: float, target: float, r: np.ndarray, w: np.ndarray,
@@ -201,3 +211,60 @@ def _walk(c: float, a1: float, b2: float, at: float, target: float, r: np.ndarra
             continue
         at, halvings = nxt, max(0, halvings - 1)
     return x, at
+
+
+def _gauss_trace(c: float, rho: float, b2: np.ndarray, gammas: np.ndarray) -> np.ndarray:
+    """``tr Q / n`` of the Gaussian bulk (:mod:`attn_lib.theory._bulk`), one ``b2`` per ``gamma``."""
+    sol = solve_bulk(np.full(b2.shape, c), np.full(b2.shape, rho), b2, gammas.reshape(-1, 1))
+    return np.asarray(sol.g1).reshape(-1)
+
+
+def matched_b2(c: float, rho: float, b2: float, gammas: np.ndarray, target: np.ndarray) -> np.ndarray:
+    r"""The Wigner variance ``b2_eff(gamma)`` whose Gaussian bulk has the resolvent trace ``target(gamma)``.
+
+    ``tr Q / n`` of the Gaussian bulk (:func:`attn_lib.theory._bulk.solve_bulk`, ``g1``)
+    decreases in ``b2``; the root is bracketed in ``[b2 / 1000, 4 b2]``
+    (:func:`scipy.optimize.brentq`, ``xtol`` ``1e-12 b2``). The trace, unlike the error, stays
+    sensitive to ``b2`` as ``gamma -> 0`` at ``c < 1`` (it keeps ``c int dmu / lambda`` over the
+    non-zero spectrum beside the ``(1 - c) / gamma`` of the zero eigenvalues).
+
+    Parameters
+    ----------
+    c, rho, b2 : float
+        ``p / n``, ``sqrt(c) a1`` and the Gaussian Wigner variance.
+    gammas, target : ndarray of shape (G,)
+
+    Returns
+    -------
+    ndarray of shape (G,)
+    """
+    out = np.full(gammas.shape, float(b2))
+    base = _gauss_trace(c, rho, out, gammas)
+    for i, (g, t) in enumerate(zip(gammas, target)):
+        if abs(base[i] - t) <= 1e-12 * abs(t):
+            continue
+
+        def h(v: float, g: float = float(g), t: float = float(t)) -> float:
+            return float(_gauss_trace(c, rho, np.array([v]), np.array([g]))[0]) - t
+
+        lo, hi = b2 / 1000.0, 4.0 * b2
+        if h(lo) * h(hi) > 0:
+            raise not_converged("matched Wigner variance", f"c={c:g}, rho={rho:g}, b2={b2:g}",
+                                f"gamma={g:.6g}", min(abs(h(lo)), abs(h(hi))),
+                                "the target trace is outside the Gaussian bulk's range")
+        out[i] = brentq(h, lo, hi, xtol=1e-12 * b2, rtol=1e-12)
+    return out
+
+
+def spiked_error(c: float, rho: float, b2: np.ndarray, gammas: np.ndarray, snr: float,
+                 gram: np.ndarray) -> np.ndarray:
+    """The limit's error (:func:`attn_lib.theory._spiked.label_quadratic_form`) with one ``b2`` per ``gamma``.
+
+    At ``b2`` constant it is ``attention_error`` of the setting of ``snr`` and ``gram``
+    (canonical, ``(3, 3)`` or ``(1 + 2r, 1 + 2r)``), shape ``(G,)``.
+    """
+    sol = solve_bulk(np.full(b2.shape, c), np.full(b2.shape, rho), b2, gammas.reshape(-1, 1))
+    flat = BulkSolution(**{k: np.asarray(v).reshape(-1) for k, v in sol.__dict__.items()})
+    G = gammas.size
+    _, dq = label_quadratic_form(flat, np.full(G, snr), np.repeat(gram[None], G, axis=0))
+    return np.asarray(-(gammas ** 2) * dq)

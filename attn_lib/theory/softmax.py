@@ -376,17 +376,23 @@ def rows_correction(setting: Setting | RankSetting, gammas: object, n: int) -> n
 
 
 def rows_error(setting: Setting, gammas: object, n: int, *, strict: bool = False) -> np.ndarray:
-    r"""The softmax error at ``n`` tokens with the kernel's row factors kept.
+    r"""The softmax error at ``n`` tokens with the kernel's row factors kept (past the tail edge).
 
-    The finite-size softmax theory (``attention_error(setting, gammas, n=n)``: the mean part
-    and the normalising sums on the latent types) plus the change that the kernel's random row
-    variances make to the bulk (:func:`rows_correction`):
+    The row-variance equivalent of the bulk (:mod:`attn_lib.theory._softmax_rows`: the cavity
+    equation that keeps each key row's variance factor ``r_i``, one unknown per row class,
+    averaged over the law of :func:`row_factor_law`) gives ``tr Q / n`` at each ``gamma``; the
+    Gaussian bulk of Wigner variance ``b2_eff(gamma)`` has the same trace
+    (:func:`~attn_lib.theory._softmax_rows.matched_b2`); the limit's spiked form is evaluated with
+    it (:func:`~attn_lib.theory._softmax_rows.spiked_error`), and the finite-size theory's
+    difference from the limit (the mean part and the normalising sums on the latent types) is
+    added:
 
-        E_rows(gamma; n) = E_finite(gamma; n) + E_bulk[r ~ law_n](gamma) - E_bulk[r = 1](gamma).
+        E_rows(gamma; n) = E_limit[b2_eff(gamma)](gamma) + E_finite(gamma; n) - E_limit(gamma).
 
-    A signal and weights enter through the finite-size theory; the row factors are taken to act
-    on the bulk (``book/derivation_softmax.md``, *Row factors*, measures it on the regular grid
-    and on a held-out grid: at ``n = 2048`` and ``beta = 1.5`` within 0.015 of Monte Carlo).
+    At ``b2_eff = b2`` (the law concentrated at one, ``n -> infinity`` at fixed ``beta``) it is
+    the finite-size theory. ``book/derivation_softmax.md`` (*Row factors*) derives it and
+    measures it: at ``n = 2048``, ``beta = 1.5``, within 0.015 of Monte Carlo on the regular grid
+    and on a held-out grid.
 
     Parameters
     ----------
@@ -419,13 +425,23 @@ def rows_error(setting: Setting, gammas: object, n: int, *, strict: bool = False
         Outside the measured domain.
     """
     from . import domain
-    from .attention import attention_error
+    from .attention import attention_error, linearisation
 
     s = cast(Setting, _softmax_setting(setting, (Setting,)))
-    g = check_gammas(gammas)
+    g0 = check_gammas(gammas)
+    g = np.atleast_1d(g0)
     n = check_int(n, "n", low=9)
     emit([(s, v) for v in domain.rows_violations(s, n)], "softmax.rows_error", 1,
          check_bool(strict, "strict"), 2)
-    with ignored():  # past the tail edge on purpose: the correction is the theory for it
-        finite = attention_error(s, np.atleast_1d(g), n=n)
-    return np.reshape(finite + rows_correction(s, np.atleast_1d(g), n), g.shape)
+    ew = entrywise_equivalent(s)
+    lin = linearisation(ew)
+    c, a1, b2 = s.c, lin.a1, lin.b2
+    _, _, _, _, (b, shift) = _row_parts(s)
+    with ignored():  # past the tail edge on purpose: the row factors are the theory for it
+        finite = attention_error(s, g, n=n)
+        limit = attention_error(s, g)
+    trace, _ = _softmax_rows.rows_bulk(c, a1, b2, g, _softmax_rows.row_law(b, shift, a1, b2, n))
+    b2_eff = _softmax_rows.matched_b2(c, lin.rho, b2, g, trace)
+    canon = ew.canonical()
+    matched = _softmax_rows.spiked_error(c, lin.rho, b2_eff, g, canon.snr, np.asarray(canon.gram))
+    return np.reshape(matched + finite - limit, g0.shape)
