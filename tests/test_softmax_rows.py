@@ -56,10 +56,13 @@ def test_matching_pieces():
         limit = al.theory.attention_error(s, GEFF)
     np.testing.assert_allclose(_softmax_rows.spiked_error(s.c, lin.rho, b2, GEFF, can.snr,
                                                           np.asarray(can.gram)), limit, atol=1e-12)
-    trace = al.theory.attention_bulk(s, GEFF).g1.ravel()
-    np.testing.assert_allclose(_softmax_rows.matched_b2(s.c, lin.rho, lin.b2, GEFF, trace), b2)
-    # a larger trace needs a smaller Wigner variance
-    assert np.all(_softmax_rows.matched_b2(s.c, lin.rho, lin.b2, GEFF, trace * 1.01) < b2)
+    err = al.theory.attention_bulk(s, GEFF).error.ravel()
+    np.testing.assert_allclose(_softmax_rows.matched_b2(s.c, lin.rho, lin.b2, GEFF, err), b2)
+    # a larger error needs a smaller Wigner variance; the matched bulk has the target error
+    up = _softmax_rows.matched_b2(s.c, lin.rho, lin.b2, GEFF, err + 0.01)
+    assert np.all(up < b2)
+    np.testing.assert_allclose(_softmax_rows._gauss_error(s.c, lin.rho, up, GEFF), err + 0.01,
+                               atol=1e-9)
 
 
 def test_rows_error_against_the_finite_size_theory():

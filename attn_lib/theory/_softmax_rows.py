@@ -213,20 +213,25 @@ def _walk(c: float, a1: float, b2: float, at: float, target: float, r: np.ndarra
     return x, at
 
 
-def _gauss_trace(c: float, rho: float, b2: np.ndarray, gammas: np.ndarray) -> np.ndarray:
-    """``tr Q / n`` of the Gaussian bulk (:mod:`attn_lib.theory._bulk`), one ``b2`` per ``gamma``."""
+#: Where changing ``b2`` by a factor of four either way moves the Gaussian bulk error by less
+#: than this, the error does not determine ``b2_eff`` (:func:`matched_b2`).
+_FLAT = 1e-4
+
+
+def _gauss_error(c: float, rho: float, b2: np.ndarray, gammas: np.ndarray) -> np.ndarray:
+    """The Gaussian bulk error (:mod:`attn_lib.theory._bulk`), one ``b2`` per ``gamma``."""
     sol = solve_bulk(np.full(b2.shape, c), np.full(b2.shape, rho), b2, gammas.reshape(-1, 1))
-    return np.asarray(sol.g1).reshape(-1)
+    return np.asarray(sol.error).reshape(-1)
 
 
 def matched_b2(c: float, rho: float, b2: float, gammas: np.ndarray, target: np.ndarray) -> np.ndarray:
-    r"""The Wigner variance ``b2_eff(gamma)`` whose Gaussian bulk has the resolvent trace ``target(gamma)``.
+    r"""The Wigner variance ``b2_eff(gamma)`` whose Gaussian bulk has the error ``target(gamma)``.
 
-    ``tr Q / n`` of the Gaussian bulk (:func:`attn_lib.theory._bulk.solve_bulk`, ``g1``)
-    decreases in ``b2``; the root is bracketed in ``[b2 / 1000, 4 b2]``
-    (:func:`scipy.optimize.brentq`, ``xtol`` ``1e-12 b2``). The trace, unlike the error, stays
-    sensitive to ``b2`` as ``gamma -> 0`` at ``c < 1`` (it keeps ``c int dmu / lambda`` over the
-    non-zero spectrum beside the ``(1 - c) / gamma`` of the zero eigenvalues).
+    The Gaussian bulk error (:func:`attn_lib.theory._bulk.solve_bulk`) decreases in ``b2``; the
+    root is bracketed in ``[b2 / 4, 4 b2]`` (:func:`scipy.optimize.brentq`, ``xtol``
+    ``1e-12 b2``). Where the error does not determine it (changing ``b2`` fourfold either way
+    moves it by less than :data:`_FLAT`: at ``c < 1`` and small ``gamma`` the error sits at its
+    floor ``1 - c``), ``b2_eff`` is continued from the nearest larger ``gamma`` (``b2`` if none).
 
     Parameters
     ----------
@@ -239,20 +244,23 @@ def matched_b2(c: float, rho: float, b2: float, gammas: np.ndarray, target: np.n
     ndarray of shape (G,)
     """
     out = np.full(gammas.shape, float(b2))
-    base = _gauss_trace(c, rho, out, gammas)
-    for i, (g, t) in enumerate(zip(gammas, target)):
-        if abs(base[i] - t) <= 1e-12 * abs(t):
+    lo, hi = b2 / 4.0, 4.0 * b2
+    last = float(b2)
+    for i in np.argsort(-gammas):
+        g, t = float(gammas[i]), float(target[i])
+        e_lo, e_hi = _gauss_error(c, rho, np.array([lo, hi]), np.array([g, g]))
+        if e_lo - e_hi < _FLAT:
+            out[i] = last
             continue
 
-        def h(v: float, g: float = float(g), t: float = float(t)) -> float:
-            return float(_gauss_trace(c, rho, np.array([v]), np.array([g]))[0]) - t
+        def h(v: float, g: float = g, t: float = t) -> float:
+            return float(_gauss_error(c, rho, np.array([v]), np.array([g]))[0]) - t
 
-        lo, hi = b2 / 1000.0, 4.0 * b2
-        if h(lo) * h(hi) > 0:
+        if (e_lo - t) * (e_hi - t) > 0:
             raise not_converged("matched Wigner variance", f"c={c:g}, rho={rho:g}, b2={b2:g}",
-                                f"gamma={g:.6g}", min(abs(h(lo)), abs(h(hi))),
-                                "the target trace is outside the Gaussian bulk's range")
-        out[i] = brentq(h, lo, hi, xtol=1e-12 * b2, rtol=1e-12)
+                                f"gamma={g:.6g}", min(abs(e_lo - t), abs(e_hi - t)),
+                                "the target error is outside the Gaussian bulk's range")
+        out[i] = last = brentq(h, lo, hi, xtol=1e-12 * b2, rtol=1e-12)
     return out
 
 

@@ -380,8 +380,8 @@ def rows_error(setting: Setting, gammas: object, n: int, *, strict: bool = False
 
     The row-variance equivalent of the bulk (:mod:`attn_lib.theory._softmax_rows`: the cavity
     equation that keeps each key row's variance factor ``r_i``, one unknown per row class,
-    averaged over the law of :func:`row_factor_law`) gives ``tr Q / n`` at each ``gamma``; the
-    Gaussian bulk of Wigner variance ``b2_eff(gamma)`` has the same trace
+    averaged over the law of :func:`row_factor_law`) gives the random-input error at each
+    ``gamma``; the Gaussian bulk of Wigner variance ``b2_eff(gamma)`` has the same error
     (:func:`~attn_lib.theory._softmax_rows.matched_b2`); the limit's spiked form is evaluated with
     it (:func:`~attn_lib.theory._softmax_rows.spiked_error`), and the finite-size theory's
     difference from the limit (the mean part and the normalising sums on the latent types) is
@@ -440,8 +440,8 @@ def rows_error(setting: Setting, gammas: object, n: int, *, strict: bool = False
     with ignored():  # past the tail edge on purpose: the row factors are the theory for it
         finite = attention_error(s, g, n=n)
         limit = attention_error(s, g)
-    trace, _ = _softmax_rows.rows_bulk(c, a1, b2, g, _softmax_rows.row_law(b, shift, a1, b2, n))
-    b2_eff = _softmax_rows.matched_b2(c, lin.rho, b2, g, trace)
+    target = _softmax_rows.rows_bulk_error(c, a1, b2, g, _softmax_rows.row_law(b, shift, a1, b2, n))
+    b2_eff = _softmax_rows.matched_b2(c, lin.rho, b2, g, target)
     canon = ew.canonical()
     matched = _softmax_rows.spiked_error(c, lin.rho, b2_eff, g, canon.snr, np.asarray(canon.gram))
     return np.reshape(matched + finite - limit, g0.shape)
