@@ -228,12 +228,12 @@ def matched_b2(c: float, rho: float, b2: float, gammas: np.ndarray, target: np.n
     r"""The Wigner variance ``b2_eff(gamma)`` whose Gaussian bulk has the error ``target(gamma)``.
 
     The Gaussian bulk error (:func:`attn_lib.theory._bulk.solve_bulk`) decreases in ``b2``; the
-    root is bracketed in ``[b2 / 4, 4 b2]`` (:func:`scipy.optimize.brentq`, ``xtol``
+    root is bracketed in ``[b2 / 1000, 4 b2]`` (:func:`scipy.optimize.brentq`, ``xtol``
     ``1e-12 b2``). Where the error does not determine it (changing ``b2`` fourfold either way
     moves it by less than :data:`_FLAT`: at ``c < 1`` and small ``gamma`` the error sits at its
     floor ``1 - c``; or the target is outside the bracket's errors: at ``beta = 1``, ``c = 1.5``
     and small ``gamma`` the row factors lower the error by 4e-4, which no ``b2`` up to ``4 b2``
-    reaches), ``b2_eff`` is continued from the nearest larger ``gamma`` (``b2`` if none).
+    reaches; at ``beta = 3`` the factors ask for less than ``b2 / 1000``), ``b2_eff`` is continued from the nearest larger ``gamma`` (``b2`` if none).
 
     Parameters
     ----------
@@ -246,12 +246,12 @@ def matched_b2(c: float, rho: float, b2: float, gammas: np.ndarray, target: np.n
     ndarray of shape (G,)
     """
     out = np.full(gammas.shape, float(b2))
-    lo, hi = b2 / 4.0, 4.0 * b2
+    lo, hi = b2 / 1000.0, 4.0 * b2
     last = float(b2)
     for i in np.argsort(-gammas):
         g, t = float(gammas[i]), float(target[i])
-        e_lo, e_hi = _gauss_error(c, rho, np.array([lo, hi]), np.array([g, g]))
-        if e_lo - e_hi < _FLAT or (e_lo - t) * (e_hi - t) > 0:
+        e_4, e_lo, e_hi = _gauss_error(c, rho, np.array([b2 / 4.0, lo, hi]), np.full(3, g))
+        if e_4 - e_hi < _FLAT or (e_lo - t) * (e_hi - t) > 0:
             out[i] = last  # the error does not determine b2 here (or not within the bracket)
             continue
 
