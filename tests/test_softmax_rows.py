@@ -100,7 +100,7 @@ def test_domain():
     # measured within 0.02 up to beta = 2 (n = 512 and 2048), from n = 256
     s = _setting(2.5, 1.5)
     with pytest.warns(al.DomainWarning, match="row-factor theory"):
-        softmax.rows_error(s, 1.0, 2048)
+        softmax.rows_error(s, 1.0, 512)
     with pytest.raises(al.DomainError, match="strict"):
         softmax.rows_error(s, 1.0, 2048, strict=True)
     with pytest.warns(al.DomainWarning, match="n = 128"):
