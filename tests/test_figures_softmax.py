@@ -96,7 +96,7 @@ def test_breakdown():
                         "fs_lim_beta_max", "tail_max", "eps_ratio_first_se", "eps_ratio_last_se",
                         "err_small_first_se", "err_small_last_se", "rows_err_beta_one",
                         "rows_err_beta_max", "rows_err_beta_max_se", "rows_breaks",
-                        "rows_beta_break", "rows_break_text"], 2)
+                        "rows_beta_break", "rows_break_text", "rows_break_moves"], 2)
     assert out["beta_max"] == 1.0
     # at n = 48 the row factors matter already at beta = 1: the row theory's miss is below the
     # limit's (measured 0.058 against 0.086 on these two draws)

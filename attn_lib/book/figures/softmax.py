@@ -462,7 +462,8 @@ def breakdown(*, n_ladder: Sequence[int], trials: int, seed: int, n_gamma: int,
         and above, its errors then ``nan``); the row theory's ``rows_err_beta_one``,
         ``rows_err_beta_max`` and ``rows_err_beta_max_se`` (last ``n``), claim ``rows_breaks``
         and ``rows_beta_break`` (as ``breaks`` and ``beta_break``), ``rows_break_text`` (where
-        the row theory's miss exceeds :data:`MARGIN`, in words).
+        the row theory's miss exceeds :data:`MARGIN`, in words) and ``rows_break_moves`` (whether
+        the breakdown temperature moves up against the limit's, in words).
     """
     ns = [check_int(v, "n_ladder", low=9) for v in n_ladder]
     betas = [float(b) for b in betas]
@@ -518,6 +519,14 @@ def breakdown(*, n_ladder: Sequence[int], trials: int, seed: int, n_gamma: int,
     broken = [b for b, v, s_ in zip(betas, e_n, se_n) if v - k_t * s_ > MARGIN]
     r_n, rse_n = rw_errs[n], rw_ses[n]
     rows_broken = [b for b, v, s_ in zip(betas, r_n, rse_n) if v - k_t * s_ > MARGIN]
+    if not broken:
+        moves = "the limit does not break on this grid either"
+    elif not rows_broken:
+        moves = f"the breakdown temperature moves up from β = {broken[0]:g} to beyond {betas[-1]:g}"
+    elif rows_broken[0] > broken[0]:
+        moves = f"the breakdown temperature moves up from β = {broken[0]:g} to {rows_broken[0]:g}"
+    else:
+        moves = f"the breakdown temperature does not move on this grid (β = {broken[0]:g})"
     j1 = betas.index(1.0) if 1.0 in betas else 0
     return Figure(fig, {
         "sqrt_log_n": float(np.sqrt(np.log(n))), "beta_max": betas[-1], "n_small": ns[0],
@@ -561,7 +570,8 @@ def breakdown(*, n_ladder: Sequence[int], trials: int, seed: int, n_gamma: int,
                                                f"{MARGIN:g} from")),
         "rows_beta_break": float(rows_broken[0]) if rows_broken else float("nan"),
         "rows_break_text": (f"from β = {rows_broken[0]:g} on" if rows_broken else
-                            f"at no β of the grid (up to {betas[-1]:g})")})
+                            f"at no β of the grid (up to {betas[-1]:g})"),
+        "rows_break_moves": moves})
 
 
 def tail_regime(n: int) -> dict[str, Any]:
