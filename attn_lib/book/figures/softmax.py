@@ -522,7 +522,8 @@ def breakdown(*, n_ladder: Sequence[int], trials: int, seed: int, n_gamma: int,
     if not broken:
         moves = "the limit does not break on this grid either"
     elif not rows_broken:
-        moves = f"the breakdown temperature moves up from β = {broken[0]:g} to beyond {betas[-1]:g}"
+        moves = (f"the limit breaks from β = {broken[0]:g} on and the row theory nowhere on this "
+                 "grid, so the breakdown temperature moves up")
     elif rows_broken[0] > broken[0]:
         moves = f"the breakdown temperature moves up from β = {broken[0]:g} to {rows_broken[0]:g}"
     else:
