@@ -53,13 +53,13 @@ def test_strict_raises_instead_and_the_values_are_those_of_the_warning_call():
                                   al.theory.attention_error(INSIDE, G))
 
 
-def test_softmax_past_the_tail_edge_warns_without_an_alternative():
+def test_softmax_past_the_tail_edge_warns_and_names_the_row_factor_theory():
     # the practitioner's beta = 2: past tail_beta(2048) = 1.35 (benchmarks/softmax_grid.py)
     s = al.Setting(c=0.5, snr=1.0, attention=al.Softmax(2.0))
     with pytest.warns(al.DomainWarning, match=r"beta = 2 is past the tail edge beta = 1\.35") as rec:
         al.theory.attention_error(s, G)
-    assert "Instead: none" in str(rec[0].message)
-    with pytest.warns(al.DomainWarning, match="tail edge"):
+    assert "Instead: the row-factor theory attn_lib.theory.softmax.rows_error" in str(rec[0].message)
+    with pytest.warns(al.DomainWarning, match="tail edge.*rows_error"):
         al.theory.attention_error(s, G, n=2048)
     # beta = 1 on the grid's random inputs: inside, limit and finite size
     inside = al.Setting(c=0.5, snr=1.0, attention=al.Softmax(1.0))

@@ -36,6 +36,7 @@ from typing import TypedDict, cast
 import numpy as np
 
 from .. import cache
+from .._domain import ignored
 from .._validation import check_gammas, check_int, check_seed, check_setting
 from ..model import data, kernel
 from ..model.setting import Setting, Softmax
@@ -86,6 +87,9 @@ class Comparison:
     theory_finite : ndarray of shape (G,) or None
         The finite-size softmax theory at ``n`` and the same ``g``; ``None`` where it refuses the
         setting (``tail(setting, n) >= 1``).
+    theory_rows : ndarray of shape (G,) or None
+        The theory that keeps the kernel's row factors at ``n``
+        (:func:`attn_lib.theory.softmax.rows_error`) at the same ``g``; ``None`` unless asked.
     n, p : int
     beta, delta : float
         Inverse temperature and coherent shift ``delta`` at ``n``.
@@ -104,6 +108,7 @@ class Comparison:
     p: int
     beta: float
     delta: float
+    theory_rows: np.ndarray | None = None
 
     def mean(self, model: str) -> np.ndarray:
         """Mean over draws of ``softmax``, ``ridge``, ``entrywise``, ``unmasked`` or ``gap``."""
@@ -123,7 +128,7 @@ class Comparison:
 
 
 def compare(setting: Setting, g: object, *, n: int, trials: int, seed: int = 0,
-            entrywise: bool = True, with_unmasked: bool = False) -> Comparison:
+            entrywise: bool = True, with_unmasked: bool = False, rows: bool = False) -> Comparison:
     r"""Monte Carlo and theory of softmax, entry-wise ``f_beta`` and ridge at equal ``gamma / tau``.
 
     One draw gives every ridge parameter: the softmax simulation at equal ``gamma / tau``
@@ -142,6 +147,8 @@ def compare(setting: Setting, g: object, *, n: int, trials: int, seed: int = 0,
         Also simulate the entry-wise kernel of ``f_beta``.
     with_unmasked : bool, default False
         Also simulate the unmasked softmax (at ridge's ``gamma = c g``).
+    rows : bool, default False
+        Also the row-factor theory (:func:`compare_theory`).
 
     Returns
     -------
@@ -158,12 +165,12 @@ def compare(setting: Setting, g: object, *, n: int, trials: int, seed: int = 0,
              if entrywise else None)
     um = (sweeps.simulations([unmasked(s)], s.c * g, n=n, trials=trials, seed=seed).values("attention")[0]
           if with_unmasked else None)
-    th = compare_theory(s, g, n=n)
+    th = compare_theory(s, g, n=n, rows=rows)
     return Comparison(
         g=g, softmax=att, ridge=ridge, entrywise=ew_mc, unmasked=um,
         theory_softmax=th["softmax"], theory_entrywise=th["entrywise"], theory_ridge=th["ridge"],
         theory_finite=th["finite"], n=n, p=s.p(n), beta=cast(Softmax, s.attention).beta,
-        delta=s.delta(n))
+        delta=s.delta(n), theory_rows=th["rows"])
 
 
 class _Theories(TypedDict):
@@ -171,16 +178,19 @@ class _Theories(TypedDict):
     finite: np.ndarray | None
     entrywise: np.ndarray
     ridge: np.ndarray
+    rows: np.ndarray | None
 
 
-def compare_theory(setting: Setting, g: object, *, n: int) -> _Theories:
-    """The theories of :func:`compare` at ``g`` (``"softmax"``, ``"finite"``, ``"entrywise"``, ``"ridge"``).
+def compare_theory(setting: Setting, g: object, *, n: int, rows: bool = False) -> _Theories:
+    """The theories of :func:`compare` at ``g`` (``"softmax"``, ``"finite"``, ``"entrywise"``, ``"ridge"``, ``"rows"``).
 
     Softmax: :func:`attn_lib.theory.attention_error` at ``gamma / s_n^2`` with ``gamma = tau_A
     g``, the proportional limit (``"softmax"``) and the finite-size theory at ``n``
     (``"finite"``; ``None`` where :func:`attn_lib.theory.softmax.tail` is at least one, which
-    the theory refuses); entry-wise ``f_beta`` at ``tau_K g``; ridge at ``c g``. Each of shape
-    ``(G,)``.
+    the theory refuses); entry-wise ``f_beta`` at ``tau_K g``; ridge at ``c g``; with ``rows``,
+    the theory that keeps the kernel's row factors at ``n``
+    (:func:`attn_lib.theory.softmax.rows_error`, same effective gammas; ``None`` where the
+    finite-size theory refuses or unless asked). Each of shape ``(G,)``.
     """
     s = _softmax(setting)
     g = np.atleast_1d(check_gammas(g, "g"))
@@ -188,10 +198,18 @@ def compare_theory(setting: Setting, g: object, *, n: int) -> _Theories:
     ew = softmax.entrywise_equivalent(s)
     tau_a = sweeps.feature_scale(s, n=n)
     geff = softmax.effective_gamma(s, tau_a * g, n)
-    return {"softmax": attention_error(s, geff),
-            "finite": attention_error(s, geff, n=n) if softmax.tail(s, n) < 1.0 else None,
+    finite = attention_error(s, geff, n=n) if softmax.tail(s, n) < 1.0 else None
+    return {"softmax": attention_error(s, geff), "finite": finite,
             "entrywise": attention_error(ew, sweeps.feature_scale(ew) * g),
-            "ridge": ridge_error(s, s.c * g)}
+            "ridge": ridge_error(s, s.c * g),
+            "rows": _rows(s, geff, n) if rows and finite is not None else None}
+
+
+def _rows(s: Setting, geff: np.ndarray, n: int) -> np.ndarray:
+    """:func:`attn_lib.theory.softmax.rows_error`, outside its measured domain too (the
+    breakdown figure measures where it stops)."""
+    with ignored():
+        return softmax.rows_error(s, geff, n)
 
 
 def attention_draw(setting: Setting, n: int, seed: int = 0) -> np.ndarray:

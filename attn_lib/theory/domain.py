@@ -41,7 +41,8 @@ The conditions and the measurements behind them (the symbols are in the book's n
   ``benchmarks/softmax_grid.py``: on 36 settings at ``n = 2048`` the limit is within 0.0114
   of Monte Carlo at ``beta <= 1`` and off by up to 0.029 at ``beta = 1.5``, where the entry-wise
   kernel of ``f_beta`` itself misses by as much (``benchmarks/softmax_beta.py``: an
-  ``n^{-1/2}`` law). Instead: none (the finite-size softmax theory has the same edge); simulate.
+  ``n^{-1/2}`` law). Instead: the row-factor theory
+  :func:`attn_lib.theory.softmax.rows_error` at the ``n`` simulated (below).
 * *Softmax regular regime*: ``beta delta`` at :data:`REFERENCE_N` at most
   :data:`SOFTMAX_BETA_DELTA` (``book/derivation_softmax.md``, the regular grid is kept at
   ``beta delta <= 0.3``; beyond it the mean of ``A`` carries the labels, which the limit drops:
@@ -59,7 +60,18 @@ The conditions and the measurements behind them (the symbols are in the book's n
   0.0121 for ``0.3 < delta <= 2``). Instead: none; simulate.
 * *Softmax tail edge*: ``beta`` at most ``tail_beta(n)`` (as above, at the ``n`` given;
   ``benchmarks/softmax_strong.py``: at ``beta = 1.5``, ``n = 2048`` it misses by up to 0.030).
+  Instead: the row-factor theory :func:`attn_lib.theory.softmax.rows_error`.
+
+**Row-factor softmax theory** (:func:`attn_lib.theory.softmax.rows_error`, which checks these
+itself; the finite-size theory plus the kernel's row factors).
+
+* *Temperature*: ``beta`` (``beta alpha`` in canonical form) at most :data:`ROWS_BETA`.
+  ``benchmarks/softmax_rows.py``, part ``breakdown`` (random inputs, ``c = 1``, 8 draws): at
+  ``n = 2048`` within 0.017 of Monte Carlo up to ``beta = 2`` (the limit: 0.113 there) and off
+  by 0.026 at 2.5; at ``n = 512`` within 0.023 up to ``beta = 2``, 0.033-0.037 at 2.5-3.
   Instead: none; simulate.
+* *Tokens*: ``n`` at least :data:`FINITE_MIN_N` (its law of the row factors was measured from
+  ``n = 256``, where the miss at ``beta = 1.5`` is 0.021). Instead: none; simulate.
 
 **Logit scale of a matrix** (:class:`~attn_lib.MatrixSetting`, :class:`~attn_lib.HeadsSetting`,
 in the theory and in :func:`attn_lib.simulation.simulate.errors`): the scale
@@ -86,7 +98,7 @@ from ..model.setting import (BaseSetting, CovarianceSetting, HeadsSetting, Matri
 
 __all__ = ["DomainWarning", "DomainError", "Violation", "violations", "check", "check_scale",
            "ignored", "REFERENCE_N", "LIMIT_DELTA", "MATRIX_DELTA", "HEADS_DELTA", "SOFTMAX_BETA_DELTA",
-           "FINITE_MIN_N", "FINITE_DELTA", "SCALE_FACTOR"]
+           "FINITE_MIN_N", "FINITE_DELTA", "SCALE_FACTOR", "ROWS_BETA", "rows_violations"]
 
 #: Tokens at which the limit's conditions are read (it has no ``n``): the largest ``n`` of
 #: ``benchmarks/fidelity.py`` and ``benchmarks/softmax_grid.py``.
@@ -105,6 +117,8 @@ SOFTMAX_BETA_DELTA = 0.3
 FINITE_MIN_N = 256
 #: Largest coherent shift at which the finite-size theory was measured (strong_alignment.py).
 FINITE_DELTA = 3.0
+#: Largest ``beta`` (canonical form) of the row-factor softmax theory (softmax_rows.py).
+ROWS_BETA = 2.0
 
 _SIMULATE = "simulate it with attn_lib.simulate.errors"
 
@@ -160,8 +174,9 @@ def _limit(s: BaseSetting) -> list[Violation]:
         beta = s.attention.beta
         out += _tail_edge(beta, n, (
             "at n = 2048 the limit is within 0.011 of Monte Carlo for beta <= 1 and off by up to "
-            "0.029 at beta = 1.5 (benchmarks/softmax_grid.py). Instead: none (the finite-size "
-            f"softmax theory has the same edge); {_SIMULATE}"))
+            "0.029 at beta = 1.5 (benchmarks/softmax_grid.py). Instead: the row-factor theory "
+            "attn_lib.theory.softmax.rows_error(setting, gammas, n) at the n you simulate "
+            "(benchmarks/softmax_rows.py)"))
         if beta * delta > SOFTMAX_BETA_DELTA:
             n_ok = _n_for_shift(beta * coef, s.c, SOFTMAX_BETA_DELTA)
             out.append(Violation("softmax regular regime", beta * delta, SOFTMAX_BETA_DELTA, (
@@ -208,7 +223,26 @@ def _finite(s: BaseSetting, n: int) -> list[Violation]:
 
         out += _tail_edge(s.attention.beta, n, (
             "at beta = 1.5, n = 2048 the finite-size theory misses by up to 0.030 "
-            f"(benchmarks/softmax_strong.py). Instead: none; {_SIMULATE}"))
+            "(benchmarks/softmax_strong.py). Instead: the row-factor theory "
+            "attn_lib.theory.softmax.rows_error(setting, gammas, n) (benchmarks/softmax_rows.py)"))
+    return out
+
+
+def rows_violations(setting: Setting, n: int) -> list[Violation]:
+    """The conditions of the row-factor softmax theory that ``setting`` fails at ``n`` (module
+    docstring); empty inside."""
+    out: list[Violation] = []
+    beta = cast(Softmax, setting.attention).beta * setting.alpha
+    if beta > ROWS_BETA:
+        out.append(Violation("softmax row factors", beta, ROWS_BETA, (
+            f"beta = {beta:g} is {excess(beta, ROWS_BETA)} {ROWS_BETA:g}, the largest beta at "
+            "which the row-factor theory was measured within 0.02 of Monte Carlo "
+            "(benchmarks/softmax_rows.py, part breakdown: at n = 2048 off by 0.026 at beta = "
+            f"2.5). Instead: none; {_SIMULATE}")))
+    if n < FINITE_MIN_N:
+        out.append(Violation("tokens", float(n), float(FINITE_MIN_N), (
+            f"n = {n} is below {FINITE_MIN_N}, the smallest n at which the row-factor theory "
+            f"was measured (benchmarks/softmax_rows.py). Instead: none; {_SIMULATE}")))
     return out
 
 

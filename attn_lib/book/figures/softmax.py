@@ -75,13 +75,14 @@ def _k(g: np.ndarray) -> int:
 
 
 def _worst(cmp: study.Comparison, model: str = "softmax",
-           finite: bool = False) -> tuple[float, float, float]:
+           finite: bool = False, rows: bool = False) -> tuple[float, float, float]:
     """Largest ``|theory - MC|`` over the informative points: (value, its s.e., its g).
 
     The theory is the limit of ``model``, or with ``finite`` the finite-size softmax theory
-    (all ``nan`` where it refused the setting).
+    (all ``nan`` where it refused the setting), or with ``rows`` the theory that keeps the row
+    factors (``nan`` if not computed).
     """
-    th = (cmp.theory_finite if finite else
+    th = (cmp.theory_rows if rows else cmp.theory_finite if finite else
           cmp.theory_softmax if model == "softmax" else cmp.theory_entrywise)
     if th is None:
         return float("nan"), float("nan"), float("nan")
@@ -422,8 +423,9 @@ def breakdown(*, n_ladder: Sequence[int], trials: int, seed: int, n_gamma: int,
 
     Random inputs (:data:`RANDOM`). Left: the largest ``|theory - MC|`` of softmax over the
     informative ``g`` (the grid of :func:`random_inputs`, whose draws it shares) against
-    ``beta``, one curve per ``n``, for the limit (circles) and the finite-size theory at that
-    ``n`` (squares), with ``sqrt(log n)`` marked. Right: the measured standard
+    ``beta``, one curve per ``n``, for the limit (circles), the finite-size theory at that
+    ``n`` (squares) and the theory that keeps the row factors at that ``n`` (triangles,
+    :func:`attn_lib.theory.softmax.rows_error`), with ``sqrt(log n)`` marked. Right: the measured standard
     deviation of ``eps`` over the queries (:func:`attn_lib.studies.softmax.normalisation_draws`)
     against :func:`attn_lib.theory.softmax.normalisation_std`.
 
@@ -457,26 +459,32 @@ def breakdown(*, n_ladder: Sequence[int], trials: int, seed: int, n_gamma: int,
         last ``n``), ``fs_lim_beta_max`` (the largest ``|finite-size - limit|`` over ``g`` at the
         largest ``beta``, last ``n``), ``tail_max`` (the largest
         :func:`attn_lib.theory.softmax.tail` of the settings; the finite-size theory refuses one
-        and above, its errors then ``nan``).
+        and above, its errors then ``nan``); the row theory's ``rows_err_beta_one``,
+        ``rows_err_beta_max`` and ``rows_err_beta_max_se`` (last ``n``), claim ``rows_breaks``
+        and ``rows_beta_break`` (as ``breaks`` and ``beta_break``), ``rows_break_text`` (where
+        the row theory's miss exceeds :data:`MARGIN`, in words) and ``rows_break_moves`` (whether
+        the breakdown temperature moves up against the limit's, in words).
     """
-    ns = [check_int(v, "n_ladder", low=2) for v in n_ladder]
+    ns = [check_int(v, "n_ladder", low=9) for v in n_ladder]
     betas = [float(b) for b in betas]
     g = _grid(n_gamma)
     fig, axes = plt.subplots(1, 2, figsize=(10.5, 4.0))
     errs, ses, ratios, preds, eps_se, fs_errs, fs_ses = {}, {}, {}, {}, {}, {}, {}
-    tails, fs_lim = [], {}
+    tails, fs_lim, rw_errs, rw_ses = [], {}, {}, {}
     for k, n in enumerate(ns):
         color = style.shades("attention", len(ns))[k]
-        e, se, meas, pred, mse, fe, fse = [], [], [], [], [], [], []
+        e, se, meas, pred, mse, fe, fse, re_, rse = [], [], [], [], [], [], [], [], []
         for beta in betas:
             s = _random(beta)
             tails.append(sm_theory.tail(s, n))
-            cmp = study.compare(s, g, n=n, trials=trials, seed=seed, entrywise=False)
-            w, wf = _worst(cmp), _worst(cmp, finite=True)
+            cmp = study.compare(s, g, n=n, trials=trials, seed=seed, entrywise=False, rows=True)
+            w, wf, wr = _worst(cmp), _worst(cmp, finite=True), _worst(cmp, rows=True)
             e.append(w[0])
             se.append(w[1])
             fe.append(wf[0])
             fse.append(wf[1])
+            re_.append(wr[0])
+            rse.append(wr[1])
             fs_lim[n, beta] = (float("nan") if cmp.theory_finite is None else
                                float(np.max(np.abs(cmp.theory_finite - cmp.theory_softmax))))
             nd = study.cached_normalisation(s, n, trials, seed)
@@ -487,9 +495,12 @@ def breakdown(*, n_ladder: Sequence[int], trials: int, seed: int, n_gamma: int,
                                                 np.array(meas) / np.array(pred), np.array(pred))
         eps_se[n] = np.array(mse) / np.array(pred)
         fs_errs[n], fs_ses[n] = np.array(fe), np.array(fse)
+        rw_errs[n], rw_ses[n] = np.array(re_), np.array(rse)
         style.plot_sim(axes[0], betas, e, se, color=color, label=f"limit, $n = {n}$")
         style.plot_sim(axes[0], betas, fe, fse, color=color, fmt="s--", markersize=4,
                        label=f"finite-size, $n = {n}$")
+        style.plot_sim(axes[0], betas, re_, rse, color=color, fmt="^:", markersize=5,
+                       label=f"row factors, $n = {n}$")
         style.plot_sim(axes[1], betas, meas, None, color=color, label=f"measured, $n = {n}$")
         style.plot_theory(axes[1], betas, pred, color=color, linestyle="--",
                           label=f"normalisation_std, $n = {n}$")
@@ -506,6 +517,17 @@ def breakdown(*, n_ladder: Sequence[int], trials: int, seed: int, n_gamma: int,
     e_n, se_n = errs[n], ses[n]
     k_t = claims.threshold(claims.Z, trials)
     broken = [b for b, v, s_ in zip(betas, e_n, se_n) if v - k_t * s_ > MARGIN]
+    r_n, rse_n = rw_errs[n], rw_ses[n]
+    rows_broken = [b for b, v, s_ in zip(betas, r_n, rse_n) if v - k_t * s_ > MARGIN]
+    if not broken:
+        moves = "the limit does not break on this grid either"
+    elif not rows_broken:
+        moves = (f"the limit breaks from β = {broken[0]:g} on and the row theory nowhere on this "
+                 "grid, so the breakdown temperature moves up")
+    elif rows_broken[0] > broken[0]:
+        moves = f"the breakdown temperature moves up from β = {broken[0]:g} to {rows_broken[0]:g}"
+    else:
+        moves = f"the breakdown temperature does not move on this grid (β = {broken[0]:g})"
     j1 = betas.index(1.0) if 1.0 in betas else 0
     return Figure(fig, {
         "sqrt_log_n": float(np.sqrt(np.log(n))), "beta_max": betas[-1], "n_small": ns[0],
@@ -538,7 +560,19 @@ def breakdown(*, n_ladder: Sequence[int], trials: int, seed: int, n_gamma: int,
             "fs_small_fits", float(fs_errs[n][0]), float(fs_ses[n][0]), margin=MARGIN,
             draws=trials, required=False, wording=_FITS),
         "fs_err_beta_one": float(fs_errs[n][j1]),
-        "fs_lim_beta_max": fs_lim[n, betas[-1]], "tail_max": float(max(tails))})
+        "fs_lim_beta_max": fs_lim[n, betas[-1]], "tail_max": float(max(tails)),
+        "rows_err_beta_one": float(r_n[j1]), "rows_err_beta_max": float(r_n[-1]),
+        "rows_err_beta_max_se": float(rse_n[-1]),
+        "rows_breaks": claims.exceeds("rows_breaks", float(r_n[-1]), float(rse_n[-1]), MARGIN,
+                                      draws=trials, required=False,
+                                      wording=(f"farther than {MARGIN:g} from",
+                                               f"within {MARGIN:g} of",
+                                               f"not decided at this profile to be farther than "
+                                               f"{MARGIN:g} from")),
+        "rows_beta_break": float(rows_broken[0]) if rows_broken else float("nan"),
+        "rows_break_text": (f"from β = {rows_broken[0]:g} on" if rows_broken else
+                            f"at no β of the grid (up to {betas[-1]:g})"),
+        "rows_break_moves": moves})
 
 
 def tail_regime(n: int) -> dict[str, Any]:
