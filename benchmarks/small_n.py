@@ -91,7 +91,7 @@ from threadpoolctl import threadpool_limits
 from adaptive import trials_until
 from strong_alignment import BINS, RESULTS, _in_bin, _save, latent_dim, score, weighted_setting
 from attn_lib import Setting
-from attn_lib.model import data, kernel
+from attn_lib.model import kernel
 from attn_lib.model.nonlinearity import check_nonlinearity
 from attn_lib.simulation.resolvent import interpolation_error
 from attn_lib.simulation.trials import Trials, standard_error
@@ -307,12 +307,8 @@ def psi_errors(s: Setting, g: np.ndarray, n: int, trials: int, seed: int) -> Tri
     p = s.p(n)
 
     def trial(rng: np.random.Generator) -> dict[str, np.ndarray]:
-        sample = data.draw(s, n, rng)
+        sample, W, T, split = strong_alignment.latent_draw(s, n, rng)
         X, y = sample.X, sample.y
-        W = data.goe(n, rng)
-        assert sample.w_K is not None and sample.w_Q is not None  # a Setting's draw
-        T = kernel.logits(X, sample.w_K, sample.w_Q)
-        split = strong_alignment.latent_split(sample)
         H, r = split.shift(), split.xi.shape[0]
         eps = split.norms(X)
         pp = p - r

@@ -106,7 +106,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from small_n import GAMMAS, grid
-from attn_lib.model import data, kernel
+from attn_lib.model import kernel
 from attn_lib.model.data import latent_coordinates
 from attn_lib.model.nonlinearity import check_nonlinearity
 from attn_lib.simulation.resolvent import interpolation_error, interpolation_errors
@@ -235,11 +235,9 @@ def _paired(a: np.ndarray, b: np.ndarray, j: int) -> str:
 
 
 def _draw(s, n: int, rng: np.random.Generator) -> tuple:
-    """``X, y, W, T, split`` of one draw: the sample, then a GOE ``W``, the logits and the latent split."""
-    sample = data.draw(s, n, rng)
-    W = data.goe(n, rng)
-    T = kernel.logits(sample.X, sample.w_K, sample.w_Q)
-    return sample.X, sample.y, W, T, strong_alignment.latent_split(sample)
+    """``X, y, W, T, split`` of one draw (:func:`attn_lib.studies.strong_alignment.latent_draw`)."""
+    sample, W, T, split = strong_alignment.latent_draw(s, n, rng)
+    return sample.X, sample.y, W, T, split
 
 
 def decoupled_errors(s, g: np.ndarray, n: int, trials: int, seed: int) -> Trials:

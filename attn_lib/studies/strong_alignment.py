@@ -84,7 +84,7 @@ from ..theory.attention import attention_error_batch
 from ..theory.shift import shift_functions
 
 __all__ = ["LatentSplit", "latent_split", "signed_shift", "shift_fluctuation", "surrogate_kernel",
-           "he2_gram", "surrogate_errors", "SURROGATES", "HE2_SURROGATES", "DE_ERROR_SURROGATES",
+           "he2_gram", "latent_draw", "surrogate_errors", "SURROGATES", "HE2_SURROGATES", "DE_ERROR_SURROGATES",
            "sample_types_theory", "finite_size_theory"]
 
 #: Choices of the shift ``H`` in :func:`surrogate_kernel`.
@@ -206,6 +206,28 @@ def latent_split(sample: data.Sample) -> LatentSplit:
                          "without weight vectors")
     B, coords = data.latent_basis(np.stack([sample.mu, sample.w_K, sample.w_Q], axis=1))
     return LatentSplit(basis=B, xi=B.T @ sample.X, m_r=_restricted_m(coords), p=sample.X.shape[0])
+
+
+def latent_draw(setting: Setting, n: int, rng: np.random.Generator
+                ) -> tuple[data.Sample, np.ndarray, np.ndarray, LatentSplit]:
+    """One draw of the surrogate studies: the sample, a GOE matrix, the logits and the latent split.
+
+    In this order from ``rng``: the tokens ``X = mu y^T + Z`` (:func:`attn_lib.model.data.draw`,
+    shape ``(p, n)``), then ``W`` (:func:`attn_lib.model.data.goe`, shape ``(n, n)``); the logits
+    ``T = X^T w_K w_Q^T X / sqrt(p)`` (:func:`attn_lib.model.kernel.logits`, shape ``(n, n)``)
+    and :func:`latent_split` of the sample follow from them.
+
+    Returns
+    -------
+    sample : attn_lib.model.data.Sample
+    W, T : ndarray of shape (n, n)
+    split : LatentSplit
+    """
+    sample = data.draw(setting, n, rng)
+    W = data.goe(n, rng)
+    split = latent_split(sample)  # checks that the sample carries w_K and w_Q
+    assert sample.w_K is not None and sample.w_Q is not None
+    return sample, W, kernel.logits(sample.X, sample.w_K, sample.w_Q), split
 
 
 def surrogate_kernel(T: np.ndarray, H: np.ndarray, f: NonlinearityLike, p: int,
@@ -372,12 +394,8 @@ def surrogate_errors(setting: Setting, gammas: object, n: int, trials: int = 2,
     delta = signed_shift(s, n)
 
     def trial(rng: np.random.Generator) -> dict[str, np.ndarray]:
-        sample = data.draw(s, n, rng)
+        sample, W, T, split = latent_draw(s, n, rng)
         X, y = sample.X, sample.y
-        W = data.goe(n, rng)
-        assert sample.w_K is not None and sample.w_Q is not None  # a Setting's draw
-        T = kernel.logits(X, sample.w_K, sample.w_Q)
-        split = latent_split(sample)
         shifts = {"latent": split.shift(), "coherent": delta * np.outer(y, y)}
         kernels = {name: surrogate_kernel(T, H, s.f, p, W) for name, H in shifts.items()}
         sur = {name: interpolation_error(X @ K, y, g) for name, K in kernels.items()}
