@@ -220,18 +220,21 @@ class _Heads:
             out[b] = (w[k] @ self.Mrows[k]).reshape(b.size, self.p)
         return out
 
-    def _coefficients(self, g: np.ndarray) -> dict[str, np.ndarray]:
+    def _coefficients(self, g: np.ndarray, dense: bool = True) -> dict[str, np.ndarray]:
         """The p-side coefficients, linear in ``g``: the block-diagonal ``D_xt``, ``D_at``,
-        ``D_ax`` (vectors), ``g_xx`` and ``A_dd``, ``R_bd``, ``W_pd``, ``W_pb``, ``W_pp``."""
+        ``D_ax`` (vectors), ``g_xx`` and ``A_dd``, ``R_bd``, ``W_pd``, ``W_pb``, ``W_pp``;
+        ``W_pd = R Om R^T`` as its core ``Om`` only unless ``dense`` (two GEMMs)."""
         rho, who, p = self.rho, self.who, self.p
         x, a, t = self.x, self.a, self.t
         Om = (rho[:, None] * rho[None, :] * g[np.ix_(t, a)])[np.ix_(self.fw, self.fw)] * self.LtL
-        return dict(Dxt=g[x, t][who], Dat=g[a, t][who], Dax=g[a, x][who], gxx=g[x, x],
-                    A_dd=((rho * g[x, a]) @ self.Mflat).reshape(p, p),
-                    R_bd=self._row_mix(rho[None, :] * g[np.ix_(a, a)]),
-                    W_pd=self.R @ Om @ self.R.T,
-                    W_pb=self._row_mix(rho[None, :] * g[np.ix_(t, t)].T).T,
-                    W_pp=((rho * g[t, x]) @ self.Mflat).reshape(p, p).T)
+        out = dict(Dxt=g[x, t][who], Dat=g[a, t][who], Dax=g[a, x][who], gxx=g[x, x],
+                   A_dd=((rho * g[x, a]) @ self.Mflat).reshape(p, p),
+                   R_bd=self._row_mix(rho[None, :] * g[np.ix_(a, a)]), Om=Om,
+                   W_pb=self._row_mix(rho[None, :] * g[np.ix_(t, t)].T).T,
+                   W_pp=((rho * g[t, x]) @ self.Mflat).reshape(p, p).T)
+        if dense:
+            out["W_pd"] = self.R @ Om @ self.R.T
+        return out
 
     def operator(self, g: np.ndarray) -> dict[str, np.ndarray]:
         """The p-side at ``g`` (module docstring): ``b`` eliminated (``Bi = 1 / (1 - D_at / c)``),
@@ -347,44 +350,74 @@ class _Heads:
         S[a, x] += C @ g[x, a]
         return S
 
-    def forms(self, op: dict[str, np.ndarray]) -> np.ndarray:
-        """``F[r, c] = m^T G[psi_r, sigma_c] A_c m`` (``N x N``) from :meth:`operator`: the
-        ``2p x 2p`` inverse applied to the ``N`` sources ``m`` at ``d``, ``P_h m`` at ``b`` and
-        ``rho_h M'^T_h m`` at ``psi``."""
-        c, p, rho, M, m, Pm = self.c, self.p, self.rho, self.M, self.m, self.Pm
-        x, a, t = self.x, self.a, self.t
+    def _sources(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The ``N`` sources of :meth:`forms` at ``(d, b, psi)`` (each ``p x N``): ``m`` at ``d``
+        (column ``x``), ``P_h m`` at ``b`` (``a_h``) and ``rho_h M'^T_h m`` at ``psi`` (``t_h``)."""
+        p, N, rho, M, m, Pm = self.p, self.N, self.rho, self.M, self.m, self.Pm
+        sd, sb, sp = np.zeros((p, N)), np.zeros((p, N)), np.zeros((p, N))
+        sd[:, self.x] = m
+        sb[:, self.a] = (Pm * m[None, :]).T
+        sp[:, self.t] = (rho[:, None] * (M.transpose(0, 2, 1) @ m)).T
+        return sd, sb, sp
+
+    def solve(self, op: dict[str, np.ndarray], sd: np.ndarray, sb: np.ndarray, sp: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(d, b, psi)`` of the p-side system at :meth:`operator`'s ``op`` for the sources
+        ``(s_d, s_b, s_psi)`` (each ``p x k``): ``b`` eliminated into ``s_d + D_xt Bi s_b / c``
+        and ``s_psi + W_pb Bi s_b / c``, then the ``(d, psi)`` inverse (``p^2 k`` work)."""
+        c = self.c
         Gdd, Gdp, Gpp, X = op["Gdd"], op["Gdp"], op["Gpp"], op["X"]
         Bi, Dxt, Dax, R_bd, WB = op["Bi"], op["Dxt"], op["Dax"], op["R_bd"], op["WB"]
-        sb = np.zeros((p, self.N))
-        sb[:, a] = (Pm * m[None, :]).T
-        ud = np.zeros((p, self.N), dtype=Gdd.dtype)         # source at the d row
-        up = np.zeros((p, self.N), dtype=Gdd.dtype)         # source at the psi row
-        ud[:, x] = m
-        ud[:, a] = (Dxt * Bi / c)[:, None] * sb[:, a]
-        up[:, a] = WB @ sb[:, a] / c
-        up[:, t] = (rho[:, None] * (M.transpose(0, 2, 1) @ m)).T
-        w = Gdd @ ud
+        w = Gdd @ (sd + (Dxt * Bi / c)[:, None] * sb)
+        up = sp + WB @ sb / c
         d = w + Gdp @ up
         psi = -X @ w + Gpp @ up
         b = Bi[:, None] * (sb + (R_bd @ d - Dax[:, None] * psi) / c)
-        F = np.zeros((self.N, self.N), dtype=Gdd.dtype)
-        F[x] = m @ psi
-        F[a] = -rho[:, None] * ((M.transpose(0, 2, 1) @ m) @ d)
-        F[t] = -(Pm * m[None, :]) @ b
+        return d, b, psi
+
+    def _read(self, d: np.ndarray, b: np.ndarray, psi: np.ndarray) -> np.ndarray:
+        """``F`` (``N x N``) from the solutions of :meth:`solve` for the sources of :meth:`_sources`."""
+        rho, M, m, Pm = self.rho, self.M, self.m, self.Pm
+        F = np.zeros((self.N, self.N), dtype=d.dtype)
+        F[self.x] = m @ psi
+        F[self.a] = -rho[:, None] * ((M.transpose(0, 2, 1) @ m) @ d)
+        F[self.t] = -(Pm * m[None, :]) @ b
         return F
+
+    def forms(self, op: dict[str, np.ndarray]) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+        """``F[r, c] = m^T G[psi_r, sigma_c] A_c m`` (``N x N``) from :meth:`operator`, and the
+        solutions behind it (for :meth:`forms_tangent`): the ``2p x 2p`` inverse applied to the
+        ``N`` sources ``m`` at ``d``, ``P_h m`` at ``b`` and ``rho_h M'^T_h m`` at ``psi``."""
+        z = self.solve(op, *self._sources())
+        return self._read(*z), z
+
+    def forms_tangent(self, op: dict[str, np.ndarray], z: tuple[np.ndarray, ...], v: np.ndarray
+                      ) -> np.ndarray:
+        """The derivative of :meth:`forms` along ``v`` at ``op`` (its solutions ``z``):
+        ``dz = -L^{-1} dL z``, ``dL`` the p-side operator's change along ``v`` applied to the
+        ``N`` solutions through the heads' factors (``W_pd = R Om R^T``), ``O(p^2 N)`` work."""
+        c, R = self.c, self.R
+        d, b, psi = z
+        k = self._coefficients(v, dense=False)
+        Wpd_d = R @ (k["Om"] @ (R.T @ d))
+        rd = (k["gxx"] * psi - k["A_dd"] @ d - k["Dxt"][:, None] * b) / c
+        rb = (k["Dax"][:, None] * psi - k["R_bd"] @ d - k["Dat"][:, None] * b) / c
+        rp = (k["W_pp"] @ psi - Wpd_d - k["W_pb"] @ b) / c
+        return self._read(*self.solve(op, -rd, -rb, -rp))
 
     def phi(self, g: np.ndarray, gamma: complex) -> np.ndarray:
         """The fixed-point map ``g -> (L0 - Sigma_nn(g))^{-1}`` at ``gamma``."""
         S = self.sigma(g, self._assemble(self._pieces(self.operator(g))))
         return np.linalg.inv(self.initial(gamma).astype(S.dtype) - S)
 
-    def tangent_map(self, g: np.ndarray, gamma: float) -> Callable[[np.ndarray], np.ndarray]:
+    def tangent_map(self, g: np.ndarray, gamma: float, op: dict[str, np.ndarray] | None = None
+                    ) -> Callable[[np.ndarray], np.ndarray]:
         """``v -> DPhi(g) v + dPhi/dgamma = Phi (dSigma(v) - E_xx) Phi`` at ``(g, gamma)``, its
         fixed point ``dg/dgamma`` at a fixed point ``g``. The p-side at ``g`` is computed once;
         each application is its forward-mode derivative (:meth:`operator_tangent`,
         :meth:`_pieces_tangent`: 20 GEMMs, about 1.3 evaluations of :meth:`phi`,
         ``benchmarks/multi_head.py --speed``)."""
-        op = self.operator(g)
+        op = self.operator(g) if op is None else op
         pc = self._pieces(op)
         P = np.linalg.inv(self.initial(gamma) - self.sigma(g, self._assemble(pc)))
         E = np.zeros((self.N, self.N))
@@ -403,11 +436,11 @@ class _Heads:
         L0[self.a, self.x] = self.k0
         return L0
 
-    def form(self, g: np.ndarray) -> complex:
-        """``y^T Q y / n`` from the n-side solution ``g`` (one Woodbury step, ``2N x 2N``)."""
+    def form(self, g: np.ndarray, F: np.ndarray) -> complex:
+        """``y^T Q y / n`` from the n-side solution ``g`` and the forms ``F`` (:meth:`forms`; one
+        Woodbury step, ``2N x 2N``; complex ``g`` and ``F``: one complex step of it)."""
         N, c = self.N, self.c
-        F = self.forms(self.operator(g))  # complex g: one complex step of y^T Q y / n
-        K = np.zeros((2 * N, 2 * N), dtype=F.dtype)
+        K = np.zeros((2 * N, 2 * N), dtype=np.result_type(g, F))
         K[:N, N:] = g
         K[N:, :N] = F
         coef = np.concatenate([np.full(N, -1.0), np.full(N, 1.0)]) / np.sqrt(c)
@@ -422,23 +455,25 @@ def _rowdot(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     return np.einsum("ij,ji->i", A, B)
 
 
-def _anderson(fun: Callable[[np.ndarray], np.ndarray], g: np.ndarray, tol: float, what: str
-              ) -> np.ndarray:
+def _anderson(fun: Callable[[np.ndarray], np.ndarray], g: np.ndarray, tol: float, what: str,
+              history: tuple[list[np.ndarray], list[np.ndarray]] | None = None
+              ) -> tuple[np.ndarray, tuple[list[np.ndarray], list[np.ndarray]]]:
     """The fixed point of ``fun`` from ``g`` by Anderson acceleration (type II, memory
     ``_MEMORY``, undamped): ``g_new = g + r - (dG + dR) w``, ``w`` the least-squares
     coefficients of the residual ``r = fun(g) - g`` on the last residual differences ``dR``.
 
-    Converged when ``max |r| <= tol max |g|`` (then ``fun(g)`` is returned); raises
-    :class:`ConvergenceError` (naming ``what`` and the last residual) after ``_MAX_ITER``
-    evaluations."""
-    dG: list[np.ndarray] = []
-    dR: list[np.ndarray] = []
+    ``history`` (``dG``, ``dR``): secant pairs of a map with nearly the same Jacobian to start
+    from (a previous solve's). Converged when ``max |r| <= tol max |g|`` (then ``fun(g)`` is
+    returned, with the pairs); raises :class:`ConvergenceError` (naming ``what`` and the last
+    residual) after ``_MAX_ITER`` evaluations."""
+    dG: list[np.ndarray] = [] if history is None else list(history[0])
+    dR: list[np.ndarray] = [] if history is None else list(history[1])
     prev = None
     for _ in range(_MAX_ITER):
         r = fun(g) - g
         res = np.abs(r).max() / np.abs(g).max()
         if res <= tol:
-            return g + r
+            return g + r, (dG, dR)
         v, rv = g.ravel(), r.ravel()
         if prev is not None:
             dG.append(v - prev[0])
@@ -513,16 +548,19 @@ def heads_resolvent_form(c: float, heads: np.ndarray, mu: np.ndarray, f: Nonline
         if points:
             g = _predict(points, gam)
         final = gam in targets
-        g = _anderson(lambda e: model.phi(e, gam), g, _TOL if final else _PATH_TOL,
-                      f"gamma={gam:.6g}")
+        g, hist = _anderson(lambda e: model.phi(e, gam), g, _TOL if final else _PATH_TOL,
+                            f"gamma={gam:.6g}")
         dg = None
         if final:
             # dg/dgamma: the fixed point of the tangent map, from its first term -g E_xx g
-            dg = _anderson(model.tangent_map(g, gam), -np.outer(g[:, 0], g[0, :]), _TANGENT_TOL,
-                           f"d/dgamma at gamma={gam:.6g}")
+            op = model.operator(g)
+            dg, _ = _anderson(model.tangent_map(g, gam, op), -np.outer(g[:, 0], g[0, :]),
+                              _TANGENT_TOL, f"d/dgamma at gamma={gam:.6g}", hist)
+            F, z = model.forms(op)
+            dF = model.forms_tangent(op, z, dg)
             s = 1e-20 * np.abs(g).max() / np.abs(dg).max()
-            dq = model.form(g + 1j * s * dg).imag / s
-            out[gam] = (float(np.real(model.form(g))), -gam ** 2 * dq)
+            dq = model.form(g + 1j * s * dg, F + 1j * s * dF).imag / s
+            out[gam] = (float(np.real(model.form(g, F))), -gam ** 2 * dq)
         points.append((np.log(gam), g, None if dg is None else gam * dg))
     form, error = np.array([out[x] for x in g_arr]).T
     return form, error
