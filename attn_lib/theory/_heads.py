@@ -212,6 +212,17 @@ class _Heads:
         self.L, self.R, self.fw = np.hstack(L), np.hstack(R), np.concatenate(cols)
         self.Pf = (self.fw[None, :] == np.arange(H)[:, None]).astype(float)   # (H, sum r_h) 0/1
         self.LtL = self.L.T @ self.L
+        # the factors' block Grams L^T P_k L, each (n, m) block of factor columns flattened
+        # into one segment of a row: Lam[k, seg(n, m)] (_contract)
+        r, cols = self.fw.size, [np.flatnonzero(self.fw == h) for h in range(H)]
+        self.starts = np.array([cl[0] for cl in cols])
+        self.qidx = np.concatenate([(cols[n][:, None] * r + cols[m][None, :]).ravel()
+                                    for n in range(H) for m in range(H)])
+        self.qseg = np.cumsum([0] + [cols[n].size * cols[m].size for n in range(H) for m in range(H)])
+        self.Lam = np.empty((H, r * r))
+        for k, b in enumerate(blocks):
+            self.Lam[k] = (self.L[b].T @ self.L[b]).ravel()[self.qidx]
+        self.sizes = np.array([b.size for b in blocks], dtype=float)
 
     def _row_mix(self, w: np.ndarray) -> np.ndarray:
         """``out[i, :] = sum_h w[who(i), h] M_h[i, :]`` (``w`` of shape ``(H, H)``)."""
@@ -279,65 +290,79 @@ class _Heads:
         d.update(Bi=dBi, WB=dWB, X=dX, Gdd=dSi, Gdp=dGdp, Gpp=dA22i - dX @ op["Gdp"] - X @ dGdp)
         return d
 
+    def _blocksum(self, A: np.ndarray) -> np.ndarray:
+        """Sums of ``A`` (``r x r``, ``r = sum_h r_h``) over the heads' factor blocks: ``H x H``."""
+        return np.add.reduceat(np.add.reduceat(A, self.starts, axis=-1), self.starts, axis=-2)
+
+    def _contract(self, Z: np.ndarray) -> np.ndarray:
+        """``Q[k, n, m] = sum over the factor blocks n, m of (L^T P_k L) o Z^T`` (``H x H x H``):
+        one matrix-vector product of the stored Grams per block pair."""
+        H, seg = self.H, self.qseg
+        z = Z.T.ravel()[self.qidx]
+        Q = np.empty((H, H * H), dtype=z.dtype)
+        for j in range(H * H):
+            Q[:, j] = self.Lam[:, seg[j]:seg[j + 1]] @ z[seg[j]:seg[j + 1]]
+        return Q.reshape(H, H, H)
+
+    def _reduce(self, Gdd: np.ndarray, Gdp: np.ndarray, Gpp: np.ndarray, gpd: np.ndarray,
+                rG: np.ndarray, wpp: np.ndarray) -> dict[str, np.ndarray]:
+        """The head-level sums of the p-side inverse that the traces read, linear in its
+        arguments: ``spd``, ``srG``, ``swpp`` (block sums of ``gpd = diag(G_psi,d)``,
+        ``rG = diag(R_bd Gdd)``, ``wpp = diag(Gpp W_pb Bi)``), ``MGdd[h, k] = tr(P_k M'_h Gdd)``,
+        ``MGpp[k, h] = tr(P_k Gpp M'^T_h)``, ``Sa = blocksum((R^T Gdp R) o L^T L)`` and
+        ``Q[k, n, m] = blocksum(L^T P_k L o (R^T Gdp R)^T)[n, m]`` (two GEMMs, the rest
+        ``O(H p^2)``)."""
+        Pm, R = self.Pm, self.R
+        Z = R.T @ Gdp @ R
+        GddT = Gdd.T
+        return dict(spd=Pm @ gpd, srG=Pm @ rG, swpp=Pm @ wpp,
+                    MGdd=np.stack([self.Mrows[k] @ GddT[b].ravel()
+                                   for k, b in enumerate(self.blocks)], axis=1),
+                    MGpp=np.stack([self.Mrows[k] @ Gpp[b].ravel() for k, b in enumerate(self.blocks)]),
+                    Sa=self._blocksum(Z * self.LtL), Q=self._contract(Z))
+
     def _pieces(self, op: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """The blocks and diagonals of the p-side inverse that the traces read (``gpd`` the
-        diagonal of ``G_psi,d``, ``Gdb`` the block ``G_d,b``, ...), from :meth:`operator`."""
-        c = self.c
-        Gdd, Gdp, Gpp, X = op["Gdd"], op["Gdp"], op["Gpp"], op["X"]
-        Bi, Dxt, Dax, R_bd, WB = op["Bi"], op["Dxt"], op["Dax"], op["R_bd"], op["WB"]
-        gpd = -_rowdot(X, Gdd)
-        # a source I at b: (d, psi) = G[:, d] D_xt Bi / c + G[:, psi] W_pb Bi / c
-        Gdb = Gdd * (Dxt * Bi / c)[None, :] + Gdp @ WB / c
-        gpb = gpd * Dxt * Bi / c + _rowdot(Gpp, WB) / c
-        # b = Bi (s_b + (R_bd d - D_ax psi) / c)
-        RG = R_bd @ Gdp
-        return dict(gpd=gpd, Gdd=Gdd, Gdb=Gdb, gpb=gpb, Gpp=Gpp, Gdp=Gdp, RG=RG,
-                    gbd=Bi * (_rowdot(R_bd, Gdd) - Dax * gpd) / c,
-                    gbb=Bi + Bi * (_rowdot(R_bd, Gdb) - Dax * gpb) / c,
-                    Gbp=Bi[:, None] * (RG - Dax[:, None] * Gpp) / c)
+        """:meth:`_reduce` at :meth:`operator`'s ``op``."""
+        Gdd, Gpp = op["Gdd"], op["Gpp"]
+        return self._reduce(Gdd, op["Gdp"], Gpp, -_rowdot(op["X"], Gdd), _rowdot(op["R_bd"], Gdd),
+                            _rowdot(Gpp, op["WB"]))
 
-    def _pieces_tangent(self, op: dict[str, np.ndarray], pc: dict[str, np.ndarray],
-                        dop: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """The derivative of :meth:`_pieces` (at ``op``, with its value ``pc``) along ``dop``
-        (:meth:`operator_tangent`; 4 GEMMs)."""
-        c = self.c
-        Gdd, Gdp, Gpp, X = op["Gdd"], op["Gdp"], op["Gpp"], op["X"]
-        Bi, Dxt, Dax, R_bd, WB = op["Bi"], op["Dxt"], op["Dax"], op["R_bd"], op["WB"]
-        dGdd, dGdp, dGpp, dX = dop["Gdd"], dop["Gdp"], dop["Gpp"], dop["X"]
-        dBi, dDxt, dDax, dR, dWB = dop["Bi"], dop["Dxt"], dop["Dax"], dop["R_bd"], dop["WB"]
-        xb, dxb = Dxt * Bi / c, (dDxt * Bi + Dxt * dBi) / c
-        dgpd = -_rowdot(dX, Gdd) - _rowdot(X, dGdd)
-        dGdb = dGdd * xb[None, :] + Gdd * dxb[None, :] + (dGdp @ WB + Gdp @ dWB) / c
-        dgpb = dgpd * xb + pc["gpd"] * dxb + (_rowdot(dGpp, WB) + _rowdot(Gpp, dWB)) / c
-        ubd = _rowdot(R_bd, Gdd) - Dax * pc["gpd"]
-        ubb = _rowdot(R_bd, pc["Gdb"]) - Dax * pc["gpb"]
-        dRG = dR @ Gdp + R_bd @ dGdp
-        return dict(gpd=dgpd, Gdd=dGdd, Gdb=dGdb, gpb=dgpb, Gpp=dGpp, Gdp=dGdp,
-                    gbd=(dBi * ubd + Bi * (_rowdot(dR, Gdd) + _rowdot(R_bd, dGdd) - dDax * pc["gpd"]
-                                           - Dax * dgpd)) / c,
-                    gbb=dBi + (dBi * ubb + Bi * (_rowdot(dR, pc["Gdb"]) + _rowdot(R_bd, dGdb)
-                                                 - dDax * pc["gpb"] - Dax * dgpb)) / c,
-                    Gbp=(dBi[:, None] * (pc["RG"] - Dax[:, None] * Gpp)
-                         + Bi[:, None] * (dRG - dDax[:, None] * Gpp - Dax[:, None] * dGpp)) / c)
+    def _pieces_tangent(self, op: dict[str, np.ndarray], dop: dict[str, np.ndarray]
+                        ) -> dict[str, np.ndarray]:
+        """The derivative of :meth:`_pieces` at ``op`` along ``dop`` (:meth:`operator_tangent`;
+        two GEMMs)."""
+        Gdd, Gpp, X, R_bd, WB = op["Gdd"], op["Gpp"], op["X"], op["R_bd"], op["WB"]
+        dGdd, dGpp = dop["Gdd"], dop["Gpp"]
+        return self._reduce(dGdd, dop["Gdp"], dGpp, -_rowdot(dop["X"], Gdd) - _rowdot(X, dGdd),
+                            _rowdot(dop["R_bd"], Gdd) + _rowdot(R_bd, dGdd),
+                            _rowdot(dGpp, WB) + _rowdot(Gpp, dop["WB"]))
 
-    def _assemble(self, pc: dict[str, np.ndarray]) -> np.ndarray:
-        """``T[r, c] = tr(G[psi_r, sigma_c] A_c) / p`` (``N x N``): linear in the pieces."""
-        p, rho, M, Pm = self.p, self.rho, self.M, self.Pm
+    def _assemble(self, pc: dict[str, np.ndarray], g: np.ndarray) -> np.ndarray:
+        """``T[r, c] = tr(G[psi_r, sigma_c] A_c) / p`` (``N x N``) from the sums of
+        :meth:`_reduce` and the head-level coefficients of ``g`` (``Bi``, ``D_xt``, ``D_ax``
+        on each head's block, ``g[t, t]``, ``g[a, a]``); real-analytic small algebra, so that a
+        complex step through it differentiates it."""
+        p, c, rho = self.p, self.c, self.rho
         x, a, t = self.x, self.a, self.t
-        T = np.zeros((self.N, self.N), dtype=pc["Gdd"].dtype)
-        T[x, x] = np.sum(pc["gpd"]) / p
-        T[a, x] = -rho * (self.Mflat @ pc["Gdd"].T.ravel()) / p
-        T[t, x] = -(Pm @ pc["gbd"]) / p
-        T[x, a] = (Pm @ pc["gpb"]) / p
-        # sum over head k's rows i and all j of M_h[i, j] Gdb[j, i], by rows of Gdb^T
-        GdbT = pc["Gdb"].T
-        T[np.ix_(a, a)] = -rho[:, None] * np.stack(
-            [self.Mrows[k] @ GdbT[b].ravel() for k, b in enumerate(self.blocks)], axis=1) / p
-        T[np.ix_(t, a)] = np.diag(-(Pm @ pc["gbb"]) / p)
-        T[x, t] = rho * (self.Mflat @ pc["Gpp"].ravel()) / p
-        S = self.Pf @ ((self.R.T @ pc["Gdp"] @ self.R) * self.LtL) @ self.Pf.T   # head-block sums
-        T[np.ix_(a, t)] = -rho[:, None] * rho[None, :] * S / p
-        T[np.ix_(t, t)] = -rho[None, :] * (Pm @ np.einsum("ij,kij->ik", pc["Gbp"], M)) / p
+        Bh = 1.0 / (1.0 - g[a, t] / c)
+        Dxt, Dax, Gtt, Gaa = g[x, t], g[a, x], g[np.ix_(t, t)], g[np.ix_(a, a)]
+        xb = Dxt * Bh / c
+        spd, srG, MGdd, MGpp, Q = pc["spd"], pc["srG"], pc["MGdd"], pc["MGpp"], pc["Q"]
+        sgpb = spd * xb + pc["swpp"] / c
+        # tr(P_k M'_h Gdp W_pb Bi) / c and tr(P_h R_bd Gdp W_pb Bi), tr(P_k R_bd Gdp M'^T_h)
+        aa = np.einsum("k,n,nk,knh->hk", Bh / c, rho, Gtt, Q)
+        tq = Bh * np.einsum("m,n,hm,nh,hnm->h", rho, rho, Gaa, Gtt, Q)
+        tt = np.einsum("m,km,khm->kh", rho, Gaa, Q)
+        T = np.zeros((self.N, self.N), dtype=np.result_type(g, Q))
+        T[x, x] = np.sum(spd) / p
+        T[a, x] = -rho * MGdd.sum(axis=1) / p
+        T[t, x] = -Bh * (srG - Dax * spd) / (c * p)
+        T[x, a] = sgpb / p
+        T[np.ix_(a, a)] = -rho[:, None] * (MGdd * xb[None, :] + aa) / p
+        T[t, a] = -(self.sizes * Bh + Bh * (xb * srG + tq / c - Dax * sgpb) / c) / p
+        T[x, t] = rho * MGpp.sum(axis=0) / p
+        T[np.ix_(a, t)] = -rho[:, None] * rho[None, :] * pc["Sa"] / p
+        T[np.ix_(t, t)] = -rho[None, :] * (Bh / c)[:, None] * (tt - Dax[:, None] * MGpp) / p
         return T
 
     def sigma(self, g: np.ndarray, T: np.ndarray) -> np.ndarray:
@@ -407,7 +432,7 @@ class _Heads:
 
     def phi(self, g: np.ndarray, gamma: complex) -> np.ndarray:
         """The fixed-point map ``g -> (L0 - Sigma_nn(g))^{-1}`` at ``gamma``."""
-        S = self.sigma(g, self._assemble(self._pieces(self.operator(g))))
+        S = self.sigma(g, self._assemble(self._pieces(self.operator(g)), g))
         return np.linalg.inv(self.initial(gamma).astype(S.dtype) - S)
 
     def tangent_map(self, g: np.ndarray, gamma: float, op: dict[str, np.ndarray] | None = None
@@ -419,12 +444,15 @@ class _Heads:
         ``benchmarks/multi_head.py --speed``)."""
         op = self.operator(g) if op is None else op
         pc = self._pieces(op)
-        P = np.linalg.inv(self.initial(gamma) - self.sigma(g, self._assemble(pc)))
+        P = np.linalg.inv(self.initial(gamma) - self.sigma(g, self._assemble(pc, g)))
         E = np.zeros((self.N, self.N))
         E[self.x, self.x] = 1.0
 
         def tangent(v: np.ndarray) -> np.ndarray:
-            dT = self._assemble(self._pieces_tangent(op, pc, self.operator_tangent(op, v)))
+            # the small algebra by one complex step, the p-side sums by forward mode
+            h = 1e-20 * np.abs(g).max() / max(np.abs(v).max(), 1e-300)
+            dpc = self._pieces_tangent(op, self.operator_tangent(op, v))
+            dT = self._assemble({k: pc[k] + 1j * h * dpc[k] for k in pc}, g + 1j * h * v).imag / h
             return P @ (self.sigma(v, dT) - E) @ P
         return tangent
 
