@@ -79,9 +79,16 @@ M'^T_h P_h'``, ``W_pp = sum_h rho_h g[t_h, x] M'^T_h`` and the block-diagonal ``
 at ``q_h`` enters as ``s_psi = rho_h M'^T_h s``. ``b`` is eliminated (its block is diagonal),
 and the ``2p x 2p`` system in ``(d, psi)``, whose ``(d, psi)`` block is diagonal, is inverted by
 its Schur complement (two ``p x p`` inverses, :meth:`_Heads.operator`). With the heads'
-factors ``M'_h = L_h R_h^T`` (rank ``r_h``), ``W_pd = R (Omega o L^T L) R^T`` and the ``H^2``
-traces ``tr(M'_h G M'^T_h')`` are block sums of ``(R^T G R) o (L^T L)``: GEMMs of width
-``sum_h r_h`` (768 for GPT-2). All ``N^2`` traces cost about ten ``p x p`` GEMMs.
+factors ``M'_h = L_h R_h^T`` (rank ``r_h``; ``r = sum_h r_h`` columns, 768 for GPT-2), what
+mixes heads passes through the factors and the block Grams ``L_n^T P_k L_m`` of the factor
+blocks ``n, m`` (stored once per setting, ``H r^2`` numbers):
+``W_pd + W_pb Bi R_bd / c = R (Omega o L^T L + Xi / c) R^T`` with
+``Xi[n, m] = rho_n rho_m sum_k g[t_n, t_k] Bi_k g[a_k, a_m] L_n^T P_k L_m`` (:meth:`_Heads._xi`),
+and the traces ``tr(M'_h G_dp M'^T_h')``, ``tr(P_k M'_h G_dp W_pb)`` and
+``tr(P_k R_bd G_dp M'^T_h)`` are block sums of ``(R^T G_dp R) o L^T L`` and
+``(R^T G_dp R)^T o L^T P_k L`` (:meth:`_Heads._reduce`). One evaluation of the ``N^2``
+traces costs two ``p x p`` inverses and seven GEMMs (width ``p`` or ``r``), the rest
+``O(H p^2 + H r^2)``.
 
 For ``H = 1`` this is the pencil of :mod:`~attn_lib.theory._matrix`; for ``H`` identical heads
 with fully correlated residuals (``C = b2``, what identical logits give), ``sum_h P_h = I`` makes
@@ -134,14 +141,19 @@ predicted by :func:`~._matrix._predict`; the relative residual is ``1e-11`` at t
 ``gamma`` and ``1e-7`` between them. ``dg/dgamma`` (to a relative residual of ``1e-10``; ``E``
 then moves by less than 1e-9 relative) is the fixed point of the affine tangent map
 ``v -> DPhi v + dPhi/dgamma`` (:meth:`_Heads.tangent_map`: the p-side at ``g`` factored once, each
-application its forward-mode derivative, exact to rounding), solved by the same Anderson
-iteration (on an affine map, a Krylov method); ``y^T Q y / n`` and its derivative along
-``dg/dgamma`` (one complex step of the Woodbury form) give ``E = -gamma^2 d(y^T Q y / n)/dgamma``.
+application its forward-mode derivative and a complex step through the head-level algebra,
+exact to rounding), solved by the same Anderson iteration (on an affine map, a Krylov method)
+started with the fixed point's last secant pairs (the same Jacobian ``DPhi - I``). The forms
+``F`` are ``N`` solves with the same factored p-side, their derivative along ``dg/dgamma``
+``N`` more (``dL`` applied through the factors, ``O(p^2 N)``: :meth:`_Heads.forms_tangent`);
+``y^T Q y / n`` and its derivative along ``dg/dgamma`` (one complex step of the Woodbury form)
+give ``E = -gamma^2 d(y^T Q y / n)/dgamma``.
 A fixed point that does not converge raises :class:`~._errors.ConvergenceError` (never NaN).
-Cost: ``O(p^3)`` per evaluation (two ``p x p`` inverses and about ten GEMMs, some of width
-``sum_h r_h``); at ``p = 768`` (GPT-2's 12 heads, three ``gamma``, four path points) 61
-evaluations and 37 applications of the tangent map (107 and 45 from ``gamma = 10`` in steps of
-ratio 4 at residuals ``1e-12``), still tens of Monte Carlo trials of the same setting
+Cost: ``O(p^3)`` per evaluation (two ``p x p`` inverses and seven GEMMs) and per application
+of the tangent map (fourteen GEMMs); at ``p = 768`` (GPT-2's 12 heads, three ``gamma``, four
+path points) 55 evaluations and 30 applications of the tangent map, still about ten Monte
+Carlo trials of the same setting: Anderson needs 9-19 evaluations per point and 8-12
+applications per tangent, each a dense ``p x p`` problem, since the heads' total rank is ``p``
 (``benchmarks/theory_speed.py``, ``benchmarks/multi_head.py --speed``).
 """
 
@@ -455,10 +467,11 @@ class _Heads:
     def tangent_map(self, g: np.ndarray, gamma: float, op: dict[str, np.ndarray] | None = None
                     ) -> Callable[[np.ndarray], np.ndarray]:
         """``v -> DPhi(g) v + dPhi/dgamma = Phi (dSigma(v) - E_xx) Phi`` at ``(g, gamma)``, its
-        fixed point ``dg/dgamma`` at a fixed point ``g``. The p-side at ``g`` is computed once;
-        each application is its forward-mode derivative (:meth:`operator_tangent`,
-        :meth:`_pieces_tangent`: 20 GEMMs, about 1.3 evaluations of :meth:`phi`,
-        ``benchmarks/multi_head.py --speed``)."""
+        fixed point ``dg/dgamma`` at a fixed point ``g``. The p-side at ``g`` is computed once
+        (or given: ``op`` of :meth:`operator` at ``g``); each application is its forward-mode
+        derivative (:meth:`operator_tangent`, :meth:`_pieces_tangent`: 14 GEMMs, about 1.3
+        evaluations of :meth:`phi`, ``benchmarks/multi_head.py --speed``) and a complex step
+        through :meth:`_assemble`."""
         op = self.operator(g) if op is None else op
         pc = self._pieces(op)
         P = np.linalg.inv(self.initial(gamma) - self.sigma(g, self._assemble(pc, g)))
