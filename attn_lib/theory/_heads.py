@@ -151,7 +151,7 @@ give ``E = -gamma^2 d(y^T Q y / n)/dgamma``.
 A fixed point that does not converge raises :class:`~._errors.ConvergenceError` (never NaN).
 Cost: ``O(p^3)`` per evaluation (two ``p x p`` inverses and seven GEMMs) and per application
 of the tangent map (fourteen GEMMs); at ``p = 768`` (GPT-2's 12 heads, three ``gamma``, four
-path points) 55 evaluations and 30 applications of the tangent map, still about ten Monte
+path points) 55 evaluations and 30 applications of the tangent map, still more than ten Monte
 Carlo trials of the same setting: Anderson needs 9-19 evaluations per point and 8-12
 applications per tangent, each a dense ``p x p`` problem, since the heads' total rank is ``p``
 (``benchmarks/theory_speed.py``, ``benchmarks/multi_head.py --speed``).
