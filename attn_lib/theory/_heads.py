@@ -81,7 +81,7 @@ and the ``2p x 2p`` system in ``(d, psi)``, whose ``(d, psi)`` block is diagonal
 its Schur complement (two ``p x p`` inverses, :meth:`_Heads.operator`). With the heads'
 factors ``M'_h = L_h R_h^T`` (rank ``r_h``; ``r = sum_h r_h`` columns, 768 for GPT-2), what
 mixes heads passes through the factors and the block Grams ``L_n^T P_k L_m`` of the factor
-blocks ``n, m`` (stored once per setting, ``H r^2`` numbers):
+blocks ``n, m`` (stored once per setting, ``H r^2`` numbers, up to ``_GRAM_LIMIT``):
 ``W_pd + W_pb Bi R_bd / c = R (Omega o L^T L + Xi / c) R^T`` with
 ``Xi[n, m] = rho_n rho_m sum_k g[t_n, t_k] Bi_k g[a_k, a_m] L_n^T P_k L_m`` (:meth:`_Heads._xi`),
 and the traces ``tr(M'_h G_dp M'^T_h')``, ``tr(P_k M'_h G_dp W_pb)`` and
@@ -179,6 +179,7 @@ _PATH_TOL = 1e-7        # at the path points between them
 _TANGENT_TOL = 1e-10    # of dg/dgamma
 _MEMORY = 15            # Anderson memory
 _MAX_ITER = 400
+_GRAM_LIMIT = 2 ** 24   # numbers: the block Grams (H r^2) are stored up to this, else formed per use
 _RANK_TOL = 1e-13       # singular values below this fraction of the largest are dropped
 
 
@@ -231,9 +232,12 @@ class _Heads:
         self.qidx = np.concatenate([(cols[n][:, None] * r + cols[m][None, :]).ravel()
                                     for n in range(H) for m in range(H)])
         self.qseg = np.cumsum([0] + [cols[n].size * cols[m].size for n in range(H) for m in range(H)])
-        self.Lam = np.empty((H, r * r))
-        for k, b in enumerate(blocks):
-            self.Lam[k] = (self.L[b].T @ self.L[b]).ravel()[self.qidx]
+        self.ranks = np.array([cl.size for cl in cols])
+        self.Lam: np.ndarray | None = None
+        if H * r * r <= _GRAM_LIMIT:
+            self.Lam = np.empty((H, r * r))
+            for k, b in enumerate(blocks):
+                self.Lam[k] = (self.L[b].T @ self.L[b]).ravel()[self.qidx]
         self.sizes = np.array([b.size for b in blocks], dtype=float)
 
     def _row_mix(self, w: np.ndarray) -> np.ndarray:
@@ -259,13 +263,19 @@ class _Heads:
     def _xi(self, g: np.ndarray) -> np.ndarray:
         """The core of ``W_pb Bi R_bd = R Xi R^T`` (``r x r``): on the factor blocks ``(n, m)``,
         ``Xi = rho_n rho_m sum_k g[t_n, t_k] Bi_k g[a_k, a_m] L_n^T P_k L_m`` from the stored
-        block Grams (one vector-matrix product per block pair, no ``p x p`` work)."""
+        block Grams (one vector-matrix product per block pair, no ``p x p`` work; without stored
+        Grams, each formed here: ``O(p r^2)``)."""
         H, seg, rho, a, t = self.H, self.qseg, self.rho, self.a, self.t
         Bh = 1.0 / (1.0 - g[a, t] / self.c)
         coef = np.einsum("n,m,nk,k,km->nmk", rho, rho, g[np.ix_(t, t)], Bh, g[np.ix_(a, a)])
-        coef = coef.reshape(H * H, H)
         r = self.fw.size
-        flat = np.empty(r * r, dtype=np.result_type(coef, self.Lam))
+        flat = np.zeros(r * r, dtype=np.result_type(coef, float))
+        if self.Lam is None:
+            for k, b in enumerate(self.blocks):
+                E = np.repeat(np.repeat(coef[:, :, k], self.ranks, axis=0), self.ranks, axis=1)
+                flat += (E * (self.L[b].T @ self.L[b])).ravel()
+            return flat.reshape(r, r)
+        coef = coef.reshape(H * H, H)
         perm = np.empty_like(flat)
         for j in range(H * H):
             perm[seg[j]:seg[j + 1]] = coef[j] @ self.Lam[:, seg[j]:seg[j + 1]]
@@ -325,8 +335,11 @@ class _Heads:
 
     def _contract(self, Z: np.ndarray) -> np.ndarray:
         """``Q[k, n, m] = sum over the factor blocks n, m of (L^T P_k L) o Z^T`` (``H x H x H``):
-        one matrix-vector product of the stored Grams per block pair."""
+        one matrix-vector product of the stored Grams per block pair (without stored Grams,
+        each formed here: ``O(p r^2)``)."""
         H, seg = self.H, self.qseg
+        if self.Lam is None:
+            return np.stack([self._blocksum((self.L[b].T @ self.L[b]) * Z.T) for b in self.blocks])
         z = Z.T.ravel()[self.qidx]
         Q = np.empty((H, H * H), dtype=z.dtype)
         for j in range(H * H):
