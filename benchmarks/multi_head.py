@@ -93,8 +93,9 @@ seeds; s.e. 0.0016-0.0027) and a fresh limit reproduce the limit's misses to 1e-
 2 and 5. The shift costs 11-40 s per layer and case under load (12 reduced models).
 
 Theory 59-76 s per layer, scale and direction (three gammas, one BLAS thread, under load);
-``--speed 0`` alone: 64.1 s wall, 64.1 s CPU, 107 evaluations (9 path points, 9-20 each) and 45
-tangent applications (three gammas), one evaluation 0.37 s, one tangent application 0.48 s.
+``--speed 0`` under load (load average 6 on two cores): 43.8 s wall, 22.4 s CPU, 60 evaluations
+(4 path points) and 32 tangent applications (three gammas), one evaluation 0.48 s, one tangent
+application 0.54 s (layer 5: 55 and 30).
 """
 
 from __future__ import annotations
