@@ -223,7 +223,6 @@ class _Heads:
             R.append(Vt[:r].T)
             cols.append(np.full(r, h))
         self.L, self.R, self.fw = np.hstack(L), np.hstack(R), np.concatenate(cols)
-        self.Pf = (self.fw[None, :] == np.arange(H)[:, None]).astype(float)   # (H, sum r_h) 0/1
         self.LtL = self.L.T @ self.L
         # the factors' block Grams L^T P_k L, each (n, m) block of factor columns flattened
         # into one segment of a row: Lam[k, seg(n, m)] (_contract)
