@@ -228,12 +228,13 @@ class _Heads:
         # into one segment of a row: Lam[k, seg(n, m)] (_contract)
         r, cols = self.fw.size, [np.flatnonzero(self.fw == h) for h in range(H)]
         self.starts = np.array([cl[0] for cl in cols])
-        self.qidx = np.concatenate([(cols[n][:, None] * r + cols[m][None, :]).ravel()
-                                    for n in range(H) for m in range(H)])
-        self.qseg = np.cumsum([0] + [cols[n].size * cols[m].size for n in range(H) for m in range(H)])
         self.ranks = np.array([cl.size for cl in cols])
         self.Lam: np.ndarray | None = None
         if H * r * r <= _GRAM_LIMIT:
+            self.qidx = np.concatenate([(cols[n][:, None] * r + cols[m][None, :]).ravel()
+                                        for n in range(H) for m in range(H)])
+            self.qseg = np.cumsum([0] + [cols[n].size * cols[m].size
+                                         for n in range(H) for m in range(H)])
             self.Lam = np.empty((H, r * r))
             for k, b in enumerate(blocks):
                 self.Lam[k] = (self.L[b].T @ self.L[b]).ravel()[self.qidx]
@@ -264,7 +265,7 @@ class _Heads:
         ``Xi = rho_n rho_m sum_k g[t_n, t_k] Bi_k g[a_k, a_m] L_n^T P_k L_m`` from the stored
         block Grams (one vector-matrix product per block pair, no ``p x p`` work; without stored
         Grams, each formed here: ``O(p r^2)``)."""
-        H, seg, rho, a, t = self.H, self.qseg, self.rho, self.a, self.t
+        H, rho, a, t = self.H, self.rho, self.a, self.t
         Bh = 1.0 / (1.0 - g[a, t] / self.c)
         coef = np.einsum("n,m,nk,k,km->nmk", rho, rho, g[np.ix_(t, t)], Bh, g[np.ix_(a, a)])
         r = self.fw.size
@@ -274,7 +275,7 @@ class _Heads:
                 E = np.repeat(np.repeat(coef[:, :, k], self.ranks, axis=0), self.ranks, axis=1)
                 flat += (E * (self.L[b].T @ self.L[b])).ravel()
             return flat.reshape(r, r)
-        coef = coef.reshape(H * H, H)
+        coef, seg = coef.reshape(H * H, H), self.qseg
         perm = np.empty_like(flat)
         for j in range(H * H):
             perm[seg[j]:seg[j + 1]] = coef[j] @ self.Lam[:, seg[j]:seg[j + 1]]
@@ -336,9 +337,9 @@ class _Heads:
         """``Q[k, n, m] = sum over the factor blocks n, m of (L^T P_k L) o Z^T`` (``H x H x H``):
         one matrix-vector product of the stored Grams per block pair (without stored Grams,
         each formed here: ``O(p r^2)``)."""
-        H, seg = self.H, self.qseg
         if self.Lam is None:
             return np.stack([self._blocksum((self.L[b].T @ self.L[b]) * Z.T) for b in self.blocks])
+        H, seg = self.H, self.qseg
         z = Z.T.ravel()[self.qidx]
         Q = np.empty((H, H * H), dtype=z.dtype)
         for j in range(H * H):
