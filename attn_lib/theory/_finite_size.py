@@ -586,12 +586,14 @@ _CO = np.array([[4, 2, 1, 5, 0, 2, 3, 1, 0],
 def _inv3(A: np.ndarray) -> np.ndarray:
     """Inverses of the ``3 x 3`` matrices ``A`` (shape ``(..., 3, 3)``) by cofactors (no LAPACK call per matrix)."""
     a = A.reshape(*A.shape[:-2], 9)
-    adj = a[..., _CO[0]] * a[..., _CO[1]] - a[..., _CO[2]] * a[..., _CO[3]]
-    det = a[..., 0] * adj[..., 0] + a[..., 1] * adj[..., 3] + a[..., 2] * adj[..., 6]
+    f = a[..., _CO]
+    adj = f[..., 0, :] * f[..., 1, :] - f[..., 2, :] * f[..., 3, :]
+    det = (a[..., :3] * adj[..., ::3]).sum(axis=-1)
     return (adj / det[..., None]).reshape(A.shape)
 
 
-_SHARED = ("K", "jb")  # attributes of a _Stack common to all its models
+_WIGNER = [3, 5, 0, 2]  # entries (k, x), (k, e), (x, x), (x, e) of a 3 x 3 matrix, row-major
+_SHARED = ("K", "jb", "cols")  # attributes of a _Stack common to all its models
 
 
 class _Stack:
@@ -649,7 +651,7 @@ class _Stack:
         # zero blocks of E_pi[R G P] between slope terms of opposite parity (solve_types); the
         # Anderson fit counts each solved type's noise self-energies once per type it stands for
         sign = np.concatenate([np.ones((E, 1)), *[_pad([x[5] for x in red], (K,))] * 2], axis=1)
-        self.mask = (sign[:, :, None] * sign[:, None, :] > 0).astype(float)
+        mask = (sign[:, :, None] * sign[:, None, :] > 0).astype(float)
         self.om_weight = col([math.sqrt(len(m.delta) / len(x[0])) for m, x in zip(models, red)])
         # Z^T has rows x, k, e; Z has columns x, k, e; p-blocks (u, v_k, q_k). Both are one entry per
         # p-block in each type: P(t)[j_b, b] = beta_b(t), R(t)[b, i_b] = alpha_b(t)
@@ -663,11 +665,22 @@ class _Stack:
         alpha[:, :, 1:1 + K] = -v                                  # v_k = Z D_{v_k} x
         alpha[:, :, 1 + K:] = -u                                   # q_k = Z D_{u_k} e
         self.jb = np.array([2] + [1] * K + [0] * K)                # row of Z^T read by column b
-        self.beta, self.alpha = beta, alpha
-        # the rows of Z^T: x (q-block), k (v-block), e (u); w_t R(t)^T by the row of G each reads
-        self.Lx, self.Lk = self.beta[:, :, 1 + K:], self.beta[:, :, 1:1 + K]
-        wa = (ws[:, :, None] * alpha).transpose(0, 2, 1).copy()                # (E, Pn, T)
-        self.wa = [wa[:, 0:1], wa[:, 1:1 + K], wa[:, 1 + K:]]                  # blocks u, v, q
+        ib = np.array([1] + [0] * K + [2] * K)                     # column of Z written by row b
+        self.beta = beta[:, :, None, :]
+        # P(t) as a (3, Pn) matrix per type, stacked to rows 3 t + i: (P Gamma)(t) in one product
+        P = np.zeros((E, T, 3, Pn))
+        P[:, :, self.jb, np.arange(Pn)] = beta
+        self.P = P.reshape(E, 3 * T, Pn)
+        self.palpha = -self.pp[:, :, None, None] * alpha[:, :, None, :]   # -(p'/p) alpha_b(t)
+        self.cols = np.zeros((Pn, 3), dtype=complex)               # sums the p-blocks of each column
+        self.cols[np.arange(Pn), ib] = 1.0
+        # w_t R(t) as rows b of a (Pn, 3 T) matrix (columns 3 t + i): E_pi[R G P] in one product
+        R = np.zeros((E, Pn, T, 3))
+        R[:, np.arange(Pn), :, ib] = (ws[:, :, None] * alpha).transpose(2, 0, 1)
+        self.R = R.reshape(E, Pn, 3 * T)
+        self.pmask = self.phi[:, :, None] * mask
+        # the Wigner terms of Lambda(t): entries (k, x), (k, e), (x, x), (x, e) from om_0..3
+        self.om_coef = np.stack([-np.ones_like(self.c), self.c, self.c, -self.c ** 2], axis=1)
         self.noise = []
         for j in range(3):
             rk = max(x[4][j][0].shape[1] for x in red)
@@ -684,7 +697,7 @@ class _Stack:
     @property
     def npar(self) -> int:
         """``Pn = 1 + 2K``, the size of ``Gamma``."""
-        return self.alpha.shape[2]
+        return self.P.shape[2]
 
     def take(self, idx: np.ndarray) -> "_Stack":
         """The models ``idx`` (one row per element of a batch; a shared model is broadcast)."""
@@ -694,8 +707,6 @@ class _Stack:
         for k, x in self.__dict__.items():
             if k == "noise":
                 x = [(lf[idx], rf[idx]) for lf, rf in x]
-            elif k == "wa":
-                x = [a[idx] for a in x]
             elif k not in _SHARED:
                 x = x[idx]
             out.__dict__[k] = x
@@ -714,37 +725,30 @@ class _Stack:
 
     def resolvent(self, H0: np.ndarray, z: np.ndarray) -> np.ndarray:
         """``G(t) = Lambda(t)^{-1}``, shape (E, T, 3, 3), for the states ``z = (Gamma, om)`` (E, N)."""
-        E, Pn, T, K = len(z), self.npar, H0.shape[1], self.K
+        E, Pn, T = len(z), self.npar, H0.shape[1]
         Gam, om = z[:, :Pn * Pn].reshape(E, Pn, Pn), z[:, Pn * Pn:].reshape(E, 4, T)
-        # (P Gamma R)(t)[i, j] = sum_b (P Gamma)(t)[i, b] alpha_b(t) over the p-blocks b writing column j;
-        # (P Gamma)(t) has rows x (from the q-rows of Gamma), k (v-rows) and e (u-row)
-        PG = np.stack([_rdot(self.Lx, Gam[:, 1 + K:]), _rdot(self.Lk, Gam[:, 1:1 + K]),
-                       np.broadcast_to(-Gam[:, None, 0], (E, T, Pn))], axis=2)
-        Y = PG * self.alpha[:, :, None, :]
-        pp = self.pp[:, :, None]
-        Lam = H0.copy()
-        Lam[:, :, :, 0] -= pp * Y[:, :, :, 1:1 + K].sum(axis=3)
-        Lam[:, :, :, 1] -= pp * Y[:, :, :, 0]
-        Lam[:, :, :, 2] -= pp * Y[:, :, :, 1 + K:].sum(axis=3)
-        Lam[:, :, 1, 0] -= om[:, 0]                # (k, x): E[sigma sigma' G_xk]
-        Lam[:, :, 1, 2] += self.c * om[:, 1]       # (k, e): -c E[S2(t, t') G_xx]
-        Lam[:, :, 0, 0] += self.c * om[:, 2]       # (x, x): -c E[S2(t', t) G_ek]
-        Lam[:, :, 0, 2] -= self.c ** 2 * om[:, 3]  # (x, e): c^2 E[sigma sigma' G_ex]
+        # (P Gamma R)(t)[i, j] = sum_b (P Gamma)(t)[i, b] alpha_b(t) over the p-blocks b writing column j
+        Y = _rdot(self.P, Gam).reshape(E, T, 3, Pn) * self.palpha
+        Lam = H0 + (Y.reshape(-1, Pn) @ self.cols).reshape(E, T, 3, 3)
+        # Wigner terms: (k, x) -E[sigma sigma' G_xk], (k, e) -c E[S2(t, t') G_xx],
+        # (x, x) -c E[S2(t', t) G_ek], (x, e) c^2 E[sigma sigma' G_ex]
+        Lam.reshape(E, T, 9)[:, :, _WIGNER] += (self.om_coef * om).transpose(0, 2, 1)
         return _inv3(Lam)
 
     def update(self, G: np.ndarray) -> np.ndarray:
         """The new state ``(Gamma, om)`` from ``G``, shape (E, N), ``N = Pn^2 + 4 T``."""
-        E, Pn = G.shape[0], self.npar
+        E, T, Pn = G.shape[0], G.shape[1], self.npar
+        out = np.empty((E, Pn * Pn + 4 * T), dtype=complex)
+        om = out[:, Pn * Pn:].reshape(E, 4, T)
+        G9 = G.reshape(E, T, 9)
         (la, ra), (lb, rb), (lc, rc) = self.noise
-        ss = _lowrank(la, ra, np.stack([G[:, :, 0, 1], G[:, :, 2, 0]], axis=2))
-        om = np.stack([ss[:, :, 0], _lowrank(lb, rb, G[:, :, 0, 0, None])[:, :, 0],
-                       _lowrank(lc, rc, G[:, :, 2, 1, None])[:, :, 0], ss[:, :, 1]], axis=1)
-        # E_pi[R G P] = sum_t w_t R(t) (G(t) P(t)), with (G P)(t)[i, b] = G(t)[i, j_b] beta_b(t):
-        # the u-row of R reads row k of G P, the v-rows row x, the q-rows row e
-        RGP = np.concatenate([_rdot(wa, G[:, :, i, self.jb] * self.beta) for wa, i in zip(self.wa, (1, 0, 2))],
-                             axis=1)
-        Gam = np.linalg.inv(np.eye(Pn) - self.phi[:, :, None] * (RGP * self.mask))
-        return np.concatenate([Gam.reshape(E, -1), om.reshape(E, -1)], axis=1)
+        om[:, ::3] = _lowrank(la, ra, G9[:, :, [1, 6]]).transpose(0, 2, 1)   # G_xk, G_ex
+        om[:, 1] = _lowrank(lb, rb, G9[:, :, [0]])[:, :, 0]                  # G_xx
+        om[:, 2] = _lowrank(lc, rc, G9[:, :, [7]])[:, :, 0]                  # G_ek
+        # E_pi[R G P] = sum_t w_t R(t) (G(t) P(t)), with (G P)(t)[i, b] = G(t)[i, j_b] beta_b(t)
+        RGP = _rdot(self.R, (G[:, :, :, self.jb] * self.beta).reshape(E, 3 * T, Pn))
+        out[:, :Pn * Pn] = np.linalg.inv(np.eye(Pn) - RGP * self.pmask).reshape(E, -1)
+        return out
 
     def cold(self, E: int) -> np.ndarray:
         """The cold start ``Gamma = I``, ``om = 0`` for ``E`` elements, shape (E, N)."""
@@ -776,6 +780,11 @@ class _Stack:
         return np.sum(w * y * x, axis=1)
 
 
+def _parts_max(x: np.ndarray) -> np.ndarray:
+    """``max |Re x|`` and ``max |Im x|`` of each row of ``x`` (E, N), shape (E, 2)."""
+    return np.stack([np.abs(x.real).max(axis=1), np.abs(x.imag).max(axis=1)], axis=1)
+
+
 def _anderson(st: _Stack, gamma: np.ndarray, z0: np.ndarray, max_iter: int | None = None):
     """Fixed points at ``gamma + i eps`` (complex step) of a batch by Anderson acceleration.
 
@@ -805,63 +814,63 @@ def _anderson(st: _Stack, gamma: np.ndarray, z0: np.ndarray, max_iter: int | Non
     err : ndarray, shape (E,)
         The last relative residual.
     """
-    E = len(gamma)
+    E, T = len(gamma), st.delta.shape[1]
     eps = _STEP * gamma
     ok, err = np.zeros(E, dtype=bool), np.full(E, np.inf)
-    label = np.zeros(E, dtype=complex)
     z_out, dz_out = np.zeros(z0.shape), np.zeros(z0.shape)
-    act = np.arange(E)
+    G_out = np.zeros((E, T, 3, 3), dtype=complex)   # G at each fixed point, for the label form
+    act, st0 = np.arange(E), st
     H0 = st.base(gamma + 1j * eps)
     z, ep = z0, eps[:, None]
-    # Anderson history, a ring of _MEMORY columns: residual differences D (real form), updates U
-    # and the Gram matrix D^T D of the least-squares fit, updated one column at a time
+    # Anderson history, a ring of _MEMORY columns: residual differences D and updates U (both in
+    # the real form, real and imaginary parts interleaved) and the Gram matrix D^T D of the
+    # least-squares fit, updated one column at a time
     N, Pn2 = z0.shape[1], st.npar ** 2
     D = np.zeros((E, _MEMORY, 2 * N))
-    U = np.zeros((E, _MEMORY, N), dtype=complex)
+    U = np.zeros((E, _MEMORY, 2 * N))
     gram = np.zeros((E, _MEMORY, _MEMORY))
-    z_prev: Any = None   # the previous iterate, its update and residual (arrays from it = 1)
-    f_prev: Any = None
+    reg = 1.0 + 1e-12 * np.eye(_MEMORY)   # regularises the normal equations
+    gz_prev: Any = None   # the previous update and residual (arrays from it = 1)
     r_prev: Any = None
     for it in range(_MAX_ITER if max_iter is None else max_iter):
         G = st.resolvent(H0, z)
         gz = st.update(G)
         f = gz - z
-        scale = (np.maximum(np.max(np.abs(gz.real), axis=1), 1e-300)[:, None],
-                 np.maximum(np.max(np.abs(gz.imag), axis=1), 1e-300)[:, None])
-        if it == 0:
-            weights = 1.0 / scale[0], 1.0 / scale[1]   # value and derivative count alike
-        r = np.concatenate([f.real * weights[0], f.imag * weights[1]], axis=1)
-        r[:, Pn2:N] *= st.om_weight
-        r[:, N + Pn2:] *= st.om_weight
-        e = np.maximum(np.max(np.abs(f.real) / scale[0], axis=1), np.max(np.abs(f.imag) / scale[1], axis=1))
+        scale = np.maximum(_parts_max(gz), 1e-300)
+        if it == 0:   # value and derivative count alike; the noise self-energies by om_weight
+            wts = np.ones((E, N, 1)) / scale[:, None, :]
+            wts[:, Pn2:] *= st.om_weight[:, :, None]
+            wts = wts.reshape(E, 2 * N)
+        r = f.view(np.float64) * wts   # (E, 2N): real and imaginary parts interleaved
+        e = (_parts_max(f) / scale).max(axis=1)
         err[act] = e
         done = e < _TOL
         if np.any(done):
             i = act[done]
-            ok[i], z_out[i], dz_out[i] = True, gz[done].real, gz[done].imag / ep[done]
-            label[i] = st.take(done).label_form(G[done])
+            ok[i], z_out[i], dz_out[i], G_out[i] = True, gz[done].real, gz[done].imag / ep[done], G[done]
             if np.all(done):
                 break
             keep = ~done           # converged elements leave the batch
-            act, z, f, r, H0, ep = act[keep], z[keep], f[keep], r[keep], H0[keep], ep[keep]
-            weights = weights[0][keep], weights[1][keep]
+            act, z, f, r, gz, H0, ep, wts = act[keep], z[keep], f[keep], r[keep], gz[keep], H0[keep], ep[keep], wts[keep]
             D, U, gram = D[keep], U[keep], gram[keep]
             if it:
-                z_prev, f_prev, r_prev = z_prev[keep], f_prev[keep], r_prev[keep]
+                gz_prev, r_prev = gz_prev[keep], r_prev[keep]
             st = st.take(keep)
         z_new = z + f
         if it:
             k = (it - 1) % _MEMORY
-            D[:, k] = r - r_prev
-            U[:, k] = z - z_prev + f - f_prev
+            np.subtract(r, r_prev, out=D[:, k])
+            np.subtract(gz.view(np.float64), gz_prev.view(np.float64), out=U[:, k])
             col = np.einsum("emn,en->em", D, D[:, k])
             gram[:, k, :], gram[:, :, k] = col, col
             m = min(it, _MEMORY)
-            g = gram[:, :m, :m].copy()                # normal equations of min ||r - D theta||, regularised
-            g[:, np.arange(m), np.arange(m)] *= 1.0 + 1e-12
-            theta = np.linalg.solve(g, np.einsum("emn,en->em", D[:, :m], r)[:, :, None])
-            z_new -= (U[:, :m].transpose(0, 2, 1) @ theta)[:, :, 0]
-        z_prev, f_prev, r_prev, z = z, f, r, z_new
+            theta = np.linalg.solve(gram[:, :m, :m] * reg[:m, :m], np.einsum("emn,en->em", D[:, :m], r)[:, :, None])
+            z_new -= (theta.transpose(0, 2, 1) @ U[:, :m])[:, 0].view(complex)
+        gz_prev, r_prev, z = gz, r, z_new
+    label = np.zeros(E, dtype=complex)
+    if np.any(ok):
+        idx = np.flatnonzero(ok)
+        label[idx] = st0.take(idx).label_form(G_out[idx])
     return ok, label, z_out, dz_out, err
 
 
