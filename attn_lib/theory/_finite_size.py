@@ -496,15 +496,11 @@ class _Model:
         self.S, self.a, self.b = _factor(F0, w, _MEAN_TOL, None, flip)
         # diagonal correction making K_ii = 0 on average
         self.delta = np.diag(F0) / math.sqrt(p) + self.pp * np.einsum("k,tk,tk->t", self.s, self.u, self.v)
-        # Wigner variance profiles times the weights of t' (they act on G(t')), as low-rank
-        # factors (left, right^T W): E_t'[k(t, t') g(t')] = left @ (right_w @ g); with the
-        # flip only their even terms, which act on the even fixed point (solve_types), and for
-        # a symmetric S2 (to rounding) sqrt(S2 S2^T) = S2
-        sk, left, right = _factor(S2, w, _NOISE_TOL, None, flip, even=True)
+        # Wigner variance profiles k(t, t') times phi and the weights of t' (they act on G(t')):
+        # om(t) = phi E_t'[k(t, t') g(t')] = (phi k W g)(t) for k = sqrt(S2 S2^T), S2, S2^T, a
+        # single matrix for a symmetric S2 (to rounding: the three are then one)
         same = np.max(np.abs(S2 - S2.T), initial=0.0) <= 1e-14 * np.max(S2, initial=0.0)
-        factors = [(sk, left, right) if same else _factor(np.sqrt(S2 * S2.T), w, _NOISE_TOL, None, flip, even=True),
-                   (sk, left, right), (sk, right, left)]   # S2^T: the transposed factors of S2
-        self.noise = [(self.phi * lf * sv, (rf * w[:, None]).T) for sv, lf, rf in factors]
+        self.noise = [self.phi * k * w for k in ([S2] if same else [np.sqrt(S2 * S2.T), S2, S2.T])]
         self.flip = flip
 
     def solve_types(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
@@ -523,7 +519,8 @@ class _Model:
         -------
         w, delta : ndarray, shape (T',)
         u, v : ndarray, shape (T', K)
-        noise : list of (left, right_w), shapes (T', rank') and (rank', T')
+        noise : list of one or three ndarrays, shape (T', T')
+            ``phi k W`` of the Wigner profiles (:meth:`__init__`) on the solved types.
         parity : ndarray, shape (K,)
             ``+-1``: ``u_k(pi t) = parity_k u_k(t)`` (all ``+1`` without the flip).
         expand : ndarray of int, shape (T,)
@@ -535,9 +532,7 @@ class _Model:
                     np.arange(T))
         h, pi = T // 2, self.flip
         parity = np.where([np.array_equal(x[pi[:h]], x[:h]) for x in self.u.T], 1.0, -1.0)
-        noise = []
-        for lf, rf in self.noise:                    # even terms only (__init__)
-            noise.append((lf[:h], rf[:, :h] + rf[:, pi[:h]]))
+        noise = [k[:h, :h] + k[:h, pi[:h]] for k in self.noise]
         return (2.0 * self.law.weight[:h], self.delta[:h], self.u[:h], self.v[:h], noise, parity,
                 np.concatenate([np.arange(h), pi[h:]]))
 
@@ -560,19 +555,6 @@ def _rdot(left: np.ndarray, X: np.ndarray) -> np.ndarray:
         Y = np.ascontiguousarray(left[0] @ Xr).view(complex)
         return Y.reshape(-1, E, c).transpose(1, 0, 2)
     return np.ascontiguousarray(left @ np.ascontiguousarray(X).view(np.float64)).view(complex)
-
-
-def _lowrank(left: np.ndarray, right: np.ndarray, X: np.ndarray) -> np.ndarray:
-    """``left @ (right @ X)`` for real factors ``left`` (E or 1, T, k), ``right`` (E or 1, k, T) and a
-    complex ``X`` (E, T, c): real GEMMs on the interleaved real and imaginary parts, and one GEMM
-    over the whole batch when the factors are shared (they are then read once, not E times)."""
-    E, T, c = X.shape
-    if left.shape[0] == 1:
-        Xr = np.ascontiguousarray(X.transpose(1, 0, 2)).reshape(T, E * c).view(np.float64)
-        Y = np.ascontiguousarray(left[0] @ (right[0] @ Xr)).view(complex)
-        return Y.reshape(T, E, c).transpose(1, 0, 2)
-    Y = left @ (right @ np.ascontiguousarray(X).view(np.float64))
-    return np.ascontiguousarray(Y).view(complex)
 
 
 # cofactor (i, j) of a 3 x 3 matrix (row-major entries 0..8) is A[_CO[0]] A[_CO[1]] - A[_CO[2]] A[_CO[3]],
@@ -681,11 +663,8 @@ class _Stack:
         self.pmask = self.phi[:, :, None] * mask
         # the Wigner terms of Lambda(t): entries (k, x), (k, e), (x, x), (x, e) from om_0..3
         self.om_coef = np.stack([-np.ones_like(self.c), self.c, self.c, -self.c ** 2], axis=1)
-        self.noise = []
-        for j in range(3):
-            rk = max(x[4][j][0].shape[1] for x in red)
-            self.noise.append((_pad([x[4][j][0] for x in red], (T, rk)),
-                               _pad([x[4][j][1] for x in red], (rk, T))))
+        same = all(len(x[4]) == 1 for x in red)   # symmetric S2 in every model: one profile
+        self.noise = [_pad([x[4][j % len(x[4])] for x in red], (T, T)) for j in range(1 if same else 3)]
         self.S = _pad([m.S for m in models], (L,))[:, None, :]
         self.a = _pad([m.a for m in models], (Tf, L))
         self.b = _pad([m.b for m in models], (Tf, L))
@@ -706,7 +685,7 @@ class _Stack:
         out = _Stack()
         for k, x in self.__dict__.items():
             if k == "noise":
-                x = [(lf[idx], rf[idx]) for lf, rf in x]
+                x = [a[idx] for a in x]
             elif k not in _SHARED:
                 x = x[idx]
             out.__dict__[k] = x
@@ -741,10 +720,13 @@ class _Stack:
         out = np.empty((E, Pn * Pn + 4 * T), dtype=complex)
         om = out[:, Pn * Pn:].reshape(E, 4, T)
         G9 = G.reshape(E, T, 9)
-        (la, ra), (lb, rb), (lc, rc) = self.noise
-        om[:, ::3] = _lowrank(la, ra, G9[:, :, [1, 6]]).transpose(0, 2, 1)   # G_xk, G_ex
-        om[:, 1] = _lowrank(lb, rb, G9[:, :, [0]])[:, :, 0]                  # G_xx
-        om[:, 2] = _lowrank(lc, rc, G9[:, :, [7]])[:, :, 0]                  # G_ek
+        if len(self.noise) == 1:   # om_0..3 from G_xk, G_xx, G_ek, G_ex through one profile
+            om[:] = _rdot(self.noise[0], G9[:, :, [1, 0, 7, 6]]).transpose(0, 2, 1)
+        else:
+            sig, s2, s2t = self.noise
+            om[:, ::3] = _rdot(sig, G9[:, :, [1, 6]]).transpose(0, 2, 1)   # G_xk, G_ex
+            om[:, 1] = _rdot(s2, G9[:, :, [0]])[:, :, 0]                  # G_xx
+            om[:, 2] = _rdot(s2t, G9[:, :, [7]])[:, :, 0]                 # G_ek
         # E_pi[R G P] = sum_t w_t R(t) (G(t) P(t)), with (G P)(t)[i, b] = G(t)[i, j_b] beta_b(t)
         RGP = _rdot(self.R, (G[:, :, :, self.jb] * self.beta).reshape(E, 3 * T, Pn))
         out[:, :Pn * Pn] = np.linalg.inv(np.eye(Pn) - RGP * self.pmask).reshape(E, -1)
@@ -974,8 +956,7 @@ def _solve(st: _Stack, targets: list[np.ndarray], label: Callable[[int], str]) -
 
 def _chunks(models: list[_Model]) -> list[list[int]]:
     """Groups of model indices of similar size, each small enough to solve as one batch."""
-    size = np.array([len(m.delta) * (len(m.delta) + 4 * max(lf.shape[1] for lf, _ in m.noise))
-                     for m in models])
+    size = np.array([3 * len(m.delta) ** 2 for m in models])
     order = np.argsort(size, kind="stable")
     groups: list[list[int]] = []
     cur: list[int] = []
