@@ -115,7 +115,6 @@ _NODES_MU = 3        # nodes along mu in a refined rule (20 x 20 x 3 and 20 x 20
 _PRUNE = 1e-12       # drop nodes whose weight is below this fraction of the largest
 _SLOPE_TOL = 1e-4    # keep slope terms with s_k >= _SLOPE_TOL * s_1 (1e-3 and 6 terms change E by < 1e-6)
 _SLOPE_MAX = 8
-_NOISE_TOL = 1e-10   # relative cut-off of the factorised Wigner variance profiles
 _MEAN_TOL = 1e-8     # keep mean-kernel terms with singular value >= _MEAN_TOL * largest (1e-6: E moves < 1e-8)
 _STEP = 1e-30        # complex step (relative to gamma)
 _TOL = 1e-10         # fixed-point tolerance (relative change of value and derivative)
@@ -422,7 +421,7 @@ def _decompose(A: np.ndarray, symmetric: bool) -> tuple[np.ndarray, np.ndarray, 
 
 
 def _factor(kernel: np.ndarray, weight: np.ndarray, rel_tol: float, max_terms: int | None,
-            flip: np.ndarray | None = None, even: bool = False):
+            flip: np.ndarray | None = None, odd: bool = False):
     """``kernel(t, t') ~ sum_k s_k a_k(t) b_k(t')`` from the SVD of ``A = W^1/2 kernel W^1/2``.
 
     With the flip ``pi`` of the types (:func:`_flip`; ``A`` is then invariant under it), ``A``
@@ -431,21 +430,27 @@ def _factor(kernel: np.ndarray, weight: np.ndarray, rel_tol: float, max_terms: i
     (a quarter of the cost) and their terms merged in decreasing ``s``. The kept terms are
     those with ``s_k >= rel_tol * s_1``, at most ``max_terms``. A symmetric ``A`` (to rounding,
     ``|A - A^T| <= 1e-14 max|A|``: every kernel of a symmetric ``M_r``, e.g. aligned weights)
-    is decomposed by eigendecompositions (:func:`_decompose`). ``even=True`` (with a flip; for
-    a nonnegative kernel, whose largest term is even by Perron–Frobenius, so the cut-off is
-    unchanged) keeps the even terms only: those that act on a flip-invariant function.
+    is decomposed by eigendecompositions (:func:`_decompose`). ``odd=True`` (with a flip) keeps
+    the odd terms only, those that act on an odd function (the label form's, :meth:`_Stack.label_form`),
+    with the same cut-off: ``s_1`` is the largest of both blocks, the even block's computed
+    (without vectors) only when its Frobenius norm, a bound on it, exceeds the odd block's.
     """
     sw = np.sqrt(weight)
     A = sw[:, None] * kernel * sw[None, :]
     sym = bool(np.max(np.abs(A - A.T), initial=0.0) <= 1e-14 * np.max(np.abs(A), initial=0.0))
     if flip is None:
         s, U, V = _decompose(A, sym)
+        s_max = s[0]
     else:
         h = len(weight) // 2
         top, partner = A[:h, :h], A[:h, flip[:h]]
-        blocks = [_decompose(top + partner, sym)] + ([] if even else [_decompose(top - partner, sym)])
-        s = np.concatenate([b[0] for b in blocks])
-    m = int(np.sum(s >= rel_tol * np.max(s))) if np.max(s) > 0 else 0
+        blocks = [(sign, _decompose(top + sign * partner, sym)) for sign in ((-1.0,) if odd else (1.0, -1.0))]
+        s = np.concatenate([b[0] for _, b in blocks])
+        parity = np.concatenate([np.full(len(b[0]), sign) for sign, b in blocks])
+        s_max = np.max(s)
+        if odd and np.linalg.norm(top + partner) > s_max:
+            s_max = max(s_max, np.linalg.norm(top + partner, 2))
+    m = int(np.sum(s >= rel_tol * s_max)) if s_max > 0 else 0
     if max_terms is not None:
         m = min(m, max_terms)
     if flip is not None:     # the kept terms, in decreasing s: (e_t +- e_pi(t)) / sqrt(2) of each block's
@@ -453,9 +458,9 @@ def _factor(kernel: np.ndarray, weight: np.ndarray, rel_tol: float, max_terms: i
         s = s[keep]
         U, V = (np.empty((2 * h, m)) for _ in range(2))
         for X, j in ((U, 1), (V, 2)):
-            vec = np.concatenate([b[j] for b in blocks], axis=1)[:, keep] / math.sqrt(2.0)
+            vec = np.concatenate([b[j] for _, b in blocks], axis=1)[:, keep] / math.sqrt(2.0)
             X[:h] = vec
-            X[flip[:h]] = np.where(keep < len(blocks[0][0]), 1.0, -1.0) * vec
+            X[flip[:h]] = parity[keep] * vec
     return s[:m], U[:, :m] / sw[:, None], V[:, :m] / sw[:, None]
 
 
@@ -492,8 +497,9 @@ class _Model:
         self.pp = (p - law.r) / p                    # p'/p
         # slope kernel F1(h(t, t')) ~ sum_k s_k u_k(t) v_k(t')
         self.s, self.u, self.v = _factor(F1, w, _SLOPE_TOL, _SLOPE_MAX, flip)
-        # mean kernel F0(h(t, t')) ~ sum_l S_l a_l(t) b_l(t')
-        self.S, self.a, self.b = _factor(F0, w, _MEAN_TOL, None, flip)
+        # mean kernel F0(h(t, t')) ~ sum_l S_l a_l(t) b_l(t'); with the flip its odd terms, the
+        # only ones that act on the label form's odd solution (label_form)
+        self.S, self.a, self.b = _factor(F0, w, _MEAN_TOL, None, flip, odd=True)
         # diagonal correction making K_ii = 0 on average
         self.delta = np.diag(F0) / math.sqrt(p) + self.pp * np.einsum("k,tk,tk->t", self.s, self.u, self.v)
         # Wigner variance profiles k(t, t') times phi and the weights of t' (they act on G(t')):
@@ -553,7 +559,7 @@ def _rdot(left: np.ndarray, X: np.ndarray) -> np.ndarray:
     if left.shape[0] == 1:
         Xr = np.ascontiguousarray(X.transpose(1, 0, 2)).reshape(T, E * c).view(np.float64)
         Y = np.ascontiguousarray(left[0] @ Xr).view(complex)
-        return Y.reshape(-1, E, c).transpose(1, 0, 2)
+        return Y.reshape(left.shape[1], E, c).transpose(1, 0, 2)
     return np.ascontiguousarray(left @ np.ascontiguousarray(X).view(np.float64)).view(complex)
 
 
