@@ -38,7 +38,7 @@ def test_normalised_kernel_model():
     # one for every query type, and the slope kernel is beta times it (F1 = beta e^{beta h} for
     # f_beta), up to the factorisations' cut-offs (relative to the largest weighted entry); the
     # mean kernel's factors are its odd part under the flip pi of the types, the part that acts
-    # on the label form's odd solution. Measured: 4e-16 (row means), 4e-9 (mean kernel), 1.5e-3
+    # on the label form's odd solution. Measured: 4e-16 (row means), 9e-10 (mean kernel), 1.5e-3
     # (slope kernel: 8 terms)
     s = al.Setting(**ALIGNED, attention=al.Softmax(1.0))
     m = _finite_size._Model(s, 512)
