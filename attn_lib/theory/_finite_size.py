@@ -735,7 +735,12 @@ class _Stack:
             om[:, 2] = _rdot(s2t, G9[:, :, [7]])[:, :, 0]                 # G_ek
         # E_pi[R G P] = sum_t w_t R(t) (G(t) P(t)), with (G P)(t)[i, b] = G(t)[i, j_b] beta_b(t)
         RGP = _rdot(self.R, (G[:, :, :, self.jb] * self.beta).reshape(E, 3 * T, Pn))
-        out[:, :Pn * Pn] = np.linalg.inv(np.eye(Pn) - RGP * self.pmask).reshape(E, -1)
+        # Gamma = A^{-1}, A = I - phi E_pi[R G P] = A_r + i A_i with A_i of the order of the complex
+        # step: A^{-1} = A_r^{-1} - i A_r^{-1} A_i A_r^{-1} to rounding, in real arithmetic
+        A = np.eye(Pn) - RGP * self.pmask
+        Ar = np.linalg.inv(A.real)
+        Gam = out[:, :Pn * Pn].reshape(E, Pn, Pn)
+        Gam.real, Gam.imag = Ar, -(Ar @ A.imag @ Ar)
         return out
 
     def cold(self, E: int) -> np.ndarray:
