@@ -95,9 +95,9 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 from ..model.data import latent_basis, latent_coordinates
+from ..model.kernel import BLAS
 from ..model.setting import MatrixSetting, RankSetting, Setting, Softmax
 from ._errors import ConvergenceError, _gamma, check_converged, not_converged
 from .shift import shift_functions
@@ -854,10 +854,10 @@ def _anderson(st: _Stack, gamma: np.ndarray, z0: np.ndarray, max_iter: int | Non
             k = (it - 1) % _MEMORY
             np.subtract(r, r_prev, out=D[:, k])
             np.subtract(gz.view(np.float64), gz_prev.view(np.float64), out=U[:, k])
-            col = np.einsum("emn,en->em", D, D[:, k])
-            gram[:, k, :], gram[:, :, k] = col, col
+            prod = D @ np.stack([D[:, k], r], axis=2)   # (E, _MEMORY, 2): D^T d_k and D^T r
+            gram[:, k, :], gram[:, :, k] = prod[:, :, 0], prod[:, :, 0]
             m = min(it, _MEMORY)
-            theta = np.linalg.solve(gram[:, :m, :m] * reg[:m, :m], np.einsum("emn,en->em", D[:, :m], r)[:, :, None])
+            theta = np.linalg.solve(gram[:, :m, :m] * reg[:m, :m], prod[:, :m, 1:])
             z_new -= (theta.transpose(0, 2, 1) @ U[:, :m])[:, 0].view(complex)
         gz_prev, r_prev, z = gz, r, z_new
     label = np.zeros(E, dtype=complex)
@@ -1014,7 +1014,7 @@ def finite_size_resolvent_form_batch(settings: Sequence[Setting | RankSetting], 
     """
     gs = [np.asarray(g, dtype=float) for g in gammas]
     out: list[Any] = [None] * len(settings)
-    with threadpool_limits(limits=1, user_api="blas"):  # small matrices: threads only cost
+    with BLAS.limit(limits=1):  # small matrices: threads only cost
         models = [_Model(s.canonical(), n, nodes) for s in settings]
         for group in _chunks(models):
             label = lambda m: f"{settings[group[m]]!r}, n={n} (p={models[group[m]].p})"  # noqa: E731
