@@ -67,13 +67,16 @@ Solver
     The state ``z = (Gamma, Sigma_W)`` (``(2m + 1)^2 + 4 T`` complex numbers) is iterated by
     Anderson acceleration, batched: every (setting, gamma) of a batch is one row, settings of
     similar size are stacked with zero-weight padding (:class:`_Stack`), and one iteration costs
-    ``O(T (m^2 + ranks))`` per row (the coefficient tables of ``Z`` and ``Z^T`` have one entry per
-    block and type; the Wigner profiles act through their low-rank factors). Each setting is
+    ``O(T (m^2 + T))`` per row: one product of ``Gamma`` with the coefficients of ``Z^T`` and one
+    of ``G`` with those of ``Z`` (one entry per block and type, stored as ``3 T x (2m + 1)``
+    matrices), one product with each Wigner profile (a ``T x T`` matrix), the ``3 x 3`` inverses
+    by cofactors and ``Gamma``'s inverse in real arithmetic (to first order in the complex step,
+    exact to rounding). Each setting is
     cold-started at ``max(gamma_max, 0.1)`` (at 10 if that fails) and continued down in steps of
     ratio at most 4; one batched solve per step takes the next point of every setting's path and
     all its gammas inside the step, each from the Taylor predictor of the last point
     (:func:`_solve`). The one-off factorisations are SVDs (eigendecompositions for symmetric
-    kernels) of ``T x T`` matrices.
+    kernels) of the slope and mean kernels.
 
 Flip symmetry
     Every kernel is a function of ``h(t, t')``, a bilinear form of ``xi_t, xi_t'``, so it is
@@ -82,8 +85,10 @@ Flip symmetry
     pairs and factorised in their even and odd blocks (:func:`_factor`: two ``T/2 x T/2``
     decompositions, a quarter of the cost), each slope term is even or odd, and the fixed point
     is even, ``G(pi t) = G(t)``: it is solved on half the types (:meth:`_Model.solve_types`),
-    with the same iterates as on all of them (the Anderson fit counts each solved type twice).
-    A rule of one's own without the symmetry is solved on all its types.
+    with the same iterates as on all of them (the Anderson fit counts each solved type twice),
+    the Wigner profiles folded onto them. The label form's solution ``(x, k, e)`` is odd (its
+    right-hand side ``y_t`` is), so only the mean kernel's odd block acts on it: the even one
+    is not decomposed. A rule of one's own without the symmetry is solved on all its types.
 """
 
 from __future__ import annotations
@@ -126,7 +131,7 @@ _MAX_RATIO = 4.0     # largest gamma ratio of one continuation step (2: 1.6x the
 _MAX_ATTEMPTS = 9    # per continuation step: the first try and up to 8 halvings
 _SAME = 1e-15        # a target within this relative distance of a path point is solved there
 _MIN_STEP = 1e-9     # a failing step shorter than this (relative) is not halved further
-_BATCH_CELLS = 500_000  # models per batch: sum of T (T + 4 rank) at most this (2e6, 1.5e5: 20 %, 5 % slower)
+_BATCH_CELLS = 500_000  # models per batch: sum of 3 T^2 at most this (T types)
 _PROBLEM = "finite-size fixed point"
 _MEMORY = 12        # Anderson memory
 
@@ -510,15 +515,14 @@ class _Model:
         self.flip = flip
 
     def solve_types(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
-                                   list[tuple[np.ndarray, np.ndarray]], np.ndarray, np.ndarray]:
+                                   list[np.ndarray], np.ndarray, np.ndarray]:
         """The data of the fixed point on the types it is solved on (:class:`_Stack`).
 
         With the flip ``pi`` of the types (:func:`_flip`) the fixed point is even,
         ``G(pi t) = G(t)`` (every kernel is flip invariant and each slope term even or odd, so
         the iteration keeps this from its cold start): it is solved on the first half of the
         types, at twice their weight, with the Wigner profiles folded,
-        ``E_t'[k(t, t') g(t')] = sum_{t' <= T/2} w_t' (k(t, t') + k(t, pi t')) g(t')`` (their odd
-        terms fold to zero and are not kept), and the blocks of ``E_pi[R G P]`` between slope
+        ``E_t'[k(t, t') g(t')] = sum_{t' <= T/2} w_t' (k(t, t') + k(t, pi t')) g(t')``, and the blocks of ``E_pi[R G P]`` between slope
         terms of opposite parity zero. Without the flip, on the types themselves.
 
         Returns
@@ -589,21 +593,28 @@ class _Stack:
 
     Padding adds types of zero weight (every expectation over the types ignores them; their
     ``G(t)`` is the inverse of the diagonal ``H0``), slope and mean-kernel terms with zero
-    singular value and zero noise factors, so each model's equations are unchanged.
+    singular value and zero rows and columns of the Wigner profiles, so each model's equations
+    are unchanged.
 
     Attributes (``E`` models, ``T`` solved types (:meth:`_Model.solve_types`), ``K`` slope terms, ``Pn = 1 + 2K``)
     ----------------------------------------------------------------------------------------------------------
-    beta, alpha : ndarray, shape (E, T, Pn)
-        The one entry per p-block ``b`` of the coefficients ``P(t)`` of ``Z^T`` (rows ``x, k, e``,
-        columns ``u, v_k, q_k``; row ``jb[b]``) and ``R(t)`` of ``Z`` (columns ``k, x, e`` for the
-        blocks ``u, v, q``). Products with them cost ``O(T Pn K)``, not ``O(T Pn^2)``.
-    Lx, Lk : ndarray, shape (E, T, K)
-        ``beta`` on the rows ``x`` (block ``q``) and ``k`` (block ``v``).
-    wa : list of three ndarrays, shapes (E, 1, T), (E, K, T), (E, K, T)
-        ``w_t alpha_b(t)`` of the blocks ``u, v, q``.
-    noise : list of (left, right_w), shapes (E, T, rank) and (E, rank, T), real
-    mask : ndarray, shape (E, Pn, Pn)
-        One, zero between slope terms of opposite parity under the flip.
+    P : ndarray, shape (E, 3 T, Pn)
+        The coefficients ``P(t)`` of ``Z^T`` (rows ``x, k, e``, columns the p-blocks
+        ``u, v_k, q_k``; one entry ``beta_b(t)`` per column, in row ``jb[b]``), at rows ``3 t + i``.
+    beta : ndarray, shape (E, T, 1, Pn)
+        Those entries ``beta_b(t)``.
+    R : ndarray, shape (E, Pn, 3 T)
+        ``w_t R(t)``, the coefficients of ``Z`` (row ``b`` has one entry ``w_t alpha_b(t)``, in
+        column ``x`` for the blocks ``v``, ``k`` for ``u`` and ``e`` for ``q``), at columns ``3 t + i``.
+    palpha : ndarray, shape (E, T, 1, Pn)
+        ``-(p'/p) alpha_b(t)``; ``cols`` (Pn, 3) sums each p-block into its column of ``Z``.
+    noise : list of one or three ndarrays, shape (E, T, T)
+        ``phi k W`` for the Wigner profiles ``k = sqrt(S2 S2^T), S2, S2^T`` (one for a
+        symmetric ``S2``), folded onto the solved types.
+    pmask : ndarray, shape (E, Pn, Pn)
+        ``phi``, zero between slope terms of opposite parity under the flip.
+    om_coef : ndarray, shape (E, 4, 1)
+        The coefficients ``-1, c, c, -c^2`` of the noise self-energies in ``Lambda(t)``.
     om_weight : ndarray, shape (E, 1)
         ``sqrt(types / solved types)``: the weight of the noise self-energies in the Anderson fit.
     w, y, xi, a, b, expand : ndarray, shapes (E, Tf), (E, Tf), (E, Tf, r), (E, Tf, L), (E, Tf, L), (E, Tf)
@@ -751,7 +762,10 @@ class _Stack:
         return z
 
     def label_form(self, G: np.ndarray) -> np.ndarray:
-        """``E_pi[y_t x(t)]`` with the mean kernel and latent Gram kept exactly (module docstring), shape (E,)."""
+        """``E_pi[y_t x(t)]`` with the mean kernel and latent Gram kept exactly (module docstring), shape (E,).
+
+        With the flip the mean kernel's factors are its odd terms, the only ones that act on the
+        odd solution (module docstring, "Flip symmetry")."""
         G = np.take_along_axis(G, self.expand[:, :, None, None], axis=1)   # on all the types
         c, w, y, xi, kappa = self.c[:, :, None], self.w, self.y, self.xi, self.kappa[:, :, None]
         # unknowns z = (alpha = <b, x>_w, beta = <a, e>_w, omega = kappa E[xi k])
