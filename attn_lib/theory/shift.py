@@ -46,7 +46,7 @@ _TABLE_MAX = 64.0    # largest tabulated |h|; larger shifts are integrated direc
 _BLOCK = 1024        # shifts per block of the quadrature (memory ~ _BLOCK x 650 nodes)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ShiftFunctions:
     """Cubic-spline tables of ``F0``, ``F1``, ``S2`` and ``F2`` on ``[-h_max, h_max]``.
 
@@ -66,7 +66,7 @@ class ShiftFunctions:
         h = np.asarray(h, dtype=float)
         k = np.clip(np.floor((h + self.h_max) / _STEP), 0, len(self.coef) - 1).astype(np.intp)
         d = (h - (k * _STEP - self.h_max))[..., None]
-        c = np.take(self.coef[:, :, list(which)], k, axis=0)   # (..., 4, len(which))
+        c = np.take(self.coef[:, :, list(which)], k, axis=0, mode="clip")   # (..., 4, len(which))
         v = ((c[..., 0, :] * d + c[..., 1, :]) * d + c[..., 2, :]) * d + c[..., 3, :]
         vals = [v[..., j] for j in range(len(which))]
         out = np.abs(h) > self.h_max
