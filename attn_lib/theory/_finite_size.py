@@ -799,7 +799,8 @@ def _anderson(st: _Stack, gamma: np.ndarray, z0: np.ndarray, max_iter: int | Non
     by ``eps`` is the gamma-derivative. Anderson's mixing coefficients are real and fitted, per
     element, to the residuals of both parts (the imaginary part scaled by ``1/eps``), so the
     iteration solves the fixed-point equation and its tangent equation together. Converged
-    elements leave the batch.
+    elements leave the batch (their ``G`` kept); the label forms of all are taken at the end,
+    in one batch.
 
     Parameters
     ----------
