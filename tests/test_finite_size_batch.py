@@ -136,16 +136,27 @@ def test_flip_symmetric_rule_solved_on_half_the_types_is_the_full_solve(monkeypa
 def test_even_and_odd_blocks_give_the_full_factorisation():
     # the slope kernel of a non-symmetric M_r (SVD) and a symmetric Wigner profile (eigh): the
     # block factorisation keeps as many terms, with the same s_k, and they rebuild W^1/2 k W^1/2
-    # as the full ones do (measured 2e-15 relative to its largest entry)
+    # as the full ones do (measured 2e-15 relative to its largest entry); odd=True keeps the
+    # odd ones among them, which rebuild the odd part (A - A pi) / 2
     law = finite_size.latent_law(R3.canonical(), R3.p(512))
     w, sw = law.weight, np.sqrt(law.weight)[:, None]
     H = law.shifts()
     _, F1, S2 = shift_functions(R3.f, 1.0, np.max(np.abs(H)) + 1.0)(H)
     for kernel, tol, most in ((F1, finite_size._SLOPE_TOL, finite_size._SLOPE_MAX),
-                              (np.sqrt(S2 * S2.T), finite_size._NOISE_TOL, None)):
+                              (np.sqrt(S2 * S2.T), finite_size._MEAN_TOL, None)):
         s0, a0, b0 = finite_size._factor(kernel, w, tol, most)
         s1, a1, b1 = finite_size._factor(kernel, w, tol, most, finite_size._flip(law))
         assert len(s1) == len(s0) > 1
         np.testing.assert_allclose(s1, s0, rtol=1e-10, atol=1e-13 * s0[0])
         A0, A1 = ((sw * a * s) @ (sw * b).T for s, a, b in ((s0, a0, b0), (s1, a1, b1)))
         np.testing.assert_allclose(A1, A0, rtol=0, atol=1e-12 * np.abs(A0).max())
+    # the mean kernel of relu (neither even nor odd in h: both blocks count)
+    pi = finite_size._flip(law)
+    F0 = shift_functions("relu", 1.0, np.max(np.abs(H)) + 1.0)(H)[0]
+    s1, a1, b1 = finite_size._factor(F0, w, finite_size._MEAN_TOL, None, pi)
+    s2, a2, b2 = finite_size._factor(F0, w, finite_size._MEAN_TOL, None, pi, odd=True)
+    odd = np.array([np.array_equal(a[pi], -a) for a in a1.T])
+    assert 0 < len(s2) == np.sum(odd) < len(s1)
+    np.testing.assert_allclose(s2, s1[odd], rtol=1e-12)
+    A0, A2 = ((sw * a * s) @ (sw * b).T for s, a, b in ((s1, a1, b1), (s2, a2, b2)))
+    np.testing.assert_allclose(A2, (A0 - A0[:, pi]) / 2, rtol=0, atol=1e-12 * np.abs(A0).max())

@@ -67,13 +67,16 @@ Solver
     The state ``z = (Gamma, Sigma_W)`` (``(2m + 1)^2 + 4 T`` complex numbers) is iterated by
     Anderson acceleration, batched: every (setting, gamma) of a batch is one row, settings of
     similar size are stacked with zero-weight padding (:class:`_Stack`), and one iteration costs
-    ``O(T (m^2 + ranks))`` per row (the coefficient tables of ``Z`` and ``Z^T`` have one entry per
-    block and type; the Wigner profiles act through their low-rank factors). Each setting is
+    ``O(T (m^2 + T))`` per row: one product of ``Gamma`` with the coefficients of ``Z^T`` and one
+    of ``G`` with those of ``Z`` (one entry per block and type, stored as ``3 T x (2m + 1)``
+    matrices), one product with each Wigner profile (a ``T x T`` matrix), the ``3 x 3`` inverses
+    by cofactors and ``Gamma``'s inverse in real arithmetic (to first order in the complex step,
+    exact to rounding). Each setting is
     cold-started at ``max(gamma_max, 0.1)`` (at 10 if that fails) and continued down in steps of
     ratio at most 4; one batched solve per step takes the next point of every setting's path and
     all its gammas inside the step, each from the Taylor predictor of the last point
     (:func:`_solve`). The one-off factorisations are SVDs (eigendecompositions for symmetric
-    kernels) of ``T x T`` matrices.
+    kernels) of the slope and mean kernels.
 
 Flip symmetry
     Every kernel is a function of ``h(t, t')``, a bilinear form of ``xi_t, xi_t'``, so it is
@@ -82,8 +85,10 @@ Flip symmetry
     pairs and factorised in their even and odd blocks (:func:`_factor`: two ``T/2 x T/2``
     decompositions, a quarter of the cost), each slope term is even or odd, and the fixed point
     is even, ``G(pi t) = G(t)``: it is solved on half the types (:meth:`_Model.solve_types`),
-    with the same iterates as on all of them (the Anderson fit counts each solved type twice).
-    A rule of one's own without the symmetry is solved on all its types.
+    with the same iterates as on all of them (the Anderson fit counts each solved type twice),
+    the Wigner profiles folded onto them. The label form's solution ``(x, k, e)`` is odd (its
+    right-hand side ``y_t`` is), so only the mean kernel's odd block acts on it: the even one
+    is not decomposed. A rule of one's own without the symmetry is solved on all its types.
 """
 
 from __future__ import annotations
@@ -95,9 +100,9 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 from ..model.data import latent_basis, latent_coordinates
+from ..model.kernel import BLAS
 from ..model.setting import MatrixSetting, RankSetting, Setting, Softmax
 from ._errors import ConvergenceError, _gamma, check_converged, not_converged
 from .shift import shift_functions
@@ -115,7 +120,6 @@ _NODES_MU = 3        # nodes along mu in a refined rule (20 x 20 x 3 and 20 x 20
 _PRUNE = 1e-12       # drop nodes whose weight is below this fraction of the largest
 _SLOPE_TOL = 1e-4    # keep slope terms with s_k >= _SLOPE_TOL * s_1 (1e-3 and 6 terms change E by < 1e-6)
 _SLOPE_MAX = 8
-_NOISE_TOL = 1e-10   # relative cut-off of the factorised Wigner variance profiles
 _MEAN_TOL = 1e-8     # keep mean-kernel terms with singular value >= _MEAN_TOL * largest (1e-6: E moves < 1e-8)
 _STEP = 1e-30        # complex step (relative to gamma)
 _TOL = 1e-10         # fixed-point tolerance (relative change of value and derivative)
@@ -127,7 +131,7 @@ _MAX_RATIO = 4.0     # largest gamma ratio of one continuation step (2: 1.6x the
 _MAX_ATTEMPTS = 9    # per continuation step: the first try and up to 8 halvings
 _SAME = 1e-15        # a target within this relative distance of a path point is solved there
 _MIN_STEP = 1e-9     # a failing step shorter than this (relative) is not halved further
-_BATCH_CELLS = 500_000  # models per batch: sum of T (T + 4 rank) at most this (2e6, 1.5e5: 20 %, 5 % slower)
+_BATCH_CELLS = 500_000  # models per batch: sum of 3 T^2 at most this (T types)
 _PROBLEM = "finite-size fixed point"
 _MEMORY = 12        # Anderson memory
 
@@ -422,7 +426,7 @@ def _decompose(A: np.ndarray, symmetric: bool) -> tuple[np.ndarray, np.ndarray, 
 
 
 def _factor(kernel: np.ndarray, weight: np.ndarray, rel_tol: float, max_terms: int | None,
-            flip: np.ndarray | None = None, even: bool = False):
+            flip: np.ndarray | None = None, odd: bool = False):
     """``kernel(t, t') ~ sum_k s_k a_k(t) b_k(t')`` from the SVD of ``A = W^1/2 kernel W^1/2``.
 
     With the flip ``pi`` of the types (:func:`_flip`; ``A`` is then invariant under it), ``A``
@@ -431,21 +435,27 @@ def _factor(kernel: np.ndarray, weight: np.ndarray, rel_tol: float, max_terms: i
     (a quarter of the cost) and their terms merged in decreasing ``s``. The kept terms are
     those with ``s_k >= rel_tol * s_1``, at most ``max_terms``. A symmetric ``A`` (to rounding,
     ``|A - A^T| <= 1e-14 max|A|``: every kernel of a symmetric ``M_r``, e.g. aligned weights)
-    is decomposed by eigendecompositions (:func:`_decompose`). ``even=True`` (with a flip; for
-    a nonnegative kernel, whose largest term is even by Perron–Frobenius, so the cut-off is
-    unchanged) keeps the even terms only: those that act on a flip-invariant function.
+    is decomposed by eigendecompositions (:func:`_decompose`). ``odd=True`` (with a flip) keeps
+    the odd terms only, those that act on an odd function (the label form's, :meth:`_Stack.label_form`),
+    with the same cut-off: ``s_1`` is the largest of both blocks, the even block's computed
+    (without vectors) only when its Frobenius norm, a bound on it, exceeds the odd block's.
     """
     sw = np.sqrt(weight)
     A = sw[:, None] * kernel * sw[None, :]
     sym = bool(np.max(np.abs(A - A.T), initial=0.0) <= 1e-14 * np.max(np.abs(A), initial=0.0))
     if flip is None:
         s, U, V = _decompose(A, sym)
+        s_max = s[0]
     else:
         h = len(weight) // 2
         top, partner = A[:h, :h], A[:h, flip[:h]]
-        blocks = [_decompose(top + partner, sym)] + ([] if even else [_decompose(top - partner, sym)])
-        s = np.concatenate([b[0] for b in blocks])
-    m = int(np.sum(s >= rel_tol * np.max(s))) if np.max(s) > 0 else 0
+        blocks = [(sign, _decompose(top + sign * partner, sym)) for sign in ((-1.0,) if odd else (1.0, -1.0))]
+        s = np.concatenate([b[0] for _, b in blocks])
+        parity = np.concatenate([np.full(len(b[0]), sign) for sign, b in blocks])
+        s_max = np.max(s)
+        if odd and np.linalg.norm(top + partner) > s_max:
+            s_max = max(s_max, np.linalg.norm(top + partner, 2))
+    m = int(np.sum(s >= rel_tol * s_max)) if s_max > 0 else 0
     if max_terms is not None:
         m = min(m, max_terms)
     if flip is not None:     # the kept terms, in decreasing s: (e_t +- e_pi(t)) / sqrt(2) of each block's
@@ -453,9 +463,9 @@ def _factor(kernel: np.ndarray, weight: np.ndarray, rel_tol: float, max_terms: i
         s = s[keep]
         U, V = (np.empty((2 * h, m)) for _ in range(2))
         for X, j in ((U, 1), (V, 2)):
-            vec = np.concatenate([b[j] for b in blocks], axis=1)[:, keep] / math.sqrt(2.0)
+            vec = np.concatenate([b[j] for _, b in blocks], axis=1)[:, keep] / math.sqrt(2.0)
             X[:h] = vec
-            X[flip[:h]] = np.where(keep < len(blocks[0][0]), 1.0, -1.0) * vec
+            X[flip[:h]] = parity[keep] * vec
     return s[:m], U[:, :m] / sw[:, None], V[:, :m] / sw[:, None]
 
 
@@ -492,38 +502,35 @@ class _Model:
         self.pp = (p - law.r) / p                    # p'/p
         # slope kernel F1(h(t, t')) ~ sum_k s_k u_k(t) v_k(t')
         self.s, self.u, self.v = _factor(F1, w, _SLOPE_TOL, _SLOPE_MAX, flip)
-        # mean kernel F0(h(t, t')) ~ sum_l S_l a_l(t) b_l(t')
-        self.S, self.a, self.b = _factor(F0, w, _MEAN_TOL, None, flip)
+        # mean kernel F0(h(t, t')) ~ sum_l S_l a_l(t) b_l(t'); with the flip its odd terms, the
+        # only ones that act on the label form's odd solution (label_form)
+        self.S, self.a, self.b = _factor(F0, w, _MEAN_TOL, None, flip, odd=True)
         # diagonal correction making K_ii = 0 on average
         self.delta = np.diag(F0) / math.sqrt(p) + self.pp * np.einsum("k,tk,tk->t", self.s, self.u, self.v)
-        # Wigner variance profiles times the weights of t' (they act on G(t')), as low-rank
-        # factors (left, right^T W): E_t'[k(t, t') g(t')] = left @ (right_w @ g); with the
-        # flip only their even terms, which act on the even fixed point (solve_types), and for
-        # a symmetric S2 (to rounding) sqrt(S2 S2^T) = S2
-        sk, left, right = _factor(S2, w, _NOISE_TOL, None, flip, even=True)
+        # Wigner variance profiles k(t, t') times phi and the weights of t' (they act on G(t')):
+        # om(t) = phi E_t'[k(t, t') g(t')] = (phi k W g)(t) for k = sqrt(S2 S2^T), S2, S2^T, a
+        # single matrix for a symmetric S2 (to rounding: the three are then one)
         same = np.max(np.abs(S2 - S2.T), initial=0.0) <= 1e-14 * np.max(S2, initial=0.0)
-        factors = [(sk, left, right) if same else _factor(np.sqrt(S2 * S2.T), w, _NOISE_TOL, None, flip, even=True),
-                   (sk, left, right), (sk, right, left)]   # S2^T: the transposed factors of S2
-        self.noise = [(self.phi * lf * sv, (rf * w[:, None]).T) for sv, lf, rf in factors]
+        self.noise = [self.phi * k * w for k in ([S2] if same else [np.sqrt(S2 * S2.T), S2, S2.T])]
         self.flip = flip
 
     def solve_types(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
-                                   list[tuple[np.ndarray, np.ndarray]], np.ndarray, np.ndarray]:
+                                   list[np.ndarray], np.ndarray, np.ndarray]:
         """The data of the fixed point on the types it is solved on (:class:`_Stack`).
 
         With the flip ``pi`` of the types (:func:`_flip`) the fixed point is even,
         ``G(pi t) = G(t)`` (every kernel is flip invariant and each slope term even or odd, so
         the iteration keeps this from its cold start): it is solved on the first half of the
         types, at twice their weight, with the Wigner profiles folded,
-        ``E_t'[k(t, t') g(t')] = sum_{t' <= T/2} w_t' (k(t, t') + k(t, pi t')) g(t')`` (their odd
-        terms fold to zero and are not kept), and the blocks of ``E_pi[R G P]`` between slope
+        ``E_t'[k(t, t') g(t')] = sum_{t' <= T/2} w_t' (k(t, t') + k(t, pi t')) g(t')``, and the blocks of ``E_pi[R G P]`` between slope
         terms of opposite parity zero. Without the flip, on the types themselves.
 
         Returns
         -------
         w, delta : ndarray, shape (T',)
         u, v : ndarray, shape (T', K)
-        noise : list of (left, right_w), shapes (T', rank') and (rank', T')
+        noise : list of one or three ndarrays, shape (T', T')
+            ``phi k W`` of the Wigner profiles (:meth:`__init__`) on the solved types.
         parity : ndarray, shape (K,)
             ``+-1``: ``u_k(pi t) = parity_k u_k(t)`` (all ``+1`` without the flip).
         expand : ndarray of int, shape (T,)
@@ -535,9 +542,7 @@ class _Model:
                     np.arange(T))
         h, pi = T // 2, self.flip
         parity = np.where([np.array_equal(x[pi[:h]], x[:h]) for x in self.u.T], 1.0, -1.0)
-        noise = []
-        for lf, rf in self.noise:                    # even terms only (__init__)
-            noise.append((lf[:h], rf[:, :h] + rf[:, pi[:h]]))
+        noise = [k[:h, :h] + k[:h, pi[:h]] for k in self.noise]
         return (2.0 * self.law.weight[:h], self.delta[:h], self.u[:h], self.v[:h], noise, parity,
                 np.concatenate([np.arange(h), pi[h:]]))
 
@@ -558,21 +563,8 @@ def _rdot(left: np.ndarray, X: np.ndarray) -> np.ndarray:
     if left.shape[0] == 1:
         Xr = np.ascontiguousarray(X.transpose(1, 0, 2)).reshape(T, E * c).view(np.float64)
         Y = np.ascontiguousarray(left[0] @ Xr).view(complex)
-        return Y.reshape(-1, E, c).transpose(1, 0, 2)
+        return Y.reshape(left.shape[1], E, c).transpose(1, 0, 2)
     return np.ascontiguousarray(left @ np.ascontiguousarray(X).view(np.float64)).view(complex)
-
-
-def _lowrank(left: np.ndarray, right: np.ndarray, X: np.ndarray) -> np.ndarray:
-    """``left @ (right @ X)`` for real factors ``left`` (E or 1, T, k), ``right`` (E or 1, k, T) and a
-    complex ``X`` (E, T, c): real GEMMs on the interleaved real and imaginary parts, and one GEMM
-    over the whole batch when the factors are shared (they are then read once, not E times)."""
-    E, T, c = X.shape
-    if left.shape[0] == 1:
-        Xr = np.ascontiguousarray(X.transpose(1, 0, 2)).reshape(T, E * c).view(np.float64)
-        Y = np.ascontiguousarray(left[0] @ (right[0] @ Xr)).view(complex)
-        return Y.reshape(T, E, c).transpose(1, 0, 2)
-    Y = left @ (right @ np.ascontiguousarray(X).view(np.float64))
-    return np.ascontiguousarray(Y).view(complex)
 
 
 # cofactor (i, j) of a 3 x 3 matrix (row-major entries 0..8) is A[_CO[0]] A[_CO[1]] - A[_CO[2]] A[_CO[3]],
@@ -586,12 +578,14 @@ _CO = np.array([[4, 2, 1, 5, 0, 2, 3, 1, 0],
 def _inv3(A: np.ndarray) -> np.ndarray:
     """Inverses of the ``3 x 3`` matrices ``A`` (shape ``(..., 3, 3)``) by cofactors (no LAPACK call per matrix)."""
     a = A.reshape(*A.shape[:-2], 9)
-    adj = a[..., _CO[0]] * a[..., _CO[1]] - a[..., _CO[2]] * a[..., _CO[3]]
-    det = a[..., 0] * adj[..., 0] + a[..., 1] * adj[..., 3] + a[..., 2] * adj[..., 6]
+    f = a[..., _CO]
+    adj = f[..., 0, :] * f[..., 1, :] - f[..., 2, :] * f[..., 3, :]
+    det = (a[..., :3] * adj[..., ::3]).sum(axis=-1)
     return (adj / det[..., None]).reshape(A.shape)
 
 
-_SHARED = ("K", "jb")  # attributes of a _Stack common to all its models
+_WIGNER = [3, 5, 0, 2]  # entries (k, x), (k, e), (x, x), (x, e) of a 3 x 3 matrix, row-major
+_SHARED = ("K", "jb", "cols")  # attributes of a _Stack common to all its models
 
 
 class _Stack:
@@ -599,21 +593,28 @@ class _Stack:
 
     Padding adds types of zero weight (every expectation over the types ignores them; their
     ``G(t)`` is the inverse of the diagonal ``H0``), slope and mean-kernel terms with zero
-    singular value and zero noise factors, so each model's equations are unchanged.
+    singular value and zero rows and columns of the Wigner profiles, so each model's equations
+    are unchanged.
 
     Attributes (``E`` models, ``T`` solved types (:meth:`_Model.solve_types`), ``K`` slope terms, ``Pn = 1 + 2K``)
     ----------------------------------------------------------------------------------------------------------
-    beta, alpha : ndarray, shape (E, T, Pn)
-        The one entry per p-block ``b`` of the coefficients ``P(t)`` of ``Z^T`` (rows ``x, k, e``,
-        columns ``u, v_k, q_k``; row ``jb[b]``) and ``R(t)`` of ``Z`` (columns ``k, x, e`` for the
-        blocks ``u, v, q``). Products with them cost ``O(T Pn K)``, not ``O(T Pn^2)``.
-    Lx, Lk : ndarray, shape (E, T, K)
-        ``beta`` on the rows ``x`` (block ``q``) and ``k`` (block ``v``).
-    wa : list of three ndarrays, shapes (E, 1, T), (E, K, T), (E, K, T)
-        ``w_t alpha_b(t)`` of the blocks ``u, v, q``.
-    noise : list of (left, right_w), shapes (E, T, rank) and (E, rank, T), real
-    mask : ndarray, shape (E, Pn, Pn)
-        One, zero between slope terms of opposite parity under the flip.
+    P : ndarray, shape (E, 3 T, Pn)
+        The coefficients ``P(t)`` of ``Z^T`` (rows ``x, k, e``, columns the p-blocks
+        ``u, v_k, q_k``; one entry ``beta_b(t)`` per column, in row ``jb[b]``), at rows ``3 t + i``.
+    beta : ndarray, shape (E, T, 1, Pn)
+        Those entries ``beta_b(t)``.
+    R : ndarray, shape (E, Pn, 3 T)
+        ``w_t R(t)``, the coefficients of ``Z`` (row ``b`` has one entry ``w_t alpha_b(t)``, in
+        column ``x`` for the blocks ``v``, ``k`` for ``u`` and ``e`` for ``q``), at columns ``3 t + i``.
+    palpha : ndarray, shape (E, T, 1, Pn)
+        ``-(p'/p) alpha_b(t)``; ``cols`` (Pn, 3) sums each p-block into its column of ``Z``.
+    noise : list of one or three ndarrays, shape (E, T, T)
+        ``phi k W`` for the Wigner profiles ``k = sqrt(S2 S2^T), S2, S2^T`` (one for a
+        symmetric ``S2``), folded onto the solved types.
+    pmask : ndarray, shape (E, Pn, Pn)
+        ``phi``, zero between slope terms of opposite parity under the flip.
+    om_coef : ndarray, shape (E, 4, 1)
+        The coefficients ``-1, c, c, -c^2`` of the noise self-energies in ``Lambda(t)``.
     om_weight : ndarray, shape (E, 1)
         ``sqrt(types / solved types)``: the weight of the noise self-energies in the Anderson fit.
     w, y, xi, a, b, expand : ndarray, shapes (E, Tf), (E, Tf), (E, Tf, r), (E, Tf, L), (E, Tf, L), (E, Tf)
@@ -649,7 +650,7 @@ class _Stack:
         # zero blocks of E_pi[R G P] between slope terms of opposite parity (solve_types); the
         # Anderson fit counts each solved type's noise self-energies once per type it stands for
         sign = np.concatenate([np.ones((E, 1)), *[_pad([x[5] for x in red], (K,))] * 2], axis=1)
-        self.mask = (sign[:, :, None] * sign[:, None, :] > 0).astype(float)
+        mask = (sign[:, :, None] * sign[:, None, :] > 0).astype(float)
         self.om_weight = col([math.sqrt(len(m.delta) / len(x[0])) for m, x in zip(models, red)])
         # Z^T has rows x, k, e; Z has columns x, k, e; p-blocks (u, v_k, q_k). Both are one entry per
         # p-block in each type: P(t)[j_b, b] = beta_b(t), R(t)[b, i_b] = alpha_b(t)
@@ -663,16 +664,24 @@ class _Stack:
         alpha[:, :, 1:1 + K] = -v                                  # v_k = Z D_{v_k} x
         alpha[:, :, 1 + K:] = -u                                   # q_k = Z D_{u_k} e
         self.jb = np.array([2] + [1] * K + [0] * K)                # row of Z^T read by column b
-        self.beta, self.alpha = beta, alpha
-        # the rows of Z^T: x (q-block), k (v-block), e (u); w_t R(t)^T by the row of G each reads
-        self.Lx, self.Lk = self.beta[:, :, 1 + K:], self.beta[:, :, 1:1 + K]
-        wa = (ws[:, :, None] * alpha).transpose(0, 2, 1).copy()                # (E, Pn, T)
-        self.wa = [wa[:, 0:1], wa[:, 1:1 + K], wa[:, 1 + K:]]                  # blocks u, v, q
-        self.noise = []
-        for j in range(3):
-            rk = max(x[4][j][0].shape[1] for x in red)
-            self.noise.append((_pad([x[4][j][0] for x in red], (T, rk)),
-                               _pad([x[4][j][1] for x in red], (rk, T))))
+        ib = np.array([1] + [0] * K + [2] * K)                     # column of Z written by row b
+        self.beta = beta[:, :, None, :]
+        # P(t) as a (3, Pn) matrix per type, stacked to rows 3 t + i: (P Gamma)(t) in one product
+        P = np.zeros((E, T, 3, Pn))
+        P[:, :, self.jb, np.arange(Pn)] = beta
+        self.P = P.reshape(E, 3 * T, Pn)
+        self.palpha = -self.pp[:, :, None, None] * alpha[:, :, None, :]   # -(p'/p) alpha_b(t)
+        self.cols = np.zeros((Pn, 3), dtype=complex)               # sums the p-blocks of each column
+        self.cols[np.arange(Pn), ib] = 1.0
+        # w_t R(t) as rows b of a (Pn, 3 T) matrix (columns 3 t + i): E_pi[R G P] in one product
+        R = np.zeros((E, Pn, T, 3))
+        R[:, np.arange(Pn), :, ib] = (ws[:, :, None] * alpha).transpose(2, 0, 1)
+        self.R = R.reshape(E, Pn, 3 * T)
+        self.pmask = self.phi[:, :, None] * mask
+        # the Wigner terms of Lambda(t): entries (k, x), (k, e), (x, x), (x, e) from om_0..3
+        self.om_coef = np.stack([-np.ones_like(self.c), self.c, self.c, -self.c ** 2], axis=1)
+        same = all(len(x[4]) == 1 for x in red)   # symmetric S2 in every model: one profile
+        self.noise = [_pad([x[4][j % len(x[4])] for x in red], (T, T)) for j in range(1 if same else 3)]
         self.S = _pad([m.S for m in models], (L,))[:, None, :]
         self.a = _pad([m.a for m in models], (Tf, L))
         self.b = _pad([m.b for m in models], (Tf, L))
@@ -684,7 +693,7 @@ class _Stack:
     @property
     def npar(self) -> int:
         """``Pn = 1 + 2K``, the size of ``Gamma``."""
-        return self.alpha.shape[2]
+        return self.P.shape[2]
 
     def take(self, idx: np.ndarray) -> "_Stack":
         """The models ``idx`` (one row per element of a batch; a shared model is broadcast)."""
@@ -693,8 +702,6 @@ class _Stack:
         out = _Stack()
         for k, x in self.__dict__.items():
             if k == "noise":
-                x = [(lf[idx], rf[idx]) for lf, rf in x]
-            elif k == "wa":
                 x = [a[idx] for a in x]
             elif k not in _SHARED:
                 x = x[idx]
@@ -714,37 +721,38 @@ class _Stack:
 
     def resolvent(self, H0: np.ndarray, z: np.ndarray) -> np.ndarray:
         """``G(t) = Lambda(t)^{-1}``, shape (E, T, 3, 3), for the states ``z = (Gamma, om)`` (E, N)."""
-        E, Pn, T, K = len(z), self.npar, H0.shape[1], self.K
+        E, Pn, T = len(z), self.npar, H0.shape[1]
         Gam, om = z[:, :Pn * Pn].reshape(E, Pn, Pn), z[:, Pn * Pn:].reshape(E, 4, T)
-        # (P Gamma R)(t)[i, j] = sum_b (P Gamma)(t)[i, b] alpha_b(t) over the p-blocks b writing column j;
-        # (P Gamma)(t) has rows x (from the q-rows of Gamma), k (v-rows) and e (u-row)
-        PG = np.stack([_rdot(self.Lx, Gam[:, 1 + K:]), _rdot(self.Lk, Gam[:, 1:1 + K]),
-                       np.broadcast_to(-Gam[:, None, 0], (E, T, Pn))], axis=2)
-        Y = PG * self.alpha[:, :, None, :]
-        pp = self.pp[:, :, None]
-        Lam = H0.copy()
-        Lam[:, :, :, 0] -= pp * Y[:, :, :, 1:1 + K].sum(axis=3)
-        Lam[:, :, :, 1] -= pp * Y[:, :, :, 0]
-        Lam[:, :, :, 2] -= pp * Y[:, :, :, 1 + K:].sum(axis=3)
-        Lam[:, :, 1, 0] -= om[:, 0]                # (k, x): E[sigma sigma' G_xk]
-        Lam[:, :, 1, 2] += self.c * om[:, 1]       # (k, e): -c E[S2(t, t') G_xx]
-        Lam[:, :, 0, 0] += self.c * om[:, 2]       # (x, x): -c E[S2(t', t) G_ek]
-        Lam[:, :, 0, 2] -= self.c ** 2 * om[:, 3]  # (x, e): c^2 E[sigma sigma' G_ex]
+        # (P Gamma R)(t)[i, j] = sum_b (P Gamma)(t)[i, b] alpha_b(t) over the p-blocks b writing column j
+        Y = _rdot(self.P, Gam).reshape(E, T, 3, Pn) * self.palpha
+        Lam = H0 + (Y.reshape(-1, Pn) @ self.cols).reshape(E, T, 3, 3)
+        # Wigner terms: (k, x) -E[sigma sigma' G_xk], (k, e) -c E[S2(t, t') G_xx],
+        # (x, x) -c E[S2(t', t) G_ek], (x, e) c^2 E[sigma sigma' G_ex]
+        Lam.reshape(E, T, 9)[:, :, _WIGNER] += (self.om_coef * om).transpose(0, 2, 1)
         return _inv3(Lam)
 
     def update(self, G: np.ndarray) -> np.ndarray:
         """The new state ``(Gamma, om)`` from ``G``, shape (E, N), ``N = Pn^2 + 4 T``."""
-        E, Pn = G.shape[0], self.npar
-        (la, ra), (lb, rb), (lc, rc) = self.noise
-        ss = _lowrank(la, ra, np.stack([G[:, :, 0, 1], G[:, :, 2, 0]], axis=2))
-        om = np.stack([ss[:, :, 0], _lowrank(lb, rb, G[:, :, 0, 0, None])[:, :, 0],
-                       _lowrank(lc, rc, G[:, :, 2, 1, None])[:, :, 0], ss[:, :, 1]], axis=1)
-        # E_pi[R G P] = sum_t w_t R(t) (G(t) P(t)), with (G P)(t)[i, b] = G(t)[i, j_b] beta_b(t):
-        # the u-row of R reads row k of G P, the v-rows row x, the q-rows row e
-        RGP = np.concatenate([_rdot(wa, G[:, :, i, self.jb] * self.beta) for wa, i in zip(self.wa, (1, 0, 2))],
-                             axis=1)
-        Gam = np.linalg.inv(np.eye(Pn) - self.phi[:, :, None] * (RGP * self.mask))
-        return np.concatenate([Gam.reshape(E, -1), om.reshape(E, -1)], axis=1)
+        E, T, Pn = G.shape[0], G.shape[1], self.npar
+        out = np.empty((E, Pn * Pn + 4 * T), dtype=complex)
+        om = out[:, Pn * Pn:].reshape(E, 4, T)
+        G9 = G.reshape(E, T, 9)
+        if len(self.noise) == 1:   # om_0..3 from G_xk, G_xx, G_ek, G_ex through one profile
+            om[:] = _rdot(self.noise[0], G9[:, :, [1, 0, 7, 6]]).transpose(0, 2, 1)
+        else:
+            sig, s2, s2t = self.noise
+            om[:, ::3] = _rdot(sig, G9[:, :, [1, 6]]).transpose(0, 2, 1)   # G_xk, G_ex
+            om[:, 1] = _rdot(s2, G9[:, :, [0]])[:, :, 0]                  # G_xx
+            om[:, 2] = _rdot(s2t, G9[:, :, [7]])[:, :, 0]                 # G_ek
+        # E_pi[R G P] = sum_t w_t R(t) (G(t) P(t)), with (G P)(t)[i, b] = G(t)[i, j_b] beta_b(t)
+        RGP = _rdot(self.R, (G[:, :, :, self.jb] * self.beta).reshape(E, 3 * T, Pn))
+        # Gamma = A^{-1}, A = I - phi E_pi[R G P] = A_r + i A_i with A_i of the order of the complex
+        # step: A^{-1} = A_r^{-1} - i A_r^{-1} A_i A_r^{-1} to rounding, in real arithmetic
+        A = np.eye(Pn) - RGP * self.pmask
+        Ar = np.linalg.inv(A.real)
+        Gam = out[:, :Pn * Pn].reshape(E, Pn, Pn)
+        Gam.real, Gam.imag = Ar, -(Ar @ A.imag @ Ar)
+        return out
 
     def cold(self, E: int) -> np.ndarray:
         """The cold start ``Gamma = I``, ``om = 0`` for ``E`` elements, shape (E, N)."""
@@ -754,7 +762,10 @@ class _Stack:
         return z
 
     def label_form(self, G: np.ndarray) -> np.ndarray:
-        """``E_pi[y_t x(t)]`` with the mean kernel and latent Gram kept exactly (module docstring), shape (E,)."""
+        """``E_pi[y_t x(t)]`` with the mean kernel and latent Gram kept exactly (module docstring), shape (E,).
+
+        With the flip the mean kernel's factors are its odd terms, the only ones that act on the
+        odd solution (module docstring, "Flip symmetry")."""
         G = np.take_along_axis(G, self.expand[:, :, None, None], axis=1)   # on all the types
         c, w, y, xi, kappa = self.c[:, :, None], self.w, self.y, self.xi, self.kappa[:, :, None]
         # unknowns z = (alpha = <b, x>_w, beta = <a, e>_w, omega = kappa E[xi k])
@@ -776,6 +787,11 @@ class _Stack:
         return np.sum(w * y * x, axis=1)
 
 
+def _parts_max(x: np.ndarray) -> np.ndarray:
+    """``max |Re x|`` and ``max |Im x|`` of each row of ``x`` (E, N), shape (E, 2)."""
+    return np.stack([np.abs(x.real).max(axis=1), np.abs(x.imag).max(axis=1)], axis=1)
+
+
 def _anderson(st: _Stack, gamma: np.ndarray, z0: np.ndarray, max_iter: int | None = None):
     """Fixed points at ``gamma + i eps`` (complex step) of a batch by Anderson acceleration.
 
@@ -783,7 +799,8 @@ def _anderson(st: _Stack, gamma: np.ndarray, z0: np.ndarray, max_iter: int | Non
     by ``eps`` is the gamma-derivative. Anderson's mixing coefficients are real and fitted, per
     element, to the residuals of both parts (the imaginary part scaled by ``1/eps``), so the
     iteration solves the fixed-point equation and its tangent equation together. Converged
-    elements leave the batch.
+    elements leave the batch (their ``G`` kept); the label forms of all are taken at the end,
+    in one batch.
 
     Parameters
     ----------
@@ -805,63 +822,63 @@ def _anderson(st: _Stack, gamma: np.ndarray, z0: np.ndarray, max_iter: int | Non
     err : ndarray, shape (E,)
         The last relative residual.
     """
-    E = len(gamma)
+    E, T = len(gamma), st.delta.shape[1]
     eps = _STEP * gamma
     ok, err = np.zeros(E, dtype=bool), np.full(E, np.inf)
-    label = np.zeros(E, dtype=complex)
     z_out, dz_out = np.zeros(z0.shape), np.zeros(z0.shape)
-    act = np.arange(E)
+    G_out = np.zeros((E, T, 3, 3), dtype=complex)   # G at each fixed point, for the label form
+    act, st0 = np.arange(E), st
     H0 = st.base(gamma + 1j * eps)
     z, ep = z0, eps[:, None]
-    # Anderson history, a ring of _MEMORY columns: residual differences D (real form), updates U
-    # and the Gram matrix D^T D of the least-squares fit, updated one column at a time
+    # Anderson history, a ring of _MEMORY columns: residual differences D and updates U (both in
+    # the real form, real and imaginary parts interleaved) and the Gram matrix D^T D of the
+    # least-squares fit, updated one column at a time
     N, Pn2 = z0.shape[1], st.npar ** 2
     D = np.zeros((E, _MEMORY, 2 * N))
-    U = np.zeros((E, _MEMORY, N), dtype=complex)
+    U = np.zeros((E, _MEMORY, 2 * N))
     gram = np.zeros((E, _MEMORY, _MEMORY))
-    z_prev: Any = None   # the previous iterate, its update and residual (arrays from it = 1)
-    f_prev: Any = None
+    reg = 1.0 + 1e-12 * np.eye(_MEMORY)   # regularises the normal equations
+    gz_prev: Any = None   # the previous update and residual (arrays from it = 1)
     r_prev: Any = None
     for it in range(_MAX_ITER if max_iter is None else max_iter):
         G = st.resolvent(H0, z)
         gz = st.update(G)
         f = gz - z
-        scale = (np.maximum(np.max(np.abs(gz.real), axis=1), 1e-300)[:, None],
-                 np.maximum(np.max(np.abs(gz.imag), axis=1), 1e-300)[:, None])
-        if it == 0:
-            weights = 1.0 / scale[0], 1.0 / scale[1]   # value and derivative count alike
-        r = np.concatenate([f.real * weights[0], f.imag * weights[1]], axis=1)
-        r[:, Pn2:N] *= st.om_weight
-        r[:, N + Pn2:] *= st.om_weight
-        e = np.maximum(np.max(np.abs(f.real) / scale[0], axis=1), np.max(np.abs(f.imag) / scale[1], axis=1))
+        scale = np.maximum(_parts_max(gz), 1e-300)
+        if it == 0:   # value and derivative count alike; the noise self-energies by om_weight
+            wts = np.ones((E, N, 1)) / scale[:, None, :]
+            wts[:, Pn2:] *= st.om_weight[:, :, None]
+            wts = wts.reshape(E, 2 * N)
+        r = f.view(np.float64) * wts   # (E, 2N): real and imaginary parts interleaved
+        e = (_parts_max(f) / scale).max(axis=1)
         err[act] = e
         done = e < _TOL
         if np.any(done):
             i = act[done]
-            ok[i], z_out[i], dz_out[i] = True, gz[done].real, gz[done].imag / ep[done]
-            label[i] = st.take(done).label_form(G[done])
+            ok[i], z_out[i], dz_out[i], G_out[i] = True, gz[done].real, gz[done].imag / ep[done], G[done]
             if np.all(done):
                 break
             keep = ~done           # converged elements leave the batch
-            act, z, f, r, H0, ep = act[keep], z[keep], f[keep], r[keep], H0[keep], ep[keep]
-            weights = weights[0][keep], weights[1][keep]
+            act, z, f, r, gz, H0, ep, wts = act[keep], z[keep], f[keep], r[keep], gz[keep], H0[keep], ep[keep], wts[keep]
             D, U, gram = D[keep], U[keep], gram[keep]
             if it:
-                z_prev, f_prev, r_prev = z_prev[keep], f_prev[keep], r_prev[keep]
+                gz_prev, r_prev = gz_prev[keep], r_prev[keep]
             st = st.take(keep)
         z_new = z + f
         if it:
             k = (it - 1) % _MEMORY
-            D[:, k] = r - r_prev
-            U[:, k] = z - z_prev + f - f_prev
-            col = np.einsum("emn,en->em", D, D[:, k])
-            gram[:, k, :], gram[:, :, k] = col, col
+            np.subtract(r, r_prev, out=D[:, k])
+            np.subtract(gz.view(np.float64), gz_prev.view(np.float64), out=U[:, k])
+            prod = D @ np.stack([D[:, k], r], axis=2)   # (E, _MEMORY, 2): D^T d_k and D^T r
+            gram[:, k, :], gram[:, :, k] = prod[:, :, 0], prod[:, :, 0]
             m = min(it, _MEMORY)
-            g = gram[:, :m, :m].copy()                # normal equations of min ||r - D theta||, regularised
-            g[:, np.arange(m), np.arange(m)] *= 1.0 + 1e-12
-            theta = np.linalg.solve(g, np.einsum("emn,en->em", D[:, :m], r)[:, :, None])
-            z_new -= (U[:, :m].transpose(0, 2, 1) @ theta)[:, :, 0]
-        z_prev, f_prev, r_prev, z = z, f, r, z_new
+            theta = np.linalg.solve(gram[:, :m, :m] * reg[:m, :m], prod[:, :m, 1:])
+            z_new -= (theta.transpose(0, 2, 1) @ U[:, :m])[:, 0].view(complex)
+        gz_prev, r_prev, z = gz, r, z_new
+    label = np.zeros(E, dtype=complex)
+    if np.any(ok):
+        idx = np.flatnonzero(ok)
+        label[idx] = st0.take(idx).label_form(G_out[idx])
     return ok, label, z_out, dz_out, err
 
 
@@ -965,8 +982,7 @@ def _solve(st: _Stack, targets: list[np.ndarray], label: Callable[[int], str]) -
 
 def _chunks(models: list[_Model]) -> list[list[int]]:
     """Groups of model indices of similar size, each small enough to solve as one batch."""
-    size = np.array([len(m.delta) * (len(m.delta) + 4 * max(lf.shape[1] for lf, _ in m.noise))
-                     for m in models])
+    size = np.array([3 * len(m.delta) ** 2 for m in models])
     order = np.argsort(size, kind="stable")
     groups: list[list[int]] = []
     cur: list[int] = []
@@ -1013,7 +1029,7 @@ def finite_size_resolvent_form_batch(settings: Sequence[Setting | RankSetting], 
     """
     gs = [np.asarray(g, dtype=float) for g in gammas]
     out: list[Any] = [None] * len(settings)
-    with threadpool_limits(limits=1, user_api="blas"):  # small matrices: threads only cost
+    with BLAS.limit(limits=1):  # small matrices: threads only cost
         models = [_Model(s.canonical(), n, nodes) for s in settings]
         for group in _chunks(models):
             label = lambda m: f"{settings[group[m]]!r}, n={n} (p={models[group[m]].p})"  # noqa: E731

@@ -46,7 +46,7 @@ _TABLE_MAX = 64.0    # largest tabulated |h|; larger shifts are integrated direc
 _BLOCK = 1024        # shifts per block of the quadrature (memory ~ _BLOCK x 650 nodes)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ShiftFunctions:
     """Cubic-spline tables of ``F0``, ``F1``, ``S2`` and ``F2`` on ``[-h_max, h_max]``.
 
@@ -57,22 +57,23 @@ class ShiftFunctions:
     h_max: float
     g: Callable[[np.ndarray], np.ndarray]
     breaks: tuple[float, ...]
-    _F0: CubicSpline
-    _F1: CubicSpline
-    _S2: CubicSpline
-    _F2: CubicSpline
+    coef: np.ndarray   # (intervals, 4, 4): the splines' cubic coefficients (highest power first) of F0, F1, S2, F2
 
     def _values(self, h: np.ndarray, which: tuple[int, ...]) -> list[np.ndarray]:
-        """Entries ``which`` of ``(F0, F1, S2, F2)`` at ``h``: splines inside the table, direct
-        quadrature (:func:`expectations`) outside it."""
+        """Entries ``which`` of ``(F0, F1, S2, F2)`` at ``h``: splines inside the table (one
+        lookup of the interval on the uniform grid for all of them), direct quadrature
+        (:func:`expectations`) outside it."""
         h = np.asarray(h, dtype=float)
-        splines = (self._F0, self._F1, self._S2, self._F2)
-        vals = [splines[k](h) for k in which]
+        k = np.clip(np.floor((h + self.h_max) / _STEP), 0, len(self.coef) - 1).astype(np.intp)
+        d = (h - (k * _STEP - self.h_max))[..., None]
+        c = np.take(self.coef[:, :, list(which)], k, axis=0, mode="clip")   # (..., 4, len(which))
+        v = ((c[..., 0, :] * d + c[..., 1, :]) * d + c[..., 2, :]) * d + c[..., 3, :]
+        vals = [v[..., j] for j in range(len(which))]
         out = np.abs(h) > self.h_max
         if np.any(out):
             direct = expectations(self.g, self.breaks, h[out])
-            for v, k in zip(vals, which):
-                v[out] = direct[k]
+            for val, j in zip(vals, which):
+                val[out] = direct[j]
         return vals
 
     def __call__(self, h: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -151,4 +152,5 @@ def _table(f: NonlinearityLike, scale: float, h_max: float) -> ShiftFunctions:
     breaks = tuple(b / scale for b in check_nonlinearity(f).breaks)
     g = centered(f, scale)
     h = np.arange(-h_max, h_max + _STEP / 2, _STEP)
-    return ShiftFunctions(h_max, g, breaks, *(CubicSpline(h, v) for v in expectations(g, breaks, h)))
+    coef = np.stack([CubicSpline(h, v).c.T for v in expectations(g, breaks, h)], axis=2)
+    return ShiftFunctions(h_max, g, breaks, coef)
