@@ -185,6 +185,14 @@ def test_reduced_setting_input():
     flat = al.MatrixSetting(c=0.5, M=np.outer(u, u), mu=u, f="tanh")
     with pytest.raises(ValueError, match="no bulk outside"):
         al.theory.attention_error(flat, GAMMAS, n=80)
+    # a rank-one matrix inside the kept span: its bulk is rounding, not a matrix (seeds 1 and 2
+    # left alpha_b about 1e-8 with a guard on alpha_b itself)
+    rng = np.random.default_rng(3)
+    for _ in range(5):
+        a, b, v = rng.standard_normal((3, 40))
+        inside = al.MatrixSetting(c=0.5, M=np.outer(a, b) / 8, mu=v / np.linalg.norm(v), f="tanh")
+        with pytest.raises(ValueError, match="no bulk outside"):
+            reduced_setting(inside, 80)
     with pytest.raises(ValueError, match="softmax"):
         al.theory.attention_error(al.MatrixSetting(c=0.5, M=ms.M, mu=ms.mu, attention=al.Softmax(1.0)),
                                   GAMMAS, n=80)

@@ -122,6 +122,7 @@ _SLOPE_TOL = 1e-4    # keep slope terms with s_k >= _SLOPE_TOL * s_1 (1e-3 and 6
 _SLOPE_MAX = 8
 _MEAN_TOL = 1e-8     # keep mean-kernel terms with singular value >= _MEAN_TOL * largest (1e-6: E moves < 1e-8)
 _STEP = 1e-30        # complex step (relative to gamma)
+_NO_BULK = 1e-12    # a bulk ||P_perp A P_perp||_F^2 below this fraction of ||A||_F^2 is rounding: none
 _TOL = 1e-10         # fixed-point tolerance (relative change of value and derivative)
 _MAX_ITER = 300
 _GAMMA_START = 10.0  # continuation starts here when a cold start at _GAMMA_COLD fails
@@ -371,10 +372,12 @@ def reduced_setting(setting: RankSetting | MatrixSetting, n: int, kind: str = "c
     k = B.shape[1]
     AB, BA = A @ B, B.T @ A
     MB = BA @ B
-    perp = (np.sum(A * A) - np.sum(AB * AB) - np.sum(BA * BA) + np.sum(MB * MB)
-            + alpha0 ** 2 * (p - q))                 # ||P_perp A P_perp||_F^2
+    total = float(np.sum(A * A)) + alpha0 ** 2 * (p - q)          # ||A||_F^2 on R^p
+    perp = (total - np.sum(AB * AB) - np.sum(BA * BA) + np.sum(MB * MB))   # ||P_perp A P_perp||_F^2
     alpha_b = math.sqrt(max(perp, 0.0) / (p - k))
-    if not alpha_b > 1e-12 * math.sqrt(np.sum(A * A) / p + alpha0 ** 2):
+    # the subtraction leaves a rounding error of order eps * total: a bulk below 1e-12 of the
+    # matrix's Frobenius mass is none
+    if not perp > _NO_BULK * total:
         raise ValueError(f"setting: the matrix has no bulk outside the {k} kept directions "
                          f"(||P_perp M P_perp||_F^2 = {perp:.3g}); the reduced finite-size model "
                          "needs alpha_b > 0")
