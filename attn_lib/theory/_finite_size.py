@@ -352,7 +352,7 @@ def reduced_setting(setting: RankSetting | MatrixSetting, n: int, kind: str = "c
     Raises
     ------
     ValueError
-        For an unknown ``kind``, or when ``alpha_b = 0`` (the matrix has no bulk outside ``B``).
+        For an unknown ``kind``, or when ``alpha_b`` is zero to rounding (no bulk outside ``B``).
     """
     if kind not in REDUCED_KINDS:
         raise ValueError(f"kind must be one of {REDUCED_KINDS}, got {kind!r}")
