@@ -119,6 +119,7 @@ from typing import Any, Callable
 
 import numpy as np
 from scipy import linalg
+from scipy.linalg import blas, lapack
 
 from ..model import hermite
 from ..model.nonlinearity import NonlinearityLike
@@ -144,6 +145,9 @@ _PREDICT_POINTS = 3
 _TRY_ITER = 12                      # oracle calls before a path step is split in two
 _MIN_SPLIT = 1.2                    # ... if its ratio is above this
 _MAX_ATTEMPTS = 30                  # attempts (splits included) per path step
+_SYMMETRIC = 1e-12                  # |alpha_1 - alpha_4| / (|alpha_1| + |alpha_4|) of a symmetric W
+import os
+_X = {k: os.environ.get('MX_' + k.upper()) for k in ('carry', 'exact', 'trace', 'ratio', 'tol')}
 _INNER = 8                          # Newton steps on the small algebra per oracle call
 
 
@@ -208,40 +212,116 @@ class _Oracle(_LogDet):
 
     def __init__(self, M: np.ndarray, m: np.ndarray | None):
         self.M, self.m = M, m
-        self.p = M.shape[0]
-        self.I = np.eye(self.p)
+        self.p = p = M.shape[0]
+        self.I = np.eye(p)
         self.Mt = np.ascontiguousarray(M.T)
+        self.Mf = np.asfortranarray(M)
         K = M.T @ M
         self.K = (K + K.T) / 2
-        self.scale = np.linalg.norm(M) / np.sqrt(self.p)
+        self.S = M + self.Mt
+        # tr(Z X) = vdot(Zl, Xw) for symmetric Z, X, Zl the lower triangle of Z (the upper one
+        # ignored) and Xw = 2 tril(X, -1) + diag(X) (F order, as LAPACK's triangles)
+        self._Sw, self._Kw = (np.asfortranarray(2 * np.tril(X, -1) + np.diag(np.diag(X)))
+                              for X in (self.S, self.K))
+        self.scale = np.linalg.norm(M) / np.sqrt(p)
         self.evaluations = 0
         self._key: tuple[float, float, float] | None = None
+        self._L: np.ndarray | None = None     # Cholesky factor (lower triangle, F order)
+        self._Zl: np.ndarray | None = None    # its W^{-1} (lower triangle, F order)
+        self._Z: np.ndarray | None = None     # W^{-1}
+
+    def _factor(self, a1: float, a4: float, e: float) -> None:
+        """Factorise ``W`` at ``(alpha_1, alpha_4, e)`` (the last one is kept): its Cholesky
+        factor ``L`` (``W = L L^T``) where ``W`` is symmetric (``alpha_1 = alpha_4`` to a
+        relative ``_SYMMETRIC``) and positive definite, else ``Z = W^{-1}`` by LU."""
+        if self._key == (a1, a4, e):
+            return
+        self.evaluations += 1
+        self._key, self._L, self._Zl, self._Z = (a1, a4, e), None, None, None
+        if abs(a1 - a4) <= _SYMMETRIC * (abs(a1) + abs(a4)):
+            W = np.multiply(self.K, e, order="F")
+            blas.daxpy(self.S.ravel(), W.ravel(order="F"), a=-(a1 + a4) / 2)
+            W.flat[::self.p + 1] += 1.0
+            L, info = lapack.dpotrf(W, lower=1, overwrite_a=1, clean=1)
+            if info == 0:
+                self._L = L
+                return
+        self._Z = linalg.inv(self.I - a1 * self.M - a4 * self.Mt + e * self.K, check_finite=False)
+
+    def _lower_inverse(self) -> np.ndarray:
+        """The lower triangle of ``W^{-1}`` (zeros above; F order) from the kept Cholesky factor
+        (``potri``)."""
+        if self._Zl is None:
+            self._Zl = lapack.dpotri(self._L, lower=1)[0]
+        return self._Zl
 
     def _inverse(self, a1: float, a4: float, e: float) -> np.ndarray:
         """``Z = W^{-1}`` at ``(alpha_1, alpha_4, e)``; the last one is kept."""
-        if self._key != (a1, a4, e):
-            self.evaluations += 1
-            self._Z = linalg.inv(self.I - a1 * self.M - a4 * self.M.T + e * self.K, check_finite=False)
-            self._key = (a1, a4, e)
+        self._factor(a1, a4, e)
+        if self._Z is None:
+            Zl = np.tril(self._lower_inverse())
+            self._Z = Zl + np.tril(Zl, -1).T
         return self._Z
 
     def gradient(self, a: np.ndarray) -> np.ndarray:
         """The gradient of ``psi = log det W / p`` in ``(alpha_1, alpha_4, e)`` at ``alpha = a``:
-        one ``p x p`` inverse."""
+        one Cholesky factorisation and ``potri`` (else one LU inverse)."""
         a1, a2, a3, a4 = (float(x) for x in a)
-        Z = self._inverse(a1, a4, a1 * a4 - a2 * a3)
+        self._factor(a1, a4, a1 * a4 - a2 * a3)
+        if self._L is not None:
+            Zl = self._lower_inverse()
+            # tr(Z M) = tr(Z M^T) = tr(Z S) / 2; vdot of the C-ordered transposes (no copy)
+            zs = -np.vdot(Zl.T, self._Sw.T) / 2
+            return np.array([zs, zs, np.vdot(Zl.T, self._Kw.T)]) / self.p
+        Z = self._Z
         # tr(X Y) = vdot(X, Y^T): contiguous dot products (K is symmetric)
         return np.array([-np.vdot(Z, self.Mt), -np.vdot(Z, self.M), np.vdot(Z, self.K)]) / self.p
 
     def derivatives(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The gradient and the Hessian (3 x 3) of ``psi`` in ``(alpha_1, alpha_4, e)``: the
-        inverse of :meth:`gradient` and two GEMMs.
+        """The gradient and the Hessian (3 x 3) of ``psi`` in ``(alpha_1, alpha_4, e)``.
+
+        With a Cholesky factor (``alpha_1 = alpha_4 = s``, ``W = I - s S + e K``,
+        ``S = M + M^T``), the Hessian in the directions that keep ``alpha_1 = alpha_4`` (the
+        fixed point's, :func:`_solve_point`) from ``Z`` and one GEMM ``P = Z S``:
+        ``tr(Z S Z S) = tr(P^2)`` and, with ``e Z K = I - Z + s P`` (from ``Z W = I``),
+        ``e tr(Z S Z K) = tr(P) - tr(P Z) + s tr(P^2)`` and ``e^2 tr((Z K)^2) = p - 2 tr(Z)
+        + 2 s tr(P) + tr(Z^2) - 2 s tr(P Z) + s^2 tr(P^2)``; ``Z K`` by a second GEMM where ``e``
+        is small (as :meth:`_derivatives_lu`). Its curvature across them (``alpha_1 - alpha_4``)
+        is not computed: the returned Hessian has equal entries in ``alpha_1`` and ``alpha_4``.
+        Else (:meth:`_derivatives_lu`) the full Hessian from two GEMMs at the inverse."""
+        a1, a2, a3, a4 = (float(x) for x in a)
+        e = a1 * a4 - a2 * a3
+        self._factor(a1, a4, e)
+        if self._L is None:
+            return self._derivatives_lu(a1, a4, e)
+        p, s = self.p, (a1 + a4) / 2
+        Zl = self._lower_inverse()                      # lower triangle, zeros above (F order)
+        P = blas.dsymm(1.0, Zl, self.S.T, lower=1)     # Z S (F order; S.T: S in F order)
+        Pc = np.ascontiguousarray(P)
+        dz = np.diagonal(Zl)
+        # the C-ordered views X.T of F-ordered X: tr(X Y^T) = vdot(X.T, Y.T) without copies
+        zs, zk = np.vdot(Zl.T, self._Sw.T), np.vdot(Zl.T, self._Kw.T)
+        pp = np.vdot(P.T, Pc)                           # tr(P^2)
+        pz = np.vdot(P.T, Zl.T) + np.vdot(Pc, Zl.T) - np.diagonal(P) @ dz     # tr(P Z)
+        if abs(e) * np.linalg.norm(self.K) >= 0.01 * np.sqrt(p) * (1 + 2 * abs(s) * self.scale):
+            zz = 2 * np.vdot(Zl.T, Zl.T) - dz @ dz     # tr(Z^2)
+            pk = (zs - pz + s * pp) / e
+            kk = (p - 2 * np.sum(dz) + 2 * s * zs + zz - 2 * s * pz + s * s * pp) / e ** 2
+        else:
+            Q = blas.dsymm(1.0, Zl, self.K.T, lower=1)
+            pk, kk = np.vdot(P.T, np.ascontiguousarray(Q)), np.vdot(Q.T, np.ascontiguousarray(Q))
+        grad = np.array([-zs / 2, -zs / 2, zk]) / p
+        # d^2 psi / d(alpha_i) d(alpha_j) = -tr(Z W_i Z W_j) / p, W_1 = W_4 = -S / 2 on the diagonal
+        hess = -np.array([[pp / 4, pp / 4, -pk / 2], [pp / 4, pp / 4, -pk / 2],
+                          [-pk / 2, -pk / 2, kk]]) / p
+        return grad, hess
+
+    def _derivatives_lu(self, a1: float, a4: float, e: float) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`derivatives` from the inverse ``Z`` and two GEMMs.
 
         ``Z K = (I - Z + alpha_1 Z M + alpha_4 Z M^T) / e`` (from ``Z W = I``) without a product
         when ``|e| ||K||_F >= 0.01 (1 + (|alpha_1| + |alpha_4|) ||M||_F / sqrt(p)) sqrt(p)``
         (the subtraction then loses at most a factor 100 of the rounding), ``Z @ K`` otherwise."""
-        a1, a2, a3, a4 = (float(x) for x in a)
-        e = a1 * a4 - a2 * a3
         M, K, p = self.M, self.K, self.p
         Z = self._inverse(a1, a4, e)
         P1, P4 = Z @ M, Z @ self.Mt
@@ -460,40 +540,61 @@ def _phi(g, lin, c, rho, k0, b2, gamma):
     return _n_side(_blocks(S, _linearised(lin, a), 1.0), g, rho, k0, b2, gamma)
 
 
-def _solve_point(g, oracle, c, rho, k0, b2, gamma, tol, max_iter=_MAX_ITER):
-    """The nine n-side unknowns at one ``gamma`` (module docstring, *Numerics*).
+def _coordinates(g: np.ndarray) -> np.ndarray:
+    """The six coordinates ``(g_xx, g_xa, g_xt, g_aa, g_at, g_ta)`` of ``g`` (3 x 3) in the
+    subspace ``g_tx = -g_xa``, ``g_ax = -g_xt``, ``g_tt = g_aa`` (its orthogonal projection
+    there), where the fixed point lies (:func:`_solve_point`)."""
+    return np.array([g[0, 0], (g[0, 1] - g[2, 0]) / 2, (g[0, 2] - g[1, 0]) / 2,
+                     (g[1, 1] + g[2, 2]) / 2, g[1, 2], g[2, 1]])
 
-    The first iterate evaluates the trace oracle with its exact Jacobian in the four ``alpha``
-    (:meth:`_Oracle.traces`), the next ones its values and a secant update of that Jacobian
-    (:func:`_secant`); after each oracle call, up to ``_INNER`` Newton steps on the small algebra
-    with the oracle linearised (:func:`_linearised`). Once the residual is below ``tol``
-    (relative) the exact Jacobian is taken at the same ``alpha`` and the last Newton step
-    without a new oracle call: its error is of the order of the residual squared; at most
-    ``max_iter`` oracle calls. Returns
-    ``(g, gk, J, a, res, converged)``: ``g`` the solution, ``gk`` the last iterate, ``J`` the
-    exact Jacobian (9 x 9) of ``Phi(g) - g`` and ``a`` the ``alpha`` at ``gk``, ``res`` its
-    residual."""
-    last = None
+
+def _matrix_of(h: np.ndarray) -> np.ndarray:
+    """``g`` (3 x 3) from its coordinates ``h`` (:func:`_coordinates`)."""
+    return np.array([[h[0], h[1], h[2]], [-h[2], h[3], h[4]], [-h[1], h[5], h[3]]])
+
+
+def _solve_point(g, oracle, c, rho, k0, b2, gamma, tol, max_iter=_MAX_ITER, last=None):
+    """The n-side unknowns at one ``gamma`` (module docstring, *Numerics*).
+
+    The map ``g -> Phi(g)`` keeps the subspace of :func:`_coordinates` (there
+    ``alpha_1 = alpha_4``: ``psi`` is symmetric in them, ``det W`` being that of ``W^T``), so
+    the fixed point is solved in its six coordinates. The first iterate evaluates the trace
+    oracle with its exact Jacobian in the four ``alpha`` (:meth:`_Oracle.traces`), the next ones
+    its values and a secant update of that Jacobian (:func:`_secant`); after each oracle call,
+    up to ``_INNER`` Newton steps on the small algebra with the oracle linearised
+    (:func:`_linearised`). Once the residual is below ``tol`` (relative) the exact Jacobian is
+    taken at the same ``alpha`` and the last Newton step without a new oracle call: its error
+    is of the order of the residual squared; at most ``max_iter`` oracle calls. Returns
+    ``(g, gk, J, a, res, converged, last)``: ``g`` the solution, ``gk`` the last iterate, ``J``
+    the exact Jacobian (6 x 6) of ``Phi(g) - g`` in the coordinates, ``a`` the ``alpha`` at
+    ``gk``, ``res`` its residual and ``last`` the secant state (:func:`_secant`)."""
+    h = _coordinates(g)
+
+    def residual(lin, gam=gamma):
+        return lambda x: _coordinates(_phi(_matrix_of(x), lin, c, rho, k0, b2, gam)) - x
+
     for _ in range(max_iter):
-        a0, _ = _alphas(_sigma_pp(g, rho, c))
-        F, dF, exact, last = _secant(oracle, a0, last)
-        r0, J = _complex_step(lambda e: _phi(e, (F, dF, a0), c, rho, k0, b2, gamma) - e, g)
-        scale = np.abs(g).max()
+        a0, _ = _alphas(_sigma_pp(_matrix_of(h), rho, c))
+        F, dF, exact, last = _secant(oracle, a0, None if _X.get("exact") else last)
+        if _X.get("trace"): print("   call", gamma, exact, a0[0], a0[0]*a0[3]-a0[1]*a0[2])
+        r0, J = _complex_step(residual((F, dF, a0)), h)
+        scale = np.abs(h).max()
         res = np.abs(r0).max()
+        if _X.get("trace"): print("     res", res / scale)
         if res < tol * scale and not exact:
-            lin = (*oracle.traces(a0), a0)        # the exact Jacobian at the same inverse
-            r0, J = _complex_step(lambda e: _phi(e, lin, c, rho, k0, b2, gamma) - e, g)
-        step = np.linalg.solve(J, -r0.ravel()).reshape(3, 3)
+            F, dF, exact, last = _secant(oracle, a0, None)    # exact, at the same inverse
+            r0, J = _complex_step(residual((F, dF, a0)), h)
+        step = np.linalg.solve(J, -r0)
         if res < tol * scale:
-            return g + step, g, J, a0, res, True
+            return _matrix_of(h + step), _matrix_of(h), J, a0, res, True, last
         for _ in range(_INNER):
             big = np.abs(step).max() / scale
-            g = g + step * min(1.0, 0.5 / big)
-            r1, J1 = _complex_step(lambda e: _phi(e, (F, dF, a0), c, rho, k0, b2, gamma) - e, g)
+            h = h + step * min(1.0, 0.5 / big)
+            r1, J1 = _complex_step(residual((F, dF, a0)), h)
             if np.abs(r1).max() < 1e-3 * res:
                 break
-            step = np.linalg.solve(J1, -r1.ravel()).reshape(3, 3)
-    return g, g, J, a0, res, False
+            step = np.linalg.solve(J1, -r1)
+    return _matrix_of(h), _matrix_of(h), J, a0, res, False, last
 
 
 def _predict(points, new):
@@ -652,17 +753,18 @@ def matrix_resolvent_form(c, M, mu, f: NonlinearityLike, gammas, *, scale=None, 
         split = bool(points) and np.log(t_from) - np.log(gam) > np.log(_MIN_SPLIT)
         g0 = _predict(points, gam) if points else np.linalg.inv(
             np.array([[gam, 0.0, -k0], [k0, 1.0, 0.0], [0.0, 0.0, 1.0]]))
-        tol = _NEWTON_TOL if gam in targets else _PATH_TOL
-        g, gk, J, a, res, ok = _solve_point(g0, traces, c, rho, k0, b2, gam, tol,
-                                            _TRY_ITER if split else _MAX_ITER)
+        tol = float(_X.get('tol') or _NEWTON_TOL) if gam in targets else _PATH_TOL
+        g, gk, J, a, res, ok, last = _solve_point(g0, traces, c, rho, k0, b2, gam, tol,
+                                                  _TRY_ITER if split else _MAX_ITER, st.get("last") if _X.get("carry") else None)
+        if _X.get("trace"): print("  point", gam, ok)
         if not ok and not split:
             raise ConvergenceError(f"any-matrix fixed point did not converge at gamma={gam:.6g}: "
                                    f"last residual {res:.3g}")
         if ok:
             # implicit function theorem: J dg/dgamma = -dPhi/dgamma = g E_xx g
-            dg = np.linalg.solve(J, np.outer(g[:, 0], g[0, :]).ravel())
+            dg = _matrix_of(np.linalg.solve(J, _coordinates(np.outer(g[:, 0], g[0, :])))).ravel()
             points.append((np.log(gam), g, gam * dg.reshape(3, 3)))
-            st.update(g=g, gk=gk, a=a, dg=dg)
+            st.update(g=g, gk=gk, a=a, dg=dg, last=last)
         return ok, float(res)
 
     def at_target(gam: float) -> None:
@@ -678,7 +780,7 @@ def matrix_resolvent_form(c, M, mu, f: NonlinearityLike, gammas, *, scale=None, 
 
     bar = _progress.bar(range(len(_path(targets, _START)) - 1), "any-matrix theory (gamma path)")
     solve(start, start)
-    descend(start, targets, solve, at_target, max_ratio=_MAX_RATIO_STEP, max_attempts=_MAX_ATTEMPTS,
+    descend(start, targets, solve, at_target, max_ratio=float(_X.get('ratio') or _MAX_RATIO_STEP), max_attempts=_MAX_ATTEMPTS,
             problem="any-matrix fixed point", on_step=lambda: next(bar, None))
     for _ in bar:
         pass
