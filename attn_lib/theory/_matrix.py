@@ -137,7 +137,8 @@ _H = ((0, 2, 1.0), (1, 0, -1.0))    # H at (n-row, n-col, coefficient)
 _PI = (4, 1, 2)                     # p-column of the Y^T block in n-row x, a, t
 _SIG = (0, 2, 3)                    # p-row of the Y block in n-column x, a, t
 _NEWTON_TOL = 1e-12
-_PATH_TOL = 1e-6                    # path points between the requested gamma
+_PATH_TOL = 1e-4                    # path points between the requested gamma
+_SINGLE_TOL = 1e-4                  # a tolerance from which every oracle call is in float32
 _MAX_ITER = 60
 _MAX_RATIO_STEP = 10.0
 _START = 1.0                        # the path starts at max(_START, max gamma), from Sigma = 0
@@ -146,8 +147,7 @@ _TRY_ITER = 12                      # oracle calls before a path step is split i
 _MIN_SPLIT = 1.2                    # ... if its ratio is above this
 _MAX_ATTEMPTS = 30                  # attempts (splits included) per path step
 _SYMMETRIC = 1e-12                  # |alpha_1 - alpha_4| / (|alpha_1| + |alpha_4|) of a symmetric W
-import os
-_X = {k: os.environ.get('MX_' + k.upper()) for k in ('carry', 'exact', 'trace', 'ratio', 'tol')}
+_SINGLE_MIN = 256                   # p from which the oracle's float32 mode is used
 _INNER = 8                          # Newton steps on the small algebra per oracle call
 
 
@@ -158,24 +158,26 @@ def _yt_coef(rho: float) -> np.ndarray:
 class _LogDet:
     """The trace oracle's values and Jacobian in the four ``alpha`` from the gradient and Hessian
     of ``psi = log det W / p`` in ``(alpha_1, alpha_4, e)`` (:class:`_Oracle`), which a subclass
-    provides as ``gradient(a)`` and ``derivatives(a)``."""
+    provides as ``gradient(a, single)`` and ``hessian(a, single)`` (``single``: in float32, where
+    the subclass allows it)."""
 
-    def gradient(self, a: np.ndarray) -> np.ndarray:
+    def gradient(self, a: np.ndarray, single: bool = False) -> np.ndarray:
         """The gradient of ``psi`` in ``(alpha_1, alpha_4, e)`` at ``alpha = a``, shape (3,)."""
         raise NotImplementedError
 
-    def derivatives(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The gradient and the Hessian (3 x 3) of ``psi`` at ``alpha = a``."""
+    def hessian(self, a: np.ndarray, single: bool = False) -> np.ndarray:
+        """The Hessian (3 x 3) of ``psi`` at ``alpha = a``."""
         raise NotImplementedError
 
-    def values(self, a: np.ndarray) -> np.ndarray:
-        """The traces of :meth:`traces` without their Jacobian (:meth:`gradient`)."""
-        return _trace_values(self.gradient(a), a)
+    def values(self, a: np.ndarray, single: bool = False) -> np.ndarray:
+        """``(tr(M G_dd), tr(M G_dq), tr(M^T G_qd), tr(M^T G_qq)) / p`` at ``alpha = a``
+        (:meth:`gradient`)."""
+        return _trace_values(self.gradient(a, single), a)
 
-    def traces(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(tr(M G_dd), tr(M G_dq), tr(M^T G_qd), tr(M^T G_qq)) / p`` at ``alpha = a`` and
-        their Jacobian in ``alpha`` (4 x 4) (:meth:`derivatives`)."""
-        return _trace_jacobian(*self.derivatives(a), a)
+    def jacobian(self, a: np.ndarray, single: bool = False) -> np.ndarray:
+        """The Jacobian (4 x 4) of :meth:`values` in ``alpha`` (:meth:`gradient` and
+        :meth:`hessian`)."""
+        return _trace_jacobian(self.gradient(a, single), self.hessian(a, single), a)[1]
 
 
 class _Oracle(_LogDet):
@@ -201,13 +203,19 @@ class _Oracle(_LogDet):
         F = (tr(Z (M - alpha_4 K)), alpha_2 tr(Z K), alpha_3 tr(Z K), tr(Z (M^T - alpha_1 K))) / p,
 
     and their Jacobian is the Hessian of ``psi``, made of ``tr(Z X Z Y) / p`` for ``X, Y`` in
-    ``(M, M^T, K)``. The forms are ``u^T G v`` with ``u``, ``v`` among ``(M^T m, 0)``,
+    ``(M, M^T, K)``. ``psi`` is symmetric in ``alpha_1`` and ``alpha_4`` (``det W = det W^T``),
+    and on the fixed point's subspace ``alpha_1 = alpha_4 = s`` (:func:`_solve_point`)
+    ``W = I - s S_M + e K`` (``S_M = M + M^T``) is symmetric: there it is factorised by Cholesky
+    (``W = L L^T``; ``potrf``, then ``potri`` for the lower triangle of ``Z``) and the Hessian
+    in the directions that keep ``alpha_1 = alpha_4`` takes one product ``P = Z S_M``
+    (:meth:`hessian`); elsewhere, or where ``W`` is not positive definite, one LU inverse and
+    the full Hessian from two GEMMs (:meth:`_hessian_lu`). With ``single``, for ``p`` of at
+    least ``_SINGLE_MIN``, the factorisation and the product run in float32 (the traces
+    accumulated in float64; a relative error of about ``1e-7`` times the condition number of
+    ``W``). The forms are ``u^T G v`` with ``u``, ``v`` among ``(M^T m, 0)``,
     ``(0, M m)``, ``(m, 0)``, ``(0, m)``, and ``dG = G (E_k d alpha_k) G``: a few solves with
-    ``G`` and ``G^T`` (``Z`` and one LU of ``A``) and matrix-vector products. The gradient of
-    ``psi`` (:meth:`gradient`, hence :meth:`values`) costs one ``p x p`` inverse; its Hessian
-    (:meth:`derivatives`, hence :meth:`traces`) two GEMMs more at the same inverse (``Z M``,
-    ``Z M^T``; ``Z K`` follows from ``Z W = I``, a third GEMM only near ``e = 0``); the forms
-    (:meth:`forms`, sharing ``Z`` at the same ``alpha``) one LU of ``A``.
+    ``G`` and ``G^T`` (``Z`` and one LU of ``A``) and matrix-vector products (:meth:`forms`,
+    sharing ``Z`` at the same ``alpha``).
     """
 
     def __init__(self, M: np.ndarray, m: np.ndarray | None):
@@ -215,109 +223,115 @@ class _Oracle(_LogDet):
         self.p = p = M.shape[0]
         self.I = np.eye(p)
         self.Mt = np.ascontiguousarray(M.T)
-        self.Mf = np.asfortranarray(M)
         K = M.T @ M
         self.K = (K + K.T) / 2
         self.S = M + self.Mt
-        # tr(Z X) = vdot(Zl, Xw) for symmetric Z, X, Zl the lower triangle of Z (the upper one
-        # ignored) and Xw = 2 tril(X, -1) + diag(X) (F order, as LAPACK's triangles)
+        self._S32 = self.S.astype(np.float32)
+        # tr(Z X) = vdot(Zl, Xw) for symmetric Z and X, Zl the lower triangle of Z (zeros
+        # above) and Xw = 2 tril(X, -1) + diag(X); all three in F order
         self._Sw, self._Kw = (np.asfortranarray(2 * np.tril(X, -1) + np.diag(np.diag(X)))
                               for X in (self.S, self.K))
         self.scale = np.linalg.norm(M) / np.sqrt(p)
         self.evaluations = 0
-        self._key: tuple[float, float, float] | None = None
-        self._L: np.ndarray | None = None     # Cholesky factor (lower triangle, F order)
-        self._Zl: np.ndarray | None = None    # its W^{-1} (lower triangle, F order)
+        self._key: tuple[float, float, float, bool] | None = None
+        self._Zl: np.ndarray | None = None    # lower triangle of W^{-1} (Cholesky), float64
+        self._Zl32: np.ndarray | None = None  # the same in float32 (a float32 factorisation)
         self._Z: np.ndarray | None = None     # W^{-1}
 
-    def _factor(self, a1: float, a4: float, e: float) -> None:
-        """Factorise ``W`` at ``(alpha_1, alpha_4, e)`` (the last one is kept): its Cholesky
-        factor ``L`` (``W = L L^T``) where ``W`` is symmetric (``alpha_1 = alpha_4`` to a
-        relative ``_SYMMETRIC``) and positive definite, else ``Z = W^{-1}`` by LU."""
-        if self._key == (a1, a4, e):
-            return
+    def _factor(self, a1: float, a4: float, e: float, single: bool = False) -> None:
+        """Invert ``W`` at ``(alpha_1, alpha_4, e)`` (the last one is kept): the lower triangle
+        of ``Z = W^{-1}`` by Cholesky (in float32 with ``single`` and ``p >= _SINGLE_MIN``) where
+        ``W`` is symmetric (``alpha_1 = alpha_4`` to a relative ``_SYMMETRIC``) and positive
+        definite, else ``Z`` by LU."""
+        single = single and self.p >= _SINGLE_MIN
+        if self._key is not None and self._key[:3] == (a1, a4, e) and (single or not self._key[3]):
+            return                                       # (a float64 inverse serves both)
         self.evaluations += 1
-        self._key, self._L, self._Zl, self._Z = (a1, a4, e), None, None, None
+        self._key, self._Zl, self._Zl32, self._Z = (a1, a4, e, single), None, None, None
         if abs(a1 - a4) <= _SYMMETRIC * (abs(a1) + abs(a4)):
             W = np.multiply(self.K, e, order="F")
             blas.daxpy(self.S.ravel(), W.ravel(order="F"), a=-(a1 + a4) / 2)
             W.flat[::self.p + 1] += 1.0
-            L, info = lapack.dpotrf(W, lower=1, overwrite_a=1, clean=1)
-            if info == 0:
-                self._L = L
-                return
+            if single:
+                L, info = lapack.spotrf(W.astype(np.float32, order="F"), lower=1, overwrite_a=1, clean=1)
+                if info == 0:
+                    self._Zl32 = lapack.spotri(L, lower=1, overwrite_c=1)[0]
+                    self._Zl = self._Zl32.astype(np.float64, order="F")
+                    return
+            else:
+                L, info = lapack.dpotrf(W, lower=1, overwrite_a=1, clean=1)
+                if info == 0:
+                    self._Zl = lapack.dpotri(L, lower=1, overwrite_c=1)[0]
+                    return
         self._Z = linalg.inv(self.I - a1 * self.M - a4 * self.Mt + e * self.K, check_finite=False)
 
-    def _lower_inverse(self) -> np.ndarray:
-        """The lower triangle of ``W^{-1}`` (zeros above; F order) from the kept Cholesky factor
-        (``potri``)."""
-        if self._Zl is None:
-            self._Zl = lapack.dpotri(self._L, lower=1)[0]
-        return self._Zl
-
     def _inverse(self, a1: float, a4: float, e: float) -> np.ndarray:
-        """``Z = W^{-1}`` at ``(alpha_1, alpha_4, e)``; the last one is kept."""
+        """``Z = W^{-1}`` at ``(alpha_1, alpha_4, e)`` (float64); the last one is kept."""
         self._factor(a1, a4, e)
         if self._Z is None:
-            Zl = np.tril(self._lower_inverse())
-            self._Z = Zl + np.tril(Zl, -1).T
+            assert self._Zl is not None
+            self._Z = self._Zl + np.tril(self._Zl, -1).T
         return self._Z
 
-    def gradient(self, a: np.ndarray) -> np.ndarray:
+    def gradient(self, a: np.ndarray, single: bool = False) -> np.ndarray:
         """The gradient of ``psi = log det W / p`` in ``(alpha_1, alpha_4, e)`` at ``alpha = a``:
-        one Cholesky factorisation and ``potri`` (else one LU inverse)."""
+        one factorisation and inverse (:meth:`_factor`)."""
         a1, a2, a3, a4 = (float(x) for x in a)
-        self._factor(a1, a4, a1 * a4 - a2 * a3)
-        if self._L is not None:
-            Zl = self._lower_inverse()
-            # tr(Z M) = tr(Z M^T) = tr(Z S) / 2; vdot of the C-ordered transposes (no copy)
-            zs = -np.vdot(Zl.T, self._Sw.T) / 2
-            return np.array([zs, zs, np.vdot(Zl.T, self._Kw.T)]) / self.p
+        self._factor(a1, a4, a1 * a4 - a2 * a3, single)
+        if self._Zl is not None:
+            # tr(Z M) = tr(Z M^T) = tr(Z S_M) / 2; vdot of the C-ordered transposes (no copy)
+            Zt = self._Zl.T
+            zs = -np.vdot(Zt, self._Sw.T) / 2
+            return np.array([zs, zs, np.vdot(Zt, self._Kw.T)]) / self.p
         Z = self._Z
         # tr(X Y) = vdot(X, Y^T): contiguous dot products (K is symmetric)
         return np.array([-np.vdot(Z, self.Mt), -np.vdot(Z, self.M), np.vdot(Z, self.K)]) / self.p
 
-    def derivatives(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The gradient and the Hessian (3 x 3) of ``psi`` in ``(alpha_1, alpha_4, e)``.
+    def hessian(self, a: np.ndarray, single: bool = False) -> np.ndarray:
+        """The Hessian (3 x 3) of ``psi`` in ``(alpha_1, alpha_4, e)`` at the inverse of
+        :meth:`gradient` (``single``: the product in float32).
 
-        With a Cholesky factor (``alpha_1 = alpha_4 = s``, ``W = I - s S + e K``,
-        ``S = M + M^T``), the Hessian in the directions that keep ``alpha_1 = alpha_4`` (the
-        fixed point's, :func:`_solve_point`) from ``Z`` and one GEMM ``P = Z S``:
-        ``tr(Z S Z S) = tr(P^2)`` and, with ``e Z K = I - Z + s P`` (from ``Z W = I``),
-        ``e tr(Z S Z K) = tr(P) - tr(P Z) + s tr(P^2)`` and ``e^2 tr((Z K)^2) = p - 2 tr(Z)
-        + 2 s tr(P) + tr(Z^2) - 2 s tr(P Z) + s^2 tr(P^2)``; ``Z K`` by a second GEMM where ``e``
-        is small (as :meth:`_derivatives_lu`). Its curvature across them (``alpha_1 - alpha_4``)
-        is not computed: the returned Hessian has equal entries in ``alpha_1`` and ``alpha_4``.
-        Else (:meth:`_derivatives_lu`) the full Hessian from two GEMMs at the inverse."""
+        With the Cholesky inverse (``alpha_1 = alpha_4 = s``), the Hessian in the directions
+        that keep ``alpha_1 = alpha_4`` from ``P = Z S_M``: ``tr(Z S_M Z S_M) = tr(P^2)`` and,
+        with ``e Z K = I - Z + s P`` (from ``Z W = I``),
+        ``e tr(Z S_M Z K) = tr(P) - tr(P Z) + s tr(P^2)`` and
+        ``e^2 tr((Z K)^2) = p - 2 tr(Z) + 2 s tr(P) + tr(Z^2) - 2 s tr(P Z) + s^2 tr(P^2)``;
+        ``Z K`` by a second product where ``e`` is small (the criterion of
+        :meth:`_hessian_lu`). Its curvature across them (in ``alpha_1 - alpha_4``) is not
+        computed: the entries in ``alpha_1`` and ``alpha_4`` are equal. Else the full Hessian
+        (:meth:`_hessian_lu`)."""
         a1, a2, a3, a4 = (float(x) for x in a)
         e = a1 * a4 - a2 * a3
-        self._factor(a1, a4, e)
-        if self._L is None:
-            return self._derivatives_lu(a1, a4, e)
-        p, s = self.p, (a1 + a4) / 2
-        Zl = self._lower_inverse()                      # lower triangle, zeros above (F order)
-        P = blas.dsymm(1.0, Zl, self.S.T, lower=1)     # Z S (F order; S.T: S in F order)
+        self._factor(a1, a4, e, single)
+        if self._Zl is None:
+            return self._hessian_lu(a1, a4, e)
+        p, s, Zl = self.p, (a1 + a4) / 2, self._Zl
+        if single and p >= _SINGLE_MIN:
+            Z32 = self._Zl32 if self._Zl32 is not None else Zl.astype(np.float32, order="F")
+            P = blas.ssymm(1.0, Z32, self._S32.T, lower=1).astype(np.float64, order="F")
+        else:
+            P = blas.dsymm(1.0, Zl, self.S.T, lower=1)     # S.T: S in F order
         Pc = np.ascontiguousarray(P)
         dz = np.diagonal(Zl)
-        # the C-ordered views X.T of F-ordered X: tr(X Y^T) = vdot(X.T, Y.T) without copies
-        zs, zk = np.vdot(Zl.T, self._Sw.T), np.vdot(Zl.T, self._Kw.T)
-        pp = np.vdot(P.T, Pc)                           # tr(P^2)
-        pz = np.vdot(P.T, Zl.T) + np.vdot(Pc, Zl.T) - np.diagonal(P) @ dz     # tr(P Z)
+        # the C-ordered views X.T of F-ordered X: vdot(X.T, Y.T) = sum X_ij Y_ij without copies
+        Zt = Zl.T
+        zs = np.vdot(Zt, self._Sw.T)
+        pp = np.vdot(P.T, Pc)                                        # tr(P^2)
+        pz = np.vdot(P.T, Zt) + np.vdot(Pc, Zt) - np.diagonal(P) @ dz     # tr(P Z)
         if abs(e) * np.linalg.norm(self.K) >= 0.01 * np.sqrt(p) * (1 + 2 * abs(s) * self.scale):
-            zz = 2 * np.vdot(Zl.T, Zl.T) - dz @ dz     # tr(Z^2)
+            zz = 2 * np.vdot(Zt, Zt) - dz @ dz                         # tr(Z^2)
             pk = (zs - pz + s * pp) / e
             kk = (p - 2 * np.sum(dz) + 2 * s * zs + zz - 2 * s * pz + s * s * pp) / e ** 2
         else:
             Q = blas.dsymm(1.0, Zl, self.K.T, lower=1)
             pk, kk = np.vdot(P.T, np.ascontiguousarray(Q)), np.vdot(Q.T, np.ascontiguousarray(Q))
-        grad = np.array([-zs / 2, -zs / 2, zk]) / p
-        # d^2 psi / d(alpha_i) d(alpha_j) = -tr(Z W_i Z W_j) / p, W_1 = W_4 = -S / 2 on the diagonal
-        hess = -np.array([[pp / 4, pp / 4, -pk / 2], [pp / 4, pp / 4, -pk / 2],
+        # -tr(Z W_i Z W_j) / p with dW / d(alpha_1, alpha_4, e) = (-M, -M^T, K), where along
+        # alpha_1 = alpha_4 only W_1 + W_4 = -S_M enters
+        return -np.array([[pp / 4, pp / 4, -pk / 2], [pp / 4, pp / 4, -pk / 2],
                           [-pk / 2, -pk / 2, kk]]) / p
-        return grad, hess
 
-    def _derivatives_lu(self, a1: float, a4: float, e: float) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`derivatives` from the inverse ``Z`` and two GEMMs.
+    def _hessian_lu(self, a1: float, a4: float, e: float) -> np.ndarray:
+        """:meth:`hessian` from the LU inverse ``Z`` and two GEMMs.
 
         ``Z K = (I - Z + alpha_1 Z M + alpha_4 Z M^T) / e`` (from ``Z W = I``) without a product
         when ``|e| ||K||_F >= 0.01 (1 + (|alpha_1| + |alpha_4|) ||M||_F / sqrt(p)) sqrt(p)``
@@ -329,7 +343,6 @@ class _Oracle(_LogDet):
             Pe = (self.I - Z + a1 * P1 + a4 * P4) / e
         else:
             Pe = Z @ K
-        grad = np.array([-np.trace(P1), -np.trace(P4), np.trace(Pe)]) / p
         P = (P1, P4, Pe)
         Pt = [np.ascontiguousarray(X.T) for X in P]   # tr(X Y) = vdot(X, Y^T)
         sign = np.array([-1.0, -1.0, 1.0])          # dW / d(alpha_1, alpha_4, e) = (-M, -M^T, K)
@@ -337,7 +350,7 @@ class _Oracle(_LogDet):
         for i in range(3):
             for j in range(i, 3):
                 hess[i, j] = hess[j, i] = -sign[i] * sign[j] * np.vdot(P[i], Pt[j]) / p
-        return grad, hess
+        return hess
 
     def forms(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The forms ``m^T . m`` of :meth:`traces` and their Jacobian in ``alpha``."""
@@ -397,34 +410,6 @@ def _trace_jacobian(grad: np.ndarray, hess: np.ndarray, a: np.ndarray
     return _trace_values(grad, a), -(Jx.T @ hess @ Jx + grad[2] * He)[_ORDER]
 
 
-def _secant(oracle: Any, a: np.ndarray, last: tuple[np.ndarray, np.ndarray, np.ndarray] | None
-            ) -> tuple[np.ndarray, np.ndarray, bool, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """The trace oracle's values at ``a`` and a Jacobian, with the state for the next call.
-
-    ``last = (x0, grad0, H0)``: the point ``x0 = (alpha_1, alpha_4, e)``, the gradient and the
-    (exact or updated) Hessian of ``psi`` there. With ``last``, one inverse gives the gradient at
-    ``x`` and the Hessian is the Powell-symmetric-Broyden update of ``H0`` along
-    ``x - x0`` (``psi``'s Hessian is symmetric; the chain rule through ``e`` stays exact);
-    without it, the exact derivatives (:meth:`_Oracle.derivatives`). An oracle without
-    ``derivatives`` is called with its exact Jacobian (``traces``) every time. Returns
-    ``(F, J, exact, state)``."""
-    x = np.array([a[0], a[3], a[0] * a[3] - a[1] * a[2]])
-    if not hasattr(oracle, "derivatives"):
-        F, J = oracle.traces(a)
-        return F, J, True, (x, F, J)
-    if last is None:
-        grad, H = oracle.derivatives(a)
-        exact = True
-    else:
-        x0, grad0, H0 = last
-        grad, s = oracle.gradient(a), x - x0
-        ss = s @ s
-        r = grad - grad0 - H0 @ s
-        H = H0 + (np.outer(r, s) + np.outer(s, r)) / ss - (r @ s) * np.outer(s, s) / ss ** 2 if ss > 0 else H0
-        exact = False
-    return (*_trace_jacobian(grad, H, a), exact, (x, grad, H))
-
-
 class _Blocks(_LogDet):
     """The oracle of a matrix that is block diagonal in an orthonormal basis,
     ``diag(M_1, alpha I_d)``: ``M_1`` (``k x k``) on an invariant subspace that holds ``m``, and
@@ -447,16 +432,15 @@ class _Blocks(_LogDet):
     def evaluations(self) -> int:
         return self.parts[0].evaluations
 
-    def gradient(self, a: np.ndarray) -> np.ndarray:
+    def gradient(self, a: np.ndarray, single: bool = False) -> np.ndarray:
         """The dimension-weighted mean of the blocks' :meth:`_Oracle.gradient`."""
         w1, w2 = self.weights
-        return w1 * self.parts[0].gradient(a) + w2 * self.parts[1].gradient(a)
+        return w1 * self.parts[0].gradient(a, single) + w2 * self.parts[1].gradient(a, single)
 
-    def derivatives(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The dimension-weighted mean of the blocks' :meth:`_Oracle.derivatives`."""
-        (f1, J1), (f2, J2) = (o.derivatives(a) for o in self.parts)
+    def hessian(self, a: np.ndarray, single: bool = False) -> np.ndarray:
+        """The dimension-weighted mean of the blocks' :meth:`_Oracle.hessian`."""
         w1, w2 = self.weights
-        return w1 * f1 + w2 * f2, w1 * J1 + w2 * J2
+        return w1 * self.parts[0].hessian(a, single) + w2 * self.parts[1].hessian(a, single)
 
     def forms(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The first block's :meth:`_Oracle.forms` (``m`` lies in it)."""
@@ -553,48 +537,49 @@ def _matrix_of(h: np.ndarray) -> np.ndarray:
     return np.array([[h[0], h[1], h[2]], [-h[2], h[3], h[4]], [-h[1], h[5], h[3]]])
 
 
-def _solve_point(g, oracle, c, rho, k0, b2, gamma, tol, max_iter=_MAX_ITER, last=None):
+def _solve_point(g, oracle, c, rho, k0, b2, gamma, tol, max_iter=_MAX_ITER):
     """The n-side unknowns at one ``gamma`` (module docstring, *Numerics*).
 
     The map ``g -> Phi(g)`` keeps the subspace of :func:`_coordinates` (there
-    ``alpha_1 = alpha_4``: ``psi`` is symmetric in them, ``det W`` being that of ``W^T``), so
-    the fixed point is solved in its six coordinates. The first iterate evaluates the trace
-    oracle with its exact Jacobian in the four ``alpha`` (:meth:`_Oracle.traces`), the next ones
-    its values and a secant update of that Jacobian (:func:`_secant`); after each oracle call,
-    up to ``_INNER`` Newton steps on the small algebra with the oracle linearised
-    (:func:`_linearised`). Once the residual is below ``tol`` (relative) the exact Jacobian is
-    taken at the same ``alpha`` and the last Newton step without a new oracle call: its error
-    is of the order of the residual squared; at most ``max_iter`` oracle calls. Returns
-    ``(g, gk, J, a, res, converged, last)``: ``g`` the solution, ``gk`` the last iterate, ``J``
-    the exact Jacobian (6 x 6) of ``Phi(g) - g`` in the coordinates, ``a`` the ``alpha`` at
-    ``gk``, ``res`` its residual and ``last`` the secant state (:func:`_secant`)."""
+    ``alpha_1 = alpha_4``, and ``psi`` is symmetric in them), so the fixed point is solved in
+    its six coordinates by Newton's method: each oracle call gives the values and the exact
+    Jacobian in the ``alpha`` (:meth:`_LogDet.values`, :meth:`_LogDet.jacobian`), and up to
+    ``_INNER`` Newton steps on the small algebra with the oracle linearised
+    (:func:`_linearised`) follow. The oracle runs in float32 (``single``) at the first call
+    and at every call while ``tol >= _SINGLE_TOL``, its Jacobian also at the other calls
+    until the residual is below ``tol`` (relative): that call's Jacobian is in float64 and the
+    last Newton step is taken without a new oracle call (its error is of the order of the
+    residual squared); at most ``max_iter`` oracle calls. Returns
+    ``(g, gk, J, a, res, converged)``: ``g`` the solution, ``gk`` the last iterate, ``J`` the
+    Jacobian (6 x 6) of ``Phi(g) - g`` in the coordinates, ``a`` the ``alpha`` at ``gk``,
+    ``res`` its residual."""
     h = _coordinates(g)
 
-    def residual(lin, gam=gamma):
-        return lambda x: _coordinates(_phi(_matrix_of(x), lin, c, rho, k0, b2, gam)) - x
+    def residual(lin):
+        return lambda x: _coordinates(_phi(_matrix_of(x), lin, c, rho, k0, b2, gamma)) - x
 
-    for _ in range(max_iter):
+    loose = tol >= _SINGLE_TOL
+    for it in range(max_iter):
         a0, _ = _alphas(_sigma_pp(_matrix_of(h), rho, c))
-        F, dF, exact, last = _secant(oracle, a0, None if _X.get("exact") else last)
-        if _X.get("trace"): print("   call", gamma, exact, a0[0], a0[0]*a0[3]-a0[1]*a0[2])
-        r0, J = _complex_step(residual((F, dF, a0)), h)
+        single = loose or it == 0
+        F = oracle.values(a0, single)
+        r0 = residual((F, np.zeros((4, 4)), a0))(h)
         scale = np.abs(h).max()
         res = np.abs(r0).max()
-        if _X.get("trace"): print("     res", res / scale)
-        if res < tol * scale and not exact:
-            F, dF, exact, last = _secant(oracle, a0, None)    # exact, at the same inverse
-            r0, J = _complex_step(residual((F, dF, a0)), h)
+        done = res < tol * scale and (loose or not single)
+        lin = (F, oracle.jacobian(a0, single or not done), a0)
+        r0, J = _complex_step(residual(lin), h)
         step = np.linalg.solve(J, -r0)
-        if res < tol * scale:
-            return _matrix_of(h + step), _matrix_of(h), J, a0, res, True, last
+        if done:
+            return _matrix_of(h + step), _matrix_of(h), J, a0, res, True
         for _ in range(_INNER):
             big = np.abs(step).max() / scale
             h = h + step * min(1.0, 0.5 / big)
-            r1, J1 = _complex_step(residual((F, dF, a0)), h)
+            r1, J1 = _complex_step(residual(lin), h)
             if np.abs(r1).max() < 1e-3 * res:
                 break
             step = np.linalg.solve(J1, -r1)
-    return _matrix_of(h), _matrix_of(h), J, a0, res, False, last
+    return _matrix_of(h), _matrix_of(h), J, a0, res, False
 
 
 def _predict(points, new):
@@ -753,10 +738,9 @@ def matrix_resolvent_form(c, M, mu, f: NonlinearityLike, gammas, *, scale=None, 
         split = bool(points) and np.log(t_from) - np.log(gam) > np.log(_MIN_SPLIT)
         g0 = _predict(points, gam) if points else np.linalg.inv(
             np.array([[gam, 0.0, -k0], [k0, 1.0, 0.0], [0.0, 0.0, 1.0]]))
-        tol = float(_X.get('tol') or _NEWTON_TOL) if gam in targets else _PATH_TOL
-        g, gk, J, a, res, ok, last = _solve_point(g0, traces, c, rho, k0, b2, gam, tol,
-                                                  _TRY_ITER if split else _MAX_ITER, st.get("last") if _X.get("carry") else None)
-        if _X.get("trace"): print("  point", gam, ok)
+        tol = _NEWTON_TOL if gam in targets else _PATH_TOL
+        g, gk, J, a, res, ok = _solve_point(g0, traces, c, rho, k0, b2, gam, tol,
+                                            _TRY_ITER if split else _MAX_ITER)
         if not ok and not split:
             raise ConvergenceError(f"any-matrix fixed point did not converge at gamma={gam:.6g}: "
                                    f"last residual {res:.3g}")
@@ -764,7 +748,7 @@ def matrix_resolvent_form(c, M, mu, f: NonlinearityLike, gammas, *, scale=None, 
             # implicit function theorem: J dg/dgamma = -dPhi/dgamma = g E_xx g
             dg = _matrix_of(np.linalg.solve(J, _coordinates(np.outer(g[:, 0], g[0, :])))).ravel()
             points.append((np.log(gam), g, gam * dg.reshape(3, 3)))
-            st.update(g=g, gk=gk, a=a, dg=dg, last=last)
+            st.update(g=g, gk=gk, a=a, dg=dg)
         return ok, float(res)
 
     def at_target(gam: float) -> None:
@@ -780,7 +764,7 @@ def matrix_resolvent_form(c, M, mu, f: NonlinearityLike, gammas, *, scale=None, 
 
     bar = _progress.bar(range(len(_path(targets, _START)) - 1), "any-matrix theory (gamma path)")
     solve(start, start)
-    descend(start, targets, solve, at_target, max_ratio=float(_X.get('ratio') or _MAX_RATIO_STEP), max_attempts=_MAX_ATTEMPTS,
+    descend(start, targets, solve, at_target, max_ratio=_MAX_RATIO_STEP, max_attempts=_MAX_ATTEMPTS,
             problem="any-matrix fixed point", on_step=lambda: next(bar, None))
     for _ in bar:
         pass
