@@ -78,37 +78,44 @@ measured by ``benchmarks/any_matrix.py --agreement``).
 
 Numerics
 --------
-The nine entries of ``g`` are found at each ``gamma`` along a path from ``max(1, max gamma)``
-down through the requested ``gamma`` (steps of ratio at most 10, a step split in two when it
-does not converge within ``_TRY_ITER`` oracle calls: the shared driver
+The map ``g -> Phi(g)`` keeps the subspace ``g_tx = -g_xa``, ``g_ax = -g_xt``, ``g_tt = g_aa``
+of the nine entries of ``g`` (there ``alpha_1 = alpha_4``, and ``log det W`` is symmetric in
+``alpha_1`` and ``alpha_4`` since ``det W = det W^T``; ``tests/test_matrix_theory.py`` checks it
+with the traces of the ``2p x 2p`` inverse itself), and the fixed point, reached from a point
+of it, lies there: it is solved in the six coordinates of that subspace
+(:func:`_coordinates`) at each ``gamma`` along a path from ``max(1, max gamma)`` down through
+the requested ``gamma`` (steps of ratio at most 10, a step split in two when it does not
+converge within ``_TRY_ITER`` oracle calls: the shared driver
 :func:`~attn_lib.theory._continuation.descend`), each point predicted by the Hermite
 polynomial in ``log gamma`` through up to three solved points (values and the derivatives
-``dg/dgamma`` below). The first iterate of each point calls the oracle with its exact Jacobian
-in the ``alpha``'s (:meth:`_Oracle.traces`), the next ones with its values only (one inverse,
-:meth:`_Oracle.gradient`) and the Powell-symmetric-Broyden update of the Hessian of
-``log det W / p`` behind that Jacobian (:func:`_secant`); the small
-n-side algebra is differentiated by complex steps, and between two oracle calls the small
-problem with the oracle linearised is solved by Newton's method (a few steps, no ``p x p``
-work), so that the oracle calls converge superlinearly. At a residual below ``1e-12``
-(relative; ``1e-6`` at the path points between the requested ``gamma``) the exact Jacobian is
-taken at the same inverse (two products) and one last Newton step without an oracle call (error
-of the order of the residual squared); ``y^T Q y / n`` follows to first order from the last
-iterate, and ``dg/dgamma`` from the Jacobian there, so ``E`` carries an error of the order of
-that residual: at ``1e-10`` it moved by up to ``2e-10`` (a ``p = 60`` test matrix; ``2e-11`` at
-GPT-2 layer 5), at ``1e-12`` by about ``1e-12``, for four more inverses at GPT-2 layer 5 (31
-against 27 for three ``gamma``).
+``dg/dgamma`` below). Each oracle call gives the traces and their exact Jacobian in the
+``alpha``'s (:meth:`_LogDet.values`, :meth:`_LogDet.jacobian`); the small n-side algebra is
+differentiated by complex steps, and between two oracle calls the small problem with the
+oracle linearised is solved by Newton's method (a few steps, no ``p x p`` work): Newton's
+method on the whole, quadratic in the oracle calls. On the subspace ``W`` is symmetric, and an
+oracle call is a Cholesky factorisation, ``potri`` and one product ``Z (M' + M'^T)`` for the
+Jacobian (:class:`_Oracle`; an LU inverse and two products where ``W`` is not positive
+definite). For ``p >= 256`` the first call at each point, and every call at the path points
+between the requested ``gamma`` (tolerance ``1e-4``), run in float32 (relative error about
+``1e-7`` times the condition number of ``W``: up to ``7e-6`` at GPT-2 layer 5), and the
+Jacobian's product also at the later calls until the residual is below ``1e-12`` (relative):
+that call's Jacobian is in float64, and one last Newton step follows without an oracle call
+(error of the order of the residual squared). ``y^T Q y / n`` follows to first order from
+the last iterate, and ``dg/dgamma`` from the Jacobian there, so ``E`` carries an error of the
+order of that residual: at ``1e-10`` it moved by up to ``2e-10`` (a ``p = 60`` test matrix;
+``2e-11`` at GPT-2 layer 5), at ``1e-12`` by about ``1e-12``; the float32 calls move the
+values by about ``1e-15`` (``tests/test_matrix_theory.py``).
 ``E = -gamma^2 d(y^T Q y / n)/dgamma`` by the implicit function theorem,
 ``dg/dgamma = J^{-1} g E_xx g`` with ``J`` the exact Newton Jacobian, and the gradient of the
 Woodbury step (the form oracle's exact Jacobian, complex steps for the rest): one solve per
 ``gamma``; it matches the Richardson-extrapolated central difference of ``y^T Q y / n`` to 1e-10
 (``tests/test_matrix_theory.py``), where the former central difference of step ``1e-4`` was off by
 about 1e-8 (``benchmarks/any_matrix.py --agreement``).
-Cost: ``O(p^3)`` per oracle call (one ``p x p`` inverse; two GEMMs more for the exact
-Jacobian); for the three ``gamma`` 1e-3, 0.1, 1 on a GPT-2 layer (``p = 768``), four path
-points, 20 inverses and 8 exact Jacobians (16 GEMMs), where the former solver (two inverses and
-three GEMMs per call, every iterate with its exact Jacobian, nine path points) took 25 calls:
-3.1 to 3.6 times faster in one A/B run under load, and about three Monte Carlo trials of the
-same setting at ``n = 1536`` under load (``benchmarks/theory_speed.py``; to be measured alone).
+Cost: per oracle call ``p^3 / 3`` flops (``potrf``), ``2 p^3 / 3`` (``potri``) and ``2 p^3``
+(the product), and one LU of ``A`` per requested ``gamma`` for the forms; for the three
+``gamma`` 1e-3, 0.1, 1 on GPT-2 layer 5 (``p = 768``), four path points and 14 oracle calls
+(five in float32, six with the product in float32, three in float64)
+(``benchmarks/theory_speed.py`` measures it against a Monte Carlo trial).
 Run it with one BLAS thread on a shared machine
 (``threadpoolctl``): several threads on small matrices oversubscribe the cores.
 """
@@ -237,6 +244,7 @@ class _Oracle(_LogDet):
         self._Zl: np.ndarray | None = None    # lower triangle of W^{-1} (Cholesky), float64
         self._Zl32: np.ndarray | None = None  # the same in float32 (a float32 factorisation)
         self._Z: np.ndarray | None = None     # W^{-1}
+        self._grad: np.ndarray | None = None  # the gradient there
 
     def _factor(self, a1: float, a4: float, e: float, single: bool = False) -> None:
         """Invert ``W`` at ``(alpha_1, alpha_4, e)`` (the last one is kept): the lower triangle
@@ -247,7 +255,7 @@ class _Oracle(_LogDet):
         if self._key is not None and self._key[:3] == (a1, a4, e) and (single or not self._key[3]):
             return                                       # (a float64 inverse serves both)
         self.evaluations += 1
-        self._key, self._Zl, self._Zl32, self._Z = (a1, a4, e, single), None, None, None
+        self._key, self._Zl, self._Zl32, self._Z, self._grad = (a1, a4, e, single), None, None, None, None
         if abs(a1 - a4) <= _SYMMETRIC * (abs(a1) + abs(a4)):
             W = np.multiply(self.K, e, order="F")
             blas.daxpy(self.S.ravel(), W.ravel(order="F"), a=-(a1 + a4) / 2)
@@ -278,14 +286,18 @@ class _Oracle(_LogDet):
         one factorisation and inverse (:meth:`_factor`)."""
         a1, a2, a3, a4 = (float(x) for x in a)
         self._factor(a1, a4, a1 * a4 - a2 * a3, single)
-        if self._Zl is not None:
-            # tr(Z M) = tr(Z M^T) = tr(Z S_M) / 2; vdot of the C-ordered transposes (no copy)
-            Zt = self._Zl.T
-            zs = -np.vdot(Zt, self._Sw.T) / 2
-            return np.array([zs, zs, np.vdot(Zt, self._Kw.T)]) / self.p
-        Z = self._Z
-        # tr(X Y) = vdot(X, Y^T): contiguous dot products (K is symmetric)
-        return np.array([-np.vdot(Z, self.Mt), -np.vdot(Z, self.M), np.vdot(Z, self.K)]) / self.p
+        if self._grad is None:
+            if self._Zl is not None:
+                # tr(Z M) = tr(Z M^T) = tr(Z S_M) / 2; vdot of the C-ordered transposes (no copy)
+                Zt = self._Zl.T
+                zs = -np.vdot(Zt, self._Sw.T) / 2
+                self._grad = np.array([zs, zs, np.vdot(Zt, self._Kw.T)]) / self.p
+            else:
+                Z = self._Z
+                # tr(X Y) = vdot(X, Y^T): contiguous dot products (K is symmetric)
+                self._grad = np.array([-np.vdot(Z, self.Mt), -np.vdot(Z, self.M),
+                                       np.vdot(Z, self.K)]) / self.p
+        return self._grad
 
     def hessian(self, a: np.ndarray, single: bool = False) -> np.ndarray:
         """The Hessian (3 x 3) of ``psi`` in ``(alpha_1, alpha_4, e)`` at the inverse of
@@ -302,7 +314,7 @@ class _Oracle(_LogDet):
         (:meth:`_hessian_lu`)."""
         a1, a2, a3, a4 = (float(x) for x in a)
         e = a1 * a4 - a2 * a3
-        self._factor(a1, a4, e, single)
+        zs = -2 * self.p * self.gradient(a, single)[0]                # tr(Z S_M)
         if self._Zl is None:
             return self._hessian_lu(a1, a4, e)
         p, s, Zl = self.p, (a1 + a4) / 2, self._Zl
@@ -315,7 +327,6 @@ class _Oracle(_LogDet):
         dz = np.diagonal(Zl)
         # the C-ordered views X.T of F-ordered X: vdot(X.T, Y.T) = sum X_ij Y_ij without copies
         Zt = Zl.T
-        zs = np.vdot(Zt, self._Sw.T)
         pp = np.vdot(P.T, Pc)                                        # tr(P^2)
         pz = np.vdot(P.T, Zt) + np.vdot(Pc, Zt) - np.diagonal(P) @ dz     # tr(P Z)
         if abs(e) * np.linalg.norm(self.K) >= 0.01 * np.sqrt(p) * (1 + 2 * abs(s) * self.scale):
@@ -417,8 +428,9 @@ class _Blocks(_LogDet):
 
     Every block of the p-side resolvent is a rational function of ``M`` and ``M^T``, so it is
     block diagonal in the same basis: its normalised trace is the dimension-weighted mean
-    ``(k t_1 + d t_alpha) / p`` of the blocks' (:meth:`_Oracle.traces`, each normalised by its
-    own dimension), and its form in ``m`` is the first block's. One evaluation costs ``O(k^3)``
+    ``(k t_1 + d t_alpha) / p`` of the blocks' (:meth:`_Oracle.gradient`,
+    :meth:`_Oracle.hessian`, each normalised by its own dimension), and its form in ``m`` is
+    the first block's. One evaluation costs ``O(k^3)``
     instead of ``O(p^3)``: the any-matrix theory of ``alpha I + W_K^T W_Q`` with ``r`` pairs at any
     ``p`` works in the latent span of ``mu, w_K^(k), w_Q^(k)`` (``k <= 1 + 2 r``).
     """
