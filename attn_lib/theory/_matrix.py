@@ -95,8 +95,8 @@ oracle linearised is solved by Newton's method (a few steps, no ``p x p`` work):
 method on the whole, quadratic in the oracle calls. On the subspace ``W`` is symmetric, and an
 oracle call is a Cholesky factorisation, ``potri`` and one product ``Z (M' + M'^T)`` for the
 Jacobian (:class:`_Oracle`; an LU inverse and two products where ``W`` is not positive
-definite). For ``p >= 256`` the first call at each point, and every call at the path points
-between the requested ``gamma`` (tolerance ``1e-4``), run in float32 (relative error about
+definite). For ``p >= 256`` the first call at each point, and the second one at the path
+points between the requested ``gamma`` (tolerance ``1e-4``), run in float32 (relative error about
 ``1e-7`` times the condition number of ``W``: up to ``7e-6`` at GPT-2 layer 5), and the
 Jacobian's product also at the later calls until the residual is below ``1e-12`` (relative):
 that call's Jacobian is in float64, and one last Newton step follows without an oracle call
@@ -145,7 +145,7 @@ _PI = (4, 1, 2)                     # p-column of the Y^T block in n-row x, a, t
 _SIG = (0, 2, 3)                    # p-row of the Y block in n-column x, a, t
 _NEWTON_TOL = 1e-12
 _PATH_TOL = 1e-4                    # path points between the requested gamma
-_SINGLE_TOL = 1e-4                  # a tolerance from which every oracle call is in float32
+_SINGLE_TOL = 1e-4                  # a tolerance from which the first two oracle calls are in float32
 _MAX_ITER = 60
 _MAX_RATIO_STEP = 10.0
 _START = 1.0                        # the path starts at max(_START, max gamma), from Sigma = 0
@@ -557,10 +557,12 @@ def _solve_point(g, oracle, c, rho, k0, b2, gamma, tol, max_iter=_MAX_ITER):
     its six coordinates by Newton's method: each oracle call gives the values and the exact
     Jacobian in the ``alpha`` (:meth:`_LogDet.values`, :meth:`_LogDet.jacobian`), and up to
     ``_INNER`` Newton steps on the small algebra with the oracle linearised
-    (:func:`_linearised`) follow. The oracle runs in float32 (``single``) at the first call
-    and at every call while ``tol >= _SINGLE_TOL``, its Jacobian also at the other calls
-    until the residual is below ``tol`` (relative): that call's Jacobian is in float64 and the
-    last Newton step is taken without a new oracle call (its error is of the order of the
+    (:func:`_linearised`) follow. The oracle runs in float32 (``single``) at the first call,
+    and at the second one too where ``tol >= _SINGLE_TOL`` (a float32 residual then
+    converges: its error is far below ``tol`` unless ``W`` is ill-conditioned, and the calls
+    after it are in float64), its Jacobian also at the other calls until the residual is below
+    ``tol`` (relative): that call's Jacobian is in float64 (unless the call is in float32) and
+    the last Newton step is taken without a new oracle call (its error is of the order of the
     residual squared); at most ``max_iter`` oracle calls. Returns
     ``(g, gk, J, a, res, converged)``: ``g`` the solution, ``gk`` the last iterate, ``J`` the
     Jacobian (6 x 6) of ``Phi(g) - g`` in the coordinates, ``a`` the ``alpha`` at ``gk``,
@@ -573,12 +575,12 @@ def _solve_point(g, oracle, c, rho, k0, b2, gamma, tol, max_iter=_MAX_ITER):
     loose = tol >= _SINGLE_TOL
     for it in range(max_iter):
         a0, _ = _alphas(_sigma_pp(_matrix_of(h), rho, c))
-        single = loose or it == 0
+        single = it < (2 if loose else 1)
         F = oracle.values(a0, single)
         r0 = residual((F, np.zeros((4, 4)), a0))(h)
         scale = np.abs(h).max()
         res = np.abs(r0).max()
-        done = res < tol * scale and (loose or not single)
+        done = res < tol * scale and (loose or not single)    # float32 calls: loose tol only
         lin = (F, oracle.jacobian(a0, single or not done), a0)
         r0, J = _complex_step(residual(lin), h)
         step = np.linalg.solve(J, -r0)
