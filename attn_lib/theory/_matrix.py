@@ -234,6 +234,8 @@ class _Oracle(_LogDet):
         self.K = (K + K.T) / 2
         self.S = M + self.Mt
         self._S32 = self.S.astype(np.float32)
+        self._lower = np.asfortranarray(np.tri(p))
+        self._lower32 = self._lower.astype(np.float32)
         # tr(Z X) = vdot(Zl, Xw) for symmetric Z and X, Zl the lower triangle of Z (zeros
         # above) and Xw = 2 tril(X, -1) + diag(X); all three in F order
         self._Sw, self._Kw = (np.asfortranarray(2 * np.tril(X, -1) + np.diag(np.diag(X)))
@@ -257,19 +259,23 @@ class _Oracle(_LogDet):
         self.evaluations += 1
         self._key, self._Zl, self._Zl32, self._Z, self._grad = (a1, a4, e, single), None, None, None, None
         if abs(a1 - a4) <= _SYMMETRIC * (abs(a1) + abs(a4)):
-            W = np.multiply(self.K, e, order="F")
-            blas.daxpy(self.S.ravel(), W.ravel(order="F"), a=-(a1 + a4) / 2)
+            W = self.K * e                      # symmetric: its transpose W.T is W in F order
+            blas.daxpy(self.S.ravel(), W.ravel(), a=-(a1 + a4) / 2)
             W.flat[::self.p + 1] += 1.0
+            W = W.T
+            # potrf and potri leave the upper triangle (W's): zeroed by the mask
             if single:
-                L, info = lapack.spotrf(W.astype(np.float32, order="F"), lower=1, overwrite_a=1, clean=1)
+                L, info = lapack.spotrf(W.astype(np.float32), lower=1, overwrite_a=1)
                 if info == 0:
                     self._Zl32 = lapack.spotri(L, lower=1, overwrite_c=1)[0]
-                    self._Zl = self._Zl32.astype(np.float64, order="F")
+                    self._Zl32 *= self._lower32
+                    self._Zl = self._Zl32.astype(np.float64)
                     return
             else:
-                L, info = lapack.dpotrf(W, lower=1, overwrite_a=1, clean=1)
+                L, info = lapack.dpotrf(W, lower=1, overwrite_a=1)
                 if info == 0:
                     self._Zl = lapack.dpotri(L, lower=1, overwrite_c=1)[0]
+                    self._Zl *= self._lower
                     return
         self._Z = linalg.inv(self.I - a1 * self.M - a4 * self.Mt + e * self.K, check_finite=False)
 
