@@ -370,7 +370,7 @@ class _Oracle(_LogDet):
         return hess
 
     def forms(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The forms ``m^T . m`` of :meth:`traces` and their Jacobian in ``alpha``."""
+        """The forms ``m^T . m`` of :meth:`values` and their Jacobian in ``alpha``."""
         a1, a2, a3, a4 = (float(x) for x in a)
         M, m = self.M, self.m
         if m is None:
