@@ -329,19 +329,19 @@ class _Oracle(_LogDet):
             P = blas.ssymm(1.0, Z32, self._S32.T, lower=1).astype(np.float64, order="F")
         else:
             P = blas.dsymm(1.0, Zl, self.S.T, lower=1)     # S.T: S in F order
-        Pc = np.ascontiguousarray(P)
         dz = np.diagonal(Zl)
-        # the C-ordered views X.T of F-ordered X: vdot(X.T, Y.T) = sum X_ij Y_ij without copies
+        # vdot(X.T, Y.T) = sum X_ij Y_ij for F-ordered X, Y (C-ordered views, no copies);
+        # tr(X Y) = einsum("ij,ji", X, Y) (a transposed copy for vdot is far slower)
         Zt = Zl.T
-        pp = np.vdot(P.T, Pc)                                        # tr(P^2)
-        pz = np.vdot(P.T, Zt) + np.vdot(Pc, Zt) - np.diagonal(P) @ dz     # tr(P Z)
+        pp = np.einsum("ij,ji->", P, P)                                  # tr(P^2)
+        pz = np.vdot(P.T, Zt) + np.einsum("ij,ji->", P, Zl) - np.diagonal(P) @ dz     # tr(P Z)
         if abs(e) * np.linalg.norm(self.K) >= 0.01 * np.sqrt(p) * (1 + 2 * abs(s) * self.scale):
             zz = 2 * np.vdot(Zt, Zt) - dz @ dz                         # tr(Z^2)
             pk = (zs - pz + s * pp) / e
             kk = (p - 2 * np.sum(dz) + 2 * s * zs + zz - 2 * s * pz + s * s * pp) / e ** 2
         else:
             Q = blas.dsymm(1.0, Zl, self.K.T, lower=1)
-            pk, kk = np.vdot(P.T, np.ascontiguousarray(Q)), np.vdot(Q.T, np.ascontiguousarray(Q))
+            pk, kk = np.einsum("ij,ji->", P, Q), np.einsum("ij,ji->", Q, Q)
         # -tr(Z W_i Z W_j) / p with dW / d(alpha_1, alpha_4, e) = (-M, -M^T, K), where along
         # alpha_1 = alpha_4 only W_1 + W_4 = -S_M enters
         return -np.array([[pp / 4, pp / 4, -pk / 2], [pp / 4, pp / 4, -pk / 2],
