@@ -245,7 +245,7 @@ class _Oracle(_LogDet):
         self._key: tuple[float, float, float, bool] | None = None
         self._Zl: np.ndarray | None = None    # lower triangle of W^{-1} (Cholesky), float64
         self._Zl32: np.ndarray | None = None  # the same in float32 (a float32 factorisation)
-        self._Z: np.ndarray | None = None     # W^{-1}
+        self._Z: np.ndarray | None = None     # W^{-1} (LU)
         self._grad: np.ndarray | None = None  # the gradient there
 
     def _factor(self, a1: float, a4: float, e: float, single: bool = False) -> None:
@@ -279,13 +279,13 @@ class _Oracle(_LogDet):
                     return
         self._Z = linalg.inv(self.I - a1 * self.M - a4 * self.Mt + e * self.K, check_finite=False)
 
-    def _inverse(self, a1: float, a4: float, e: float) -> np.ndarray:
-        """``Z = W^{-1}`` at ``(alpha_1, alpha_4, e)`` (float64); the last one is kept."""
-        self._factor(a1, a4, e)
-        if self._Z is None:
-            assert self._Zl is not None
-            self._Z = self._Zl + np.tril(self._Zl, -1).T
-        return self._Z
+    def _apply(self, v: np.ndarray, trans: bool = False) -> np.ndarray:
+        """``Z v`` (``Z^T v`` with ``trans``) at the kept float64 inverse: ``symv`` on the lower
+        triangle of a Cholesky inverse."""
+        if self._Zl is not None:
+            return blas.dsymv(1.0, self._Zl, v, lower=1)
+        assert self._Z is not None
+        return (self._Z.T if trans else self._Z) @ v
 
     def gradient(self, a: np.ndarray, single: bool = False) -> np.ndarray:
         """The gradient of ``psi = log det W / p`` in ``(alpha_1, alpha_4, e)`` at ``alpha = a``:
@@ -353,8 +353,8 @@ class _Oracle(_LogDet):
         ``Z K = (I - Z + alpha_1 Z M + alpha_4 Z M^T) / e`` (from ``Z W = I``) without a product
         when ``|e| ||K||_F >= 0.01 (1 + (|alpha_1| + |alpha_4|) ||M||_F / sqrt(p)) sqrt(p)``
         (the subtraction then loses at most a factor 100 of the rounding), ``Z @ K`` otherwise."""
-        M, K, p = self.M, self.K, self.p
-        Z = self._inverse(a1, a4, e)
+        M, K, p, Z = self.M, self.K, self.p, self._Z
+        assert Z is not None
         P1, P4 = Z @ M, Z @ self.Mt
         if abs(e) * np.linalg.norm(K) >= 0.01 * np.sqrt(p) * (1 + (abs(a1) + abs(a4)) * self.scale):
             Pe = (self.I - Z + a1 * P1 + a4 * P4) / e
@@ -375,17 +375,18 @@ class _Oracle(_LogDet):
         M, m = self.M, self.m
         if m is None:
             raise ValueError("forms need the signal m")
-        Z = self._inverse(a1, a4, a1 * a4 - a2 * a3)
-        lu = linalg.lu_factor(self.I - a4 * M.T, check_finite=False)
+        self._factor(a1, a4, a1 * a4 - a2 * a3)
+        # A = I - alpha_4 M^T in F order is (I - alpha_4 M) in C order, transposed (no copy)
+        lu = linalg.lu_factor((self.I - a4 * M).T, check_finite=False)
 
         def solve(vd: np.ndarray, vq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             # G v: x_d = S^{-1} (v_d + alpha_2 M^T A^{-1} v_q) = Z (A v_d + alpha_2 M^T v_q)
-            xd = Z @ (vd - a4 * (M.T @ vd) + a2 * (M.T @ vq))
+            xd = self._apply(vd - a4 * (M.T @ vd) + a2 * (M.T @ vq))
             return xd, linalg.lu_solve(lu, vq + a3 * (M @ xd), check_finite=False)
 
         def solve_t(ud: np.ndarray, uq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             # G^T u: y_d = S^{-T} (u_d + alpha_3 M^T A^{-T} u_q), S^{-T} = A^T Z^T
-            w = Z.T @ (ud + a3 * (M.T @ linalg.lu_solve(lu, uq, trans=1, check_finite=False)))
+            w = self._apply(ud + a3 * (M.T @ linalg.lu_solve(lu, uq, trans=1, check_finite=False)), True)
             yd = w - a4 * (M @ w)
             return yd, linalg.lu_solve(lu, uq + a2 * (M @ yd), trans=1, check_finite=False)
 
