@@ -234,12 +234,14 @@ class _Oracle(_LogDet):
         self.K = (K + K.T) / 2
         self.S = M + self.Mt
         self._S32 = self.S.astype(np.float32)
-        self._lower = np.asfortranarray(np.tri(p))
+        self._lower = np.triu(np.ones((p, p))).T      # the lower triangle's ones, F order
         self._lower32 = self._lower.astype(np.float32)
         # tr(Z X) = vdot(Zl, Xw) for symmetric Z and X, Zl the lower triangle of Z (zeros
-        # above) and Xw = 2 tril(X, -1) + diag(X); all three in F order
-        self._Sw, self._Kw = (np.asfortranarray(2 * np.tril(X, -1) + np.diag(np.diag(X)))
-                              for X in (self.S, self.K))
+        # above) and Xw = 2 tril(X, -1) + diag(X); all three in F order (X.T: X in F order)
+        w = 2 * self._lower
+        w.flat[::p + 1] = 1.0
+        self._Sw, self._Kw = self.S.T * w, self.K.T * w
+        self._normK = np.linalg.norm(self.K)
         self.scale = np.linalg.norm(M) / np.sqrt(p)
         self.evaluations = 0
         self._key: tuple[float, float, float, bool] | None = None
@@ -335,7 +337,7 @@ class _Oracle(_LogDet):
         Zt = Zl.T
         pp = np.einsum("ij,ji->", P, P)                                  # tr(P^2)
         pz = np.vdot(P.T, Zt) + np.einsum("ij,ji->", P, Zl) - np.diagonal(P) @ dz     # tr(P Z)
-        if abs(e) * np.linalg.norm(self.K) >= 0.01 * np.sqrt(p) * (1 + 2 * abs(s) * self.scale):
+        if abs(e) * self._normK >= 0.01 * np.sqrt(p) * (1 + 2 * abs(s) * self.scale):
             zz = 2 * np.vdot(Zt, Zt) - dz @ dz                         # tr(Z^2)
             pk = (zs - pz + s * pp) / e
             kk = (p - 2 * np.sum(dz) + 2 * s * zs + zz - 2 * s * pz + s * s * pp) / e ** 2
