@@ -156,6 +156,7 @@ _MIN_SPLIT = 1.2                    # ... if its ratio is above this
 _MAX_ATTEMPTS = 30                  # attempts (splits included) per path step
 _SYMMETRIC = 1e-12                  # |alpha_1 - alpha_4| / (|alpha_1| + |alpha_4|) of a symmetric W
 _SINGLE_MIN = 256                   # p from which the oracle's float32 mode is used
+_SINGLE_STEP = 3.0                  # a path step (ratio) beyond which the first call is in float32
 _INNER = 8                          # Newton steps on the small algebra per oracle call
 
 
@@ -559,7 +560,7 @@ def _matrix_of(h: np.ndarray) -> np.ndarray:
     return np.array([[h[0], h[1], h[2]], [-h[2], h[3], h[4]], [-h[1], h[5], h[3]]])
 
 
-def _solve_point(g, oracle, c, rho, k0, b2, gamma, tol, max_iter=_MAX_ITER):
+def _solve_point(g, oracle, c, rho, k0, b2, gamma, tol, max_iter=_MAX_ITER, far=True):
     """The n-side unknowns at one ``gamma`` (module docstring, *Numerics*).
 
     The map ``g -> Phi(g)`` keeps the subspace of :func:`_coordinates` (there
@@ -567,10 +568,11 @@ def _solve_point(g, oracle, c, rho, k0, b2, gamma, tol, max_iter=_MAX_ITER):
     its six coordinates by Newton's method: each oracle call gives the values and the exact
     Jacobian in the ``alpha`` (:meth:`_LogDet.values`, :meth:`_LogDet.jacobian`), and up to
     ``_INNER`` Newton steps on the small algebra with the oracle linearised
-    (:func:`_linearised`) follow. The oracle runs in float32 (``single``) at the first call,
-    and at the second one too where ``tol >= _SINGLE_TOL`` (a float32 residual then
-    converges: its error is far below ``tol`` unless ``W`` is ill-conditioned, and the calls
-    after it are in float64), its Jacobian also at the other calls until the residual is below
+    (:func:`_linearised`) follow. The oracle runs in float32 (``single``) at the first call
+    where ``g`` is ``far`` from the solution (a cold start, or predicted over a long step),
+    and at the first two where ``tol >= _SINGLE_TOL`` (a float32 residual then converges: its
+    error is far below ``tol`` unless ``W`` is ill-conditioned, and the calls after them are in
+    float64), its Jacobian also at the other calls until the residual is below
     ``tol`` (relative): that call's Jacobian is in float64 (unless the call is in float32) and
     the last Newton step is taken without a new oracle call (its error is of the order of the
     residual squared); at most ``max_iter`` oracle calls. Returns
@@ -585,7 +587,7 @@ def _solve_point(g, oracle, c, rho, k0, b2, gamma, tol, max_iter=_MAX_ITER):
     loose = tol >= _SINGLE_TOL
     for it in range(max_iter):
         a0, _ = _alphas(_sigma_pp(_matrix_of(h), rho, c))
-        single = it < (2 if loose else 1)
+        single = it < (2 if loose else 1 if far else 0)
         F = oracle.values(a0, single)
         r0 = residual((F, np.zeros((4, 4)), a0))(h)
         scale = np.abs(h).max()
@@ -763,8 +765,9 @@ def matrix_resolvent_form(c, M, mu, f: NonlinearityLike, gammas, *, scale=None, 
         g0 = _predict(points, gam) if points else np.linalg.inv(
             np.array([[gam, 0.0, -k0], [k0, 1.0, 0.0], [0.0, 0.0, 1.0]]))
         tol = _NEWTON_TOL if gam in targets else _PATH_TOL
+        far = not points or t_from / gam > _SINGLE_STEP
         g, gk, J, a, res, ok = _solve_point(g0, traces, c, rho, k0, b2, gam, tol,
-                                            _TRY_ITER if split else _MAX_ITER)
+                                            _TRY_ITER if split else _MAX_ITER, far)
         if not ok and not split:
             raise ConvergenceError(f"any-matrix fixed point did not converge at gamma={gam:.6g}: "
                                    f"last residual {res:.3g}")
