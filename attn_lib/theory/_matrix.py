@@ -95,10 +95,12 @@ oracle linearised is solved by Newton's method (a few steps, no ``p x p`` work):
 method on the whole, quadratic in the oracle calls. On the subspace ``W`` is symmetric, and an
 oracle call is a Cholesky factorisation, ``potri`` and one product ``Z (M' + M'^T)`` for the
 Jacobian (:class:`_Oracle`; an LU inverse and two products where ``W`` is not positive
-definite). For ``p >= 256`` the first call at each point, and the second one at the path
-points between the requested ``gamma`` (tolerance ``1e-4``), run in float32 (relative error about
-``1e-7`` times the condition number of ``W``: up to ``7e-6`` at GPT-2 layer 5), and the
-Jacobian's product also at the later calls until the residual is below ``1e-12`` (relative):
+definite). For ``p >= 256`` the first call at a point reached by a cold start or by a path
+step longer than a ratio of 3 (a residual of a few ``1e-2`` at a ratio of 10; about ``1e-6``
+at 1.4, where two float64 calls suffice), and the first two at the path points between the
+requested ``gamma`` (tolerance ``1e-4``), run in float32 (relative error about ``1e-7`` times
+the condition number of ``W``: up to ``7e-6`` at GPT-2 layer 5), and the Jacobian's product
+also at the later calls until the residual is below ``1e-12`` (relative):
 that call's Jacobian is in float64, and one last Newton step follows without an oracle call
 (error of the order of the residual squared). ``y^T Q y / n`` follows to first order from
 the last iterate, and ``dg/dgamma`` from the Jacobian there, so ``E`` carries an error of the
@@ -116,7 +118,8 @@ Cost: per oracle call ``p^3 / 3`` flops (``potrf``), ``2 p^3 / 3`` (``potri``) a
 ``gamma`` 1e-3, 0.1, 1 on GPT-2 layer 5 (``p = 768``), four path points and 14 oracle calls
 (five in float32, six with the product in float32, three in float64): 0.36 s against 0.25 s
 for one Monte Carlo trial of the same setting at ``n = 1536`` (one BLAS thread, a lightly
-loaded machine; ``benchmarks/theory_speed.py``).
+loaded machine; ``benchmarks/theory_speed.py``); a 20-point curve (``gamma`` 1e-3 to 1) takes
+43 calls, two in float64 at most points (``benchmarks/any_matrix.py --speed``).
 Run it with one BLAS thread on a shared machine
 (``threadpoolctl``): several threads on small matrices oversubscribe the cores.
 """
