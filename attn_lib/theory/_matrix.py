@@ -119,7 +119,7 @@ Cost: per oracle call ``p^3 / 3`` flops (``potrf``), ``2 p^3 / 3`` (``potri``) a
 (five in float32, six with the product in float32, three in float64): 0.36 s against 0.25 s
 for one Monte Carlo trial of the same setting at ``n = 1536`` (one BLAS thread, a lightly
 loaded machine; ``benchmarks/theory_speed.py``); a 20-point curve (``gamma`` 1e-3 to 1) takes
-43 calls, two in float64 at most points (``benchmarks/any_matrix.py --speed``).
+44 calls, two in float64 at most points (``benchmarks/any_matrix.py --speed``).
 Run it with one BLAS thread on a shared machine
 (``threadpoolctl``): several threads on small matrices oversubscribe the cores.
 """
