@@ -135,6 +135,74 @@ def test_strong_rank_one_matrix_converges():
     assert 1.8 < d[100] / d[200] < 2.2, d
 
 
+def _nonnormal(p, seed):
+    """A non-symmetric, non-normal ``p x p`` matrix of unit logit scale with a spike."""
+    rng = np.random.default_rng(seed)
+    u, v = rng.standard_normal(p), rng.standard_normal(p)
+    M = rng.standard_normal((p, p)) / np.sqrt(p) + 0.4 * np.eye(p) + 2.0 * np.outer(u, v) / p
+    return M / (np.linalg.norm(M) / np.sqrt(p))
+
+
+@pytest.mark.parametrize("a", [(0.3, -0.5, 0.8, 0.3), (0.05, 0.02, 0.001, 0.05)])
+def test_oracle_cholesky_against_lu(a):
+    """At ``alpha_1 = alpha_4`` the oracle factorises the symmetric ``W`` by Cholesky and takes
+    the Hessian along ``alpha_1 = alpha_4`` from one product (by ``Z W = I`` at the first
+    ``alpha``, ``e = 0.49``; by a second product at the second, ``e = 0.0025``): gradient and
+    Hessian in those directions as the LU inverse with two products (the general path, taken
+    at ``alpha_4`` moved by a relative 1e-10) to 1e-8 (measured 4e-11 and below); in float32
+    (``p >= _SINGLE_MIN``) to 1e-4 (measured 3e-8 and below)."""
+    M = _nonnormal(_matrix._SINGLE_MIN, 5)
+    o = _matrix._Oracle(M, None)
+    a = np.array(a)
+    b = a * np.array([1, 1, 1, 1 + 1e-10])
+    g_lu, H_lu = o.gradient(b), o.hessian(b)
+    assert o._Zl is None                        # the LU path
+    V = np.array([[1.0, 1.0, 0.0], [0.0, 0.0, 1.0]]).T    # directions along alpha_1 = alpha_4
+    for single, rtol in ((False, 1e-8), (True, 1e-4)):
+        o = _matrix._Oracle(M, None)
+        g, H = o.gradient(a, single), o.hessian(a, single)
+        assert o._Zl is not None and o._key[3] == single   # Cholesky, in the asked precision
+        np.testing.assert_allclose(g, g_lu, rtol=rtol)
+        np.testing.assert_allclose(V.T @ H @ V, V.T @ H_lu @ V, rtol=rtol)
+
+
+def test_fixed_point_subspace():
+    """The map keeps ``g_tx = -g_xa``, ``g_ax = -g_xt``, ``g_tt = g_aa`` (the six coordinates of
+    the solver), with the four traces from the ``2p x 2p`` inverse of the p-side operator
+    itself (independent of the determinant identity and of ``psi``'s symmetry): the image of a
+    point of the subspace is there to 1e-12 (measured 6e-17), and the oracle (Cholesky at
+    ``alpha_1 = alpha_4``) gives those traces to 1e-10 (measured 2e-16)."""
+    p, c, rho, k0, b2, gamma = 50, 0.5, 0.6, 0.1, 0.3, 0.2
+    M = _nonnormal(p, 6)
+    h = np.array([1.3, -0.2, 0.4, 0.9, -0.3, 0.5])
+    g = _matrix._matrix_of(h)
+    S = _matrix._sigma_pp(g, rho, c)
+    a, _ = _matrix._alphas(S)
+    eye = np.eye(p)
+    G = np.linalg.inv(np.block([[eye - a[0] * M, -a[1] * M.T], [-a[2] * M, eye - a[3] * M.T]]))
+    F = np.array([np.trace(M @ G[:p, :p]), np.trace(M @ G[:p, p:]), np.trace(M.T @ G[p:, :p]),
+                  np.trace(M.T @ G[p:, p:])]) / p
+    phi = _matrix._n_side(_matrix._blocks(S, F, 1.0), g, rho, k0, b2, gamma)
+    assert np.abs(phi - _matrix._matrix_of(_matrix._coordinates(phi))).max() < 1e-12 * np.abs(phi).max()
+    o = _matrix._Oracle(M, None)
+    np.testing.assert_allclose(o.values(a), F, rtol=1e-10)
+
+
+def test_float32_calls_leave_the_values(monkeypatch):
+    """The float32 oracle calls (the first at each point, the path points) leave ``q`` and ``E``
+    at ``p = _SINGLE_MIN`` as an all-float64 solve to 1e-10 (measured 4e-15)."""
+    p = _matrix._SINGLE_MIN
+    M = _nonnormal(p, 7)
+    mu = np.random.default_rng(8).standard_normal(p)
+    mu *= 1.2 / np.linalg.norm(mu)
+    with threadpool_limits(1):
+        q, E = _matrix.matrix_resolvent_form(0.5, M, mu, "tanh", GAMMAS)
+        monkeypatch.setattr(_matrix, "_SINGLE_MIN", p + 1)
+        q2, E2 = _matrix.matrix_resolvent_form(0.5, M, mu, "tanh", GAMMAS)
+    np.testing.assert_allclose(q, q2, rtol=1e-10)
+    np.testing.assert_allclose(E, E2, rtol=1e-10)
+
+
 def test_matrix_setting_refusals():
     ms = _matrix_setting()
     with pytest.raises(ValueError, match="n=64 does not fit the matrix"):

@@ -78,37 +78,48 @@ measured by ``benchmarks/any_matrix.py --agreement``).
 
 Numerics
 --------
-The nine entries of ``g`` are found at each ``gamma`` along a path from ``max(1, max gamma)``
-down through the requested ``gamma`` (steps of ratio at most 10, a step split in two when it
-does not converge within ``_TRY_ITER`` oracle calls: the shared driver
+The map ``g -> Phi(g)`` keeps the subspace ``g_tx = -g_xa``, ``g_ax = -g_xt``, ``g_tt = g_aa``
+of the nine entries of ``g`` (there ``alpha_1 = alpha_4``, and ``log det W`` is symmetric in
+``alpha_1`` and ``alpha_4`` since ``det W = det W^T``; ``tests/test_matrix_theory.py`` checks it
+with the traces of the ``2p x 2p`` inverse itself), and the fixed point, reached from a point
+of it, lies there: it is solved in the six coordinates of that subspace
+(:func:`_coordinates`) at each ``gamma`` along a path from ``max(1, max gamma)`` down through
+the requested ``gamma`` (steps of ratio at most 10, a step split in two when it does not
+converge within ``_TRY_ITER`` oracle calls: the shared driver
 :func:`~attn_lib.theory._continuation.descend`), each point predicted by the Hermite
 polynomial in ``log gamma`` through up to three solved points (values and the derivatives
-``dg/dgamma`` below). The first iterate of each point calls the oracle with its exact Jacobian
-in the ``alpha``'s (:meth:`_Oracle.traces`), the next ones with its values only (one inverse,
-:meth:`_Oracle.gradient`) and the Powell-symmetric-Broyden update of the Hessian of
-``log det W / p`` behind that Jacobian (:func:`_secant`); the small
-n-side algebra is differentiated by complex steps, and between two oracle calls the small
-problem with the oracle linearised is solved by Newton's method (a few steps, no ``p x p``
-work), so that the oracle calls converge superlinearly. At a residual below ``1e-12``
-(relative; ``1e-6`` at the path points between the requested ``gamma``) the exact Jacobian is
-taken at the same inverse (two products) and one last Newton step without an oracle call (error
-of the order of the residual squared); ``y^T Q y / n`` follows to first order from the last
-iterate, and ``dg/dgamma`` from the Jacobian there, so ``E`` carries an error of the order of
-that residual: at ``1e-10`` it moved by up to ``2e-10`` (a ``p = 60`` test matrix; ``2e-11`` at
-GPT-2 layer 5), at ``1e-12`` by about ``1e-12``, for four more inverses at GPT-2 layer 5 (31
-against 27 for three ``gamma``).
+``dg/dgamma`` below). Each oracle call gives the traces and their exact Jacobian in the
+``alpha``'s (:meth:`_LogDet.values`, :meth:`_LogDet.jacobian`); the small n-side algebra is
+differentiated by complex steps, and between two oracle calls the small problem with the
+oracle linearised is solved by Newton's method (a few steps, no ``p x p`` work): Newton's
+method on the whole, quadratic in the oracle calls. On the subspace ``W`` is symmetric, and an
+oracle call is a Cholesky factorisation, ``potri`` and one product ``Z (M' + M'^T)`` for the
+Jacobian (:class:`_Oracle`; an LU inverse and two products where ``W`` is not positive
+definite). For ``p >= 256`` the first call at a point reached by a cold start or by a path
+step longer than a ratio of 3 (a residual of a few ``1e-2`` at a ratio of 10; about ``1e-6``
+at 1.4, where two float64 calls suffice), and the first two at the path points between the
+requested ``gamma`` (tolerance ``1e-4``), run in float32 (relative error about ``1e-7`` times
+the condition number of ``W``: up to ``7e-6`` at GPT-2 layer 5), and the Jacobian's product
+also at the later calls until the residual is below ``1e-12`` (relative):
+that call's Jacobian is in float64, and one last Newton step follows without an oracle call
+(error of the order of the residual squared). ``y^T Q y / n`` follows to first order from
+the last iterate, and ``dg/dgamma`` from the Jacobian there, so ``E`` carries an error of the
+order of that residual: at ``1e-10`` it moved by up to ``2e-10`` (a ``p = 60`` test matrix;
+``2e-11`` at GPT-2 layer 5), at ``1e-12`` by about ``1e-12``; the float32 calls move the
+values by about ``1e-15`` (``tests/test_matrix_theory.py``).
 ``E = -gamma^2 d(y^T Q y / n)/dgamma`` by the implicit function theorem,
 ``dg/dgamma = J^{-1} g E_xx g`` with ``J`` the exact Newton Jacobian, and the gradient of the
 Woodbury step (the form oracle's exact Jacobian, complex steps for the rest): one solve per
 ``gamma``; it matches the Richardson-extrapolated central difference of ``y^T Q y / n`` to 1e-10
 (``tests/test_matrix_theory.py``), where the former central difference of step ``1e-4`` was off by
 about 1e-8 (``benchmarks/any_matrix.py --agreement``).
-Cost: ``O(p^3)`` per oracle call (one ``p x p`` inverse; two GEMMs more for the exact
-Jacobian); for the three ``gamma`` 1e-3, 0.1, 1 on a GPT-2 layer (``p = 768``), four path
-points, 20 inverses and 8 exact Jacobians (16 GEMMs), where the former solver (two inverses and
-three GEMMs per call, every iterate with its exact Jacobian, nine path points) took 25 calls:
-3.1 to 3.6 times faster in one A/B run under load, and about three Monte Carlo trials of the
-same setting at ``n = 1536`` under load (``benchmarks/theory_speed.py``; to be measured alone).
+Cost: per oracle call ``p^3 / 3`` flops (``potrf``), ``2 p^3 / 3`` (``potri``) and ``2 p^3``
+(the product), and one LU of ``A`` per requested ``gamma`` for the forms; for the three
+``gamma`` 1e-3, 0.1, 1 on GPT-2 layer 5 (``p = 768``), four path points and 14 oracle calls
+(five in float32, six with the product in float32, three in float64): 0.36 s against 0.25 s
+for one Monte Carlo trial of the same setting at ``n = 1536`` (one BLAS thread, a lightly
+loaded machine; ``benchmarks/theory_speed.py``); a 20-point curve (``gamma`` 1e-3 to 1) takes
+44 calls, two in float64 at most points (``benchmarks/any_matrix.py --speed``).
 Run it with one BLAS thread on a shared machine
 (``threadpoolctl``): several threads on small matrices oversubscribe the cores.
 """
@@ -119,6 +130,7 @@ from typing import Any, Callable
 
 import numpy as np
 from scipy import linalg
+from scipy.linalg import blas, lapack
 
 from ..model import hermite
 from ..model.nonlinearity import NonlinearityLike
@@ -136,7 +148,8 @@ _H = ((0, 2, 1.0), (1, 0, -1.0))    # H at (n-row, n-col, coefficient)
 _PI = (4, 1, 2)                     # p-column of the Y^T block in n-row x, a, t
 _SIG = (0, 2, 3)                    # p-row of the Y block in n-column x, a, t
 _NEWTON_TOL = 1e-12
-_PATH_TOL = 1e-6                    # path points between the requested gamma
+_PATH_TOL = 1e-4                    # path points between the requested gamma
+_SINGLE_TOL = 1e-4                  # a tolerance from which the first two oracle calls are in float32
 _MAX_ITER = 60
 _MAX_RATIO_STEP = 10.0
 _START = 1.0                        # the path starts at max(_START, max gamma), from Sigma = 0
@@ -144,6 +157,9 @@ _PREDICT_POINTS = 3
 _TRY_ITER = 12                      # oracle calls before a path step is split in two
 _MIN_SPLIT = 1.2                    # ... if its ratio is above this
 _MAX_ATTEMPTS = 30                  # attempts (splits included) per path step
+_SYMMETRIC = 1e-12                  # |alpha_1 - alpha_4| / (|alpha_1| + |alpha_4|) of a symmetric W
+_SINGLE_MIN = 256                   # p from which the oracle's float32 mode is used
+_SINGLE_STEP = 3.0                  # a path step (ratio) beyond which the first call is in float32
 _INNER = 8                          # Newton steps on the small algebra per oracle call
 
 
@@ -154,24 +170,26 @@ def _yt_coef(rho: float) -> np.ndarray:
 class _LogDet:
     """The trace oracle's values and Jacobian in the four ``alpha`` from the gradient and Hessian
     of ``psi = log det W / p`` in ``(alpha_1, alpha_4, e)`` (:class:`_Oracle`), which a subclass
-    provides as ``gradient(a)`` and ``derivatives(a)``."""
+    provides as ``gradient(a, single)`` and ``hessian(a, single)`` (``single``: in float32, where
+    the subclass allows it)."""
 
-    def gradient(self, a: np.ndarray) -> np.ndarray:
+    def gradient(self, a: np.ndarray, single: bool = False) -> np.ndarray:
         """The gradient of ``psi`` in ``(alpha_1, alpha_4, e)`` at ``alpha = a``, shape (3,)."""
         raise NotImplementedError
 
-    def derivatives(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The gradient and the Hessian (3 x 3) of ``psi`` at ``alpha = a``."""
+    def hessian(self, a: np.ndarray, single: bool = False) -> np.ndarray:
+        """The Hessian (3 x 3) of ``psi`` at ``alpha = a``."""
         raise NotImplementedError
 
-    def values(self, a: np.ndarray) -> np.ndarray:
-        """The traces of :meth:`traces` without their Jacobian (:meth:`gradient`)."""
-        return _trace_values(self.gradient(a), a)
+    def values(self, a: np.ndarray, single: bool = False) -> np.ndarray:
+        """``(tr(M G_dd), tr(M G_dq), tr(M^T G_qd), tr(M^T G_qq)) / p`` at ``alpha = a``
+        (:meth:`gradient`)."""
+        return _trace_values(self.gradient(a, single), a)
 
-    def traces(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(tr(M G_dd), tr(M G_dq), tr(M^T G_qd), tr(M^T G_qq)) / p`` at ``alpha = a`` and
-        their Jacobian in ``alpha`` (4 x 4) (:meth:`derivatives`)."""
-        return _trace_jacobian(*self.derivatives(a), a)
+    def jacobian(self, a: np.ndarray, single: bool = False) -> np.ndarray:
+        """The Jacobian (4 x 4) of :meth:`values` in ``alpha`` (:meth:`gradient` and
+        :meth:`hessian`)."""
+        return _trace_jacobian(self.gradient(a, single), self.hessian(a, single), a)[1]
 
 
 class _Oracle(_LogDet):
@@ -197,59 +215,158 @@ class _Oracle(_LogDet):
         F = (tr(Z (M - alpha_4 K)), alpha_2 tr(Z K), alpha_3 tr(Z K), tr(Z (M^T - alpha_1 K))) / p,
 
     and their Jacobian is the Hessian of ``psi``, made of ``tr(Z X Z Y) / p`` for ``X, Y`` in
-    ``(M, M^T, K)``. The forms are ``u^T G v`` with ``u``, ``v`` among ``(M^T m, 0)``,
+    ``(M, M^T, K)``. ``psi`` is symmetric in ``alpha_1`` and ``alpha_4`` (``det W = det W^T``),
+    and on the fixed point's subspace ``alpha_1 = alpha_4 = s`` (:func:`_solve_point`)
+    ``W = I - s S_M + e K`` (``S_M = M + M^T``) is symmetric: there it is factorised by Cholesky
+    (``W = L L^T``; ``potrf``, then ``potri`` for the lower triangle of ``Z``) and the Hessian
+    in the directions that keep ``alpha_1 = alpha_4`` takes one product ``P = Z S_M``
+    (:meth:`hessian`); elsewhere, or where ``W`` is not positive definite, one LU inverse and
+    the full Hessian from two GEMMs (:meth:`_hessian_lu`). With ``single``, for ``p`` of at
+    least ``_SINGLE_MIN``, the factorisation and the product run in float32 (the traces
+    accumulated in float64; a relative error of about ``1e-7`` times the condition number of
+    ``W``). The forms are ``u^T G v`` with ``u``, ``v`` among ``(M^T m, 0)``,
     ``(0, M m)``, ``(m, 0)``, ``(0, m)``, and ``dG = G (E_k d alpha_k) G``: a few solves with
-    ``G`` and ``G^T`` (``Z`` and one LU of ``A``) and matrix-vector products. The gradient of
-    ``psi`` (:meth:`gradient`, hence :meth:`values`) costs one ``p x p`` inverse; its Hessian
-    (:meth:`derivatives`, hence :meth:`traces`) two GEMMs more at the same inverse (``Z M``,
-    ``Z M^T``; ``Z K`` follows from ``Z W = I``, a third GEMM only near ``e = 0``); the forms
-    (:meth:`forms`, sharing ``Z`` at the same ``alpha``) one LU of ``A``.
+    ``G`` and ``G^T`` (``Z`` and one LU of ``A``) and matrix-vector products (:meth:`forms`,
+    sharing ``Z`` at the same ``alpha``).
     """
 
     def __init__(self, M: np.ndarray, m: np.ndarray | None):
         self.M, self.m = M, m
-        self.p = M.shape[0]
-        self.I = np.eye(self.p)
+        self.p = p = M.shape[0]
+        self.I = np.eye(p)
         self.Mt = np.ascontiguousarray(M.T)
         K = M.T @ M
         self.K = (K + K.T) / 2
-        self.scale = np.linalg.norm(M) / np.sqrt(self.p)
+        self.S = M + self.Mt
+        self._S32 = self.S.astype(np.float32)
+        self._lower = np.triu(np.ones((p, p))).T      # the lower triangle's ones, F order
+        self._lower32 = self._lower.astype(np.float32)
+        # tr(Z X) = vdot(Zl, Xw) for symmetric Z and X, Zl the lower triangle of Z (zeros
+        # above) and Xw = 2 tril(X, -1) + diag(X); all three in F order (X.T: X in F order)
+        w = 2 * self._lower
+        w.flat[::p + 1] = 1.0
+        self._Sw, self._Kw = self.S.T * w, self.K.T * w
+        self._normK = np.linalg.norm(self.K)
+        self.scale = np.linalg.norm(M) / np.sqrt(p)
         self.evaluations = 0
-        self._key: tuple[float, float, float] | None = None
+        self._key: tuple[float, float, float, bool] | None = None
+        self._Zl: np.ndarray | None = None    # lower triangle of W^{-1} (Cholesky), float64
+        self._Zl32: np.ndarray | None = None  # the same in float32 (a float32 factorisation)
+        self._Z: np.ndarray | None = None     # W^{-1} (LU)
+        self._grad: np.ndarray | None = None  # the gradient there
 
-    def _inverse(self, a1: float, a4: float, e: float) -> np.ndarray:
-        """``Z = W^{-1}`` at ``(alpha_1, alpha_4, e)``; the last one is kept."""
-        if self._key != (a1, a4, e):
-            self.evaluations += 1
-            self._Z = linalg.inv(self.I - a1 * self.M - a4 * self.M.T + e * self.K, check_finite=False)
-            self._key = (a1, a4, e)
-        return self._Z
+    def _factor(self, a1: float, a4: float, e: float, single: bool = False) -> None:
+        """Invert ``W`` at ``(alpha_1, alpha_4, e)`` (the last one is kept): the lower triangle
+        of ``Z = W^{-1}`` by Cholesky (in float32 with ``single`` and ``p >= _SINGLE_MIN``) where
+        ``W`` is symmetric (``alpha_1 = alpha_4`` to a relative ``_SYMMETRIC``) and positive
+        definite, else ``Z`` by LU."""
+        single = single and self.p >= _SINGLE_MIN
+        if self._key is not None and self._key[:3] == (a1, a4, e) and (single or not self._key[3]):
+            return                                       # (a float64 inverse serves both)
+        self.evaluations += 1
+        self._key, self._Zl, self._Zl32, self._Z, self._grad = (a1, a4, e, single), None, None, None, None
+        if abs(a1 - a4) <= _SYMMETRIC * (abs(a1) + abs(a4)):
+            W = self.K * e                      # symmetric: its transpose W.T is W in F order
+            blas.daxpy(self.S.ravel(), W.ravel(), a=-(a1 + a4) / 2)
+            W.flat[::self.p + 1] += 1.0
+            W = W.T
+            # potrf and potri leave the upper triangle (W's): zeroed by the mask
+            if single:
+                L, info = lapack.spotrf(W.astype(np.float32), lower=1, overwrite_a=1)
+                if info == 0:
+                    self._Zl32 = lapack.spotri(L, lower=1, overwrite_c=1)[0]
+                    self._Zl32 *= self._lower32
+                    self._Zl = self._Zl32.astype(np.float64)
+                    return
+            else:
+                L, info = lapack.dpotrf(W, lower=1, overwrite_a=1)
+                if info == 0:
+                    self._Zl = lapack.dpotri(L, lower=1, overwrite_c=1)[0]
+                    self._Zl *= self._lower
+                    return
+        self._Z = linalg.inv(self.I - a1 * self.M - a4 * self.Mt + e * self.K, check_finite=False)
 
-    def gradient(self, a: np.ndarray) -> np.ndarray:
+    def _apply(self, v: np.ndarray, trans: bool = False) -> np.ndarray:
+        """``Z v`` (``Z^T v`` with ``trans``) at the kept float64 inverse: ``symv`` on the lower
+        triangle of a Cholesky inverse."""
+        if self._Zl is not None:
+            return blas.dsymv(1.0, self._Zl, v, lower=1)
+        assert self._Z is not None
+        return (self._Z.T if trans else self._Z) @ v
+
+    def gradient(self, a: np.ndarray, single: bool = False) -> np.ndarray:
         """The gradient of ``psi = log det W / p`` in ``(alpha_1, alpha_4, e)`` at ``alpha = a``:
-        one ``p x p`` inverse."""
+        one factorisation and inverse (:meth:`_factor`)."""
         a1, a2, a3, a4 = (float(x) for x in a)
-        Z = self._inverse(a1, a4, a1 * a4 - a2 * a3)
-        # tr(X Y) = vdot(X, Y^T): contiguous dot products (K is symmetric)
-        return np.array([-np.vdot(Z, self.Mt), -np.vdot(Z, self.M), np.vdot(Z, self.K)]) / self.p
+        self._factor(a1, a4, a1 * a4 - a2 * a3, single)
+        if self._grad is None:
+            if self._Zl is not None:
+                # tr(Z M) = tr(Z M^T) = tr(Z S_M) / 2; vdot of the C-ordered transposes (no copy)
+                Zt = self._Zl.T
+                zs = -np.vdot(Zt, self._Sw.T) / 2
+                self._grad = np.array([zs, zs, np.vdot(Zt, self._Kw.T)]) / self.p
+            else:
+                Z = self._Z
+                # tr(X Y) = vdot(X, Y^T): contiguous dot products (K is symmetric)
+                self._grad = np.array([-np.vdot(Z, self.Mt), -np.vdot(Z, self.M),
+                                       np.vdot(Z, self.K)]) / self.p
+        return self._grad
 
-    def derivatives(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The gradient and the Hessian (3 x 3) of ``psi`` in ``(alpha_1, alpha_4, e)``: the
-        inverse of :meth:`gradient` and two GEMMs.
+    def hessian(self, a: np.ndarray, single: bool = False) -> np.ndarray:
+        """The Hessian (3 x 3) of ``psi`` in ``(alpha_1, alpha_4, e)`` at the inverse of
+        :meth:`gradient` (``single``: the product in float32).
+
+        With the Cholesky inverse (``alpha_1 = alpha_4 = s``), the Hessian in the directions
+        that keep ``alpha_1 = alpha_4`` from ``P = Z S_M``: ``tr(Z S_M Z S_M) = tr(P^2)`` and,
+        with ``e Z K = I - Z + s P`` (from ``Z W = I``),
+        ``e tr(Z S_M Z K) = tr(P) - tr(P Z) + s tr(P^2)`` and
+        ``e^2 tr((Z K)^2) = p - 2 tr(Z) + 2 s tr(P) + tr(Z^2) - 2 s tr(P Z) + s^2 tr(P^2)``;
+        ``Z K`` by a second product where ``e`` is small (the criterion of
+        :meth:`_hessian_lu`). Its curvature across them (in ``alpha_1 - alpha_4``) is not
+        computed: the entries in ``alpha_1`` and ``alpha_4`` are equal. Else the full Hessian
+        (:meth:`_hessian_lu`)."""
+        a1, a2, a3, a4 = (float(x) for x in a)
+        e = a1 * a4 - a2 * a3
+        zs = -2 * self.p * self.gradient(a, single)[0]                # tr(Z S_M)
+        if self._Zl is None:
+            return self._hessian_lu(a1, a4, e)
+        p, s, Zl = self.p, (a1 + a4) / 2, self._Zl
+        if single and p >= _SINGLE_MIN:
+            Z32 = self._Zl32 if self._Zl32 is not None else Zl.astype(np.float32, order="F")
+            P = blas.ssymm(1.0, Z32, self._S32.T, lower=1).astype(np.float64, order="F")
+        else:
+            P = blas.dsymm(1.0, Zl, self.S.T, lower=1)     # S.T: S in F order
+        dz = np.diagonal(Zl)
+        # vdot(X.T, Y.T) = sum X_ij Y_ij for F-ordered X, Y (C-ordered views, no copies);
+        # tr(X Y) = einsum("ij,ji", X, Y) (a transposed copy for vdot is far slower)
+        Zt = Zl.T
+        pp = np.einsum("ij,ji->", P, P)                                  # tr(P^2)
+        pz = np.vdot(P.T, Zt) + np.einsum("ij,ji->", P, Zl) - np.diagonal(P) @ dz     # tr(P Z)
+        if abs(e) * self._normK >= 0.01 * np.sqrt(p) * (1 + 2 * abs(s) * self.scale):
+            zz = 2 * np.vdot(Zt, Zt) - dz @ dz                         # tr(Z^2)
+            pk = (zs - pz + s * pp) / e
+            kk = (p - 2 * np.sum(dz) + 2 * s * zs + zz - 2 * s * pz + s * s * pp) / e ** 2
+        else:
+            Q = blas.dsymm(1.0, Zl, self.K.T, lower=1)
+            pk, kk = np.einsum("ij,ji->", P, Q), np.einsum("ij,ji->", Q, Q)
+        # -tr(Z W_i Z W_j) / p with dW / d(alpha_1, alpha_4, e) = (-M, -M^T, K), where along
+        # alpha_1 = alpha_4 only W_1 + W_4 = -S_M enters
+        return -np.array([[pp / 4, pp / 4, -pk / 2], [pp / 4, pp / 4, -pk / 2],
+                          [-pk / 2, -pk / 2, kk]]) / p
+
+    def _hessian_lu(self, a1: float, a4: float, e: float) -> np.ndarray:
+        """:meth:`hessian` from the LU inverse ``Z`` and two GEMMs.
 
         ``Z K = (I - Z + alpha_1 Z M + alpha_4 Z M^T) / e`` (from ``Z W = I``) without a product
         when ``|e| ||K||_F >= 0.01 (1 + (|alpha_1| + |alpha_4|) ||M||_F / sqrt(p)) sqrt(p)``
         (the subtraction then loses at most a factor 100 of the rounding), ``Z @ K`` otherwise."""
-        a1, a2, a3, a4 = (float(x) for x in a)
-        e = a1 * a4 - a2 * a3
-        M, K, p = self.M, self.K, self.p
-        Z = self._inverse(a1, a4, e)
+        M, K, p, Z = self.M, self.K, self.p, self._Z
+        assert Z is not None
         P1, P4 = Z @ M, Z @ self.Mt
         if abs(e) * np.linalg.norm(K) >= 0.01 * np.sqrt(p) * (1 + (abs(a1) + abs(a4)) * self.scale):
             Pe = (self.I - Z + a1 * P1 + a4 * P4) / e
         else:
             Pe = Z @ K
-        grad = np.array([-np.trace(P1), -np.trace(P4), np.trace(Pe)]) / p
         P = (P1, P4, Pe)
         Pt = [np.ascontiguousarray(X.T) for X in P]   # tr(X Y) = vdot(X, Y^T)
         sign = np.array([-1.0, -1.0, 1.0])          # dW / d(alpha_1, alpha_4, e) = (-M, -M^T, K)
@@ -257,25 +374,26 @@ class _Oracle(_LogDet):
         for i in range(3):
             for j in range(i, 3):
                 hess[i, j] = hess[j, i] = -sign[i] * sign[j] * np.vdot(P[i], Pt[j]) / p
-        return grad, hess
+        return hess
 
     def forms(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The forms ``m^T . m`` of :meth:`traces` and their Jacobian in ``alpha``."""
+        """The forms ``m^T . m`` of :meth:`values` and their Jacobian in ``alpha``."""
         a1, a2, a3, a4 = (float(x) for x in a)
         M, m = self.M, self.m
         if m is None:
             raise ValueError("forms need the signal m")
-        Z = self._inverse(a1, a4, a1 * a4 - a2 * a3)
-        lu = linalg.lu_factor(self.I - a4 * M.T, check_finite=False)
+        self._factor(a1, a4, a1 * a4 - a2 * a3)
+        # A = I - alpha_4 M^T in F order is (I - alpha_4 M) in C order, transposed (no copy)
+        lu = linalg.lu_factor((self.I - a4 * M).T, check_finite=False)
 
         def solve(vd: np.ndarray, vq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             # G v: x_d = S^{-1} (v_d + alpha_2 M^T A^{-1} v_q) = Z (A v_d + alpha_2 M^T v_q)
-            xd = Z @ (vd - a4 * (M.T @ vd) + a2 * (M.T @ vq))
+            xd = self._apply(vd - a4 * (M.T @ vd) + a2 * (M.T @ vq))
             return xd, linalg.lu_solve(lu, vq + a3 * (M @ xd), check_finite=False)
 
         def solve_t(ud: np.ndarray, uq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             # G^T u: y_d = S^{-T} (u_d + alpha_3 M^T A^{-T} u_q), S^{-T} = A^T Z^T
-            w = Z.T @ (ud + a3 * (M.T @ linalg.lu_solve(lu, uq, trans=1, check_finite=False)))
+            w = self._apply(ud + a3 * (M.T @ linalg.lu_solve(lu, uq, trans=1, check_finite=False)), True)
             yd = w - a4 * (M @ w)
             return yd, linalg.lu_solve(lu, uq + a2 * (M @ yd), trans=1, check_finite=False)
 
@@ -317,34 +435,6 @@ def _trace_jacobian(grad: np.ndarray, hess: np.ndarray, a: np.ndarray
     return _trace_values(grad, a), -(Jx.T @ hess @ Jx + grad[2] * He)[_ORDER]
 
 
-def _secant(oracle: Any, a: np.ndarray, last: tuple[np.ndarray, np.ndarray, np.ndarray] | None
-            ) -> tuple[np.ndarray, np.ndarray, bool, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """The trace oracle's values at ``a`` and a Jacobian, with the state for the next call.
-
-    ``last = (x0, grad0, H0)``: the point ``x0 = (alpha_1, alpha_4, e)``, the gradient and the
-    (exact or updated) Hessian of ``psi`` there. With ``last``, one inverse gives the gradient at
-    ``x`` and the Hessian is the Powell-symmetric-Broyden update of ``H0`` along
-    ``x - x0`` (``psi``'s Hessian is symmetric; the chain rule through ``e`` stays exact);
-    without it, the exact derivatives (:meth:`_Oracle.derivatives`). An oracle without
-    ``derivatives`` is called with its exact Jacobian (``traces``) every time. Returns
-    ``(F, J, exact, state)``."""
-    x = np.array([a[0], a[3], a[0] * a[3] - a[1] * a[2]])
-    if not hasattr(oracle, "derivatives"):
-        F, J = oracle.traces(a)
-        return F, J, True, (x, F, J)
-    if last is None:
-        grad, H = oracle.derivatives(a)
-        exact = True
-    else:
-        x0, grad0, H0 = last
-        grad, s = oracle.gradient(a), x - x0
-        ss = s @ s
-        r = grad - grad0 - H0 @ s
-        H = H0 + (np.outer(r, s) + np.outer(s, r)) / ss - (r @ s) * np.outer(s, s) / ss ** 2 if ss > 0 else H0
-        exact = False
-    return (*_trace_jacobian(grad, H, a), exact, (x, grad, H))
-
-
 class _Blocks(_LogDet):
     """The oracle of a matrix that is block diagonal in an orthonormal basis,
     ``diag(M_1, alpha I_d)``: ``M_1`` (``k x k``) on an invariant subspace that holds ``m``, and
@@ -352,8 +442,9 @@ class _Blocks(_LogDet):
 
     Every block of the p-side resolvent is a rational function of ``M`` and ``M^T``, so it is
     block diagonal in the same basis: its normalised trace is the dimension-weighted mean
-    ``(k t_1 + d t_alpha) / p`` of the blocks' (:meth:`_Oracle.traces`, each normalised by its
-    own dimension), and its form in ``m`` is the first block's. One evaluation costs ``O(k^3)``
+    ``(k t_1 + d t_alpha) / p`` of the blocks' (:meth:`_Oracle.gradient`,
+    :meth:`_Oracle.hessian`, each normalised by its own dimension), and its form in ``m`` is
+    the first block's. One evaluation costs ``O(k^3)``
     instead of ``O(p^3)``: the any-matrix theory of ``alpha I + W_K^T W_Q`` with ``r`` pairs at any
     ``p`` works in the latent span of ``mu, w_K^(k), w_Q^(k)`` (``k <= 1 + 2 r``).
     """
@@ -367,16 +458,15 @@ class _Blocks(_LogDet):
     def evaluations(self) -> int:
         return self.parts[0].evaluations
 
-    def gradient(self, a: np.ndarray) -> np.ndarray:
+    def gradient(self, a: np.ndarray, single: bool = False) -> np.ndarray:
         """The dimension-weighted mean of the blocks' :meth:`_Oracle.gradient`."""
         w1, w2 = self.weights
-        return w1 * self.parts[0].gradient(a) + w2 * self.parts[1].gradient(a)
+        return w1 * self.parts[0].gradient(a, single) + w2 * self.parts[1].gradient(a, single)
 
-    def derivatives(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The dimension-weighted mean of the blocks' :meth:`_Oracle.derivatives`."""
-        (f1, J1), (f2, J2) = (o.derivatives(a) for o in self.parts)
+    def hessian(self, a: np.ndarray, single: bool = False) -> np.ndarray:
+        """The dimension-weighted mean of the blocks' :meth:`_Oracle.hessian`."""
         w1, w2 = self.weights
-        return w1 * f1 + w2 * f2, w1 * J1 + w2 * J2
+        return w1 * self.parts[0].hessian(a, single) + w2 * self.parts[1].hessian(a, single)
 
     def forms(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The first block's :meth:`_Oracle.forms` (``m`` lies in it)."""
@@ -460,40 +550,65 @@ def _phi(g, lin, c, rho, k0, b2, gamma):
     return _n_side(_blocks(S, _linearised(lin, a), 1.0), g, rho, k0, b2, gamma)
 
 
-def _solve_point(g, oracle, c, rho, k0, b2, gamma, tol, max_iter=_MAX_ITER):
-    """The nine n-side unknowns at one ``gamma`` (module docstring, *Numerics*).
+def _coordinates(g: np.ndarray) -> np.ndarray:
+    """The six coordinates ``(g_xx, g_xa, g_xt, g_aa, g_at, g_ta)`` of ``g`` (3 x 3) in the
+    subspace ``g_tx = -g_xa``, ``g_ax = -g_xt``, ``g_tt = g_aa`` (its orthogonal projection
+    there), where the fixed point lies (:func:`_solve_point`)."""
+    return np.array([g[0, 0], (g[0, 1] - g[2, 0]) / 2, (g[0, 2] - g[1, 0]) / 2,
+                     (g[1, 1] + g[2, 2]) / 2, g[1, 2], g[2, 1]])
 
-    The first iterate evaluates the trace oracle with its exact Jacobian in the four ``alpha``
-    (:meth:`_Oracle.traces`), the next ones its values and a secant update of that Jacobian
-    (:func:`_secant`); after each oracle call, up to ``_INNER`` Newton steps on the small algebra
-    with the oracle linearised (:func:`_linearised`). Once the residual is below ``tol``
-    (relative) the exact Jacobian is taken at the same ``alpha`` and the last Newton step
-    without a new oracle call: its error is of the order of the residual squared; at most
-    ``max_iter`` oracle calls. Returns
+
+def _matrix_of(h: np.ndarray) -> np.ndarray:
+    """``g`` (3 x 3) from its coordinates ``h`` (:func:`_coordinates`)."""
+    return np.array([[h[0], h[1], h[2]], [-h[2], h[3], h[4]], [-h[1], h[5], h[3]]])
+
+
+def _solve_point(g, oracle, c, rho, k0, b2, gamma, tol, max_iter=_MAX_ITER, far=True):
+    """The n-side unknowns at one ``gamma`` (module docstring, *Numerics*).
+
+    The map ``g -> Phi(g)`` keeps the subspace of :func:`_coordinates` (there
+    ``alpha_1 = alpha_4``, and ``psi`` is symmetric in them), so the fixed point is solved in
+    its six coordinates by Newton's method: each oracle call gives the values and the exact
+    Jacobian in the ``alpha`` (:meth:`_LogDet.values`, :meth:`_LogDet.jacobian`), and up to
+    ``_INNER`` Newton steps on the small algebra with the oracle linearised
+    (:func:`_linearised`) follow. The oracle runs in float32 (``single``) at the first call
+    where ``g`` is ``far`` from the solution (a cold start, or predicted over a long step),
+    and at the first two where ``tol >= _SINGLE_TOL`` (a float32 residual then converges: its
+    error is far below ``tol`` unless ``W`` is ill-conditioned, and the calls after them are in
+    float64), its Jacobian also at the other calls until the residual is below
+    ``tol`` (relative): that call's Jacobian is in float64 (unless the call is in float32) and
+    the last Newton step is taken without a new oracle call (its error is of the order of the
+    residual squared); at most ``max_iter`` oracle calls. Returns
     ``(g, gk, J, a, res, converged)``: ``g`` the solution, ``gk`` the last iterate, ``J`` the
-    exact Jacobian (9 x 9) of ``Phi(g) - g`` and ``a`` the ``alpha`` at ``gk``, ``res`` its
-    residual."""
-    last = None
-    for _ in range(max_iter):
-        a0, _ = _alphas(_sigma_pp(g, rho, c))
-        F, dF, exact, last = _secant(oracle, a0, last)
-        r0, J = _complex_step(lambda e: _phi(e, (F, dF, a0), c, rho, k0, b2, gamma) - e, g)
-        scale = np.abs(g).max()
+    Jacobian (6 x 6) of ``Phi(g) - g`` in the coordinates, ``a`` the ``alpha`` at ``gk``,
+    ``res`` its residual."""
+    h = _coordinates(g)
+
+    def residual(lin):
+        return lambda x: _coordinates(_phi(_matrix_of(x), lin, c, rho, k0, b2, gamma)) - x
+
+    loose = tol >= _SINGLE_TOL
+    for it in range(max_iter):
+        a0, _ = _alphas(_sigma_pp(_matrix_of(h), rho, c))
+        single = it < (2 if loose else 1 if far else 0)
+        F = oracle.values(a0, single)
+        r0 = residual((F, np.zeros((4, 4)), a0))(h)
+        scale = np.abs(h).max()
         res = np.abs(r0).max()
-        if res < tol * scale and not exact:
-            lin = (*oracle.traces(a0), a0)        # the exact Jacobian at the same inverse
-            r0, J = _complex_step(lambda e: _phi(e, lin, c, rho, k0, b2, gamma) - e, g)
-        step = np.linalg.solve(J, -r0.ravel()).reshape(3, 3)
-        if res < tol * scale:
-            return g + step, g, J, a0, res, True
+        done = res < tol * scale and (loose or not single)    # float32 calls: loose tol only
+        lin = (F, oracle.jacobian(a0, single or not done), a0)
+        r0, J = _complex_step(residual(lin), h)
+        step = np.linalg.solve(J, -r0)
+        if done:
+            return _matrix_of(h + step), _matrix_of(h), J, a0, res, True
         for _ in range(_INNER):
             big = np.abs(step).max() / scale
-            g = g + step * min(1.0, 0.5 / big)
-            r1, J1 = _complex_step(lambda e: _phi(e, (F, dF, a0), c, rho, k0, b2, gamma) - e, g)
+            h = h + step * min(1.0, 0.5 / big)
+            r1, J1 = _complex_step(residual(lin), h)
             if np.abs(r1).max() < 1e-3 * res:
                 break
-            step = np.linalg.solve(J1, -r1.ravel()).reshape(3, 3)
-    return g, g, J, a0, res, False
+            step = np.linalg.solve(J1, -r1)
+    return _matrix_of(h), _matrix_of(h), J, a0, res, False
 
 
 def _predict(points, new):
@@ -653,14 +768,15 @@ def matrix_resolvent_form(c, M, mu, f: NonlinearityLike, gammas, *, scale=None, 
         g0 = _predict(points, gam) if points else np.linalg.inv(
             np.array([[gam, 0.0, -k0], [k0, 1.0, 0.0], [0.0, 0.0, 1.0]]))
         tol = _NEWTON_TOL if gam in targets else _PATH_TOL
+        far = not points or t_from / gam > _SINGLE_STEP
         g, gk, J, a, res, ok = _solve_point(g0, traces, c, rho, k0, b2, gam, tol,
-                                            _TRY_ITER if split else _MAX_ITER)
+                                            _TRY_ITER if split else _MAX_ITER, far)
         if not ok and not split:
             raise ConvergenceError(f"any-matrix fixed point did not converge at gamma={gam:.6g}: "
                                    f"last residual {res:.3g}")
         if ok:
             # implicit function theorem: J dg/dgamma = -dPhi/dgamma = g E_xx g
-            dg = np.linalg.solve(J, np.outer(g[:, 0], g[0, :]).ravel())
+            dg = _matrix_of(np.linalg.solve(J, _coordinates(np.outer(g[:, 0], g[0, :])))).ravel()
             points.append((np.log(gam), g, gam * dg.reshape(3, 3)))
             st.update(g=g, gk=gk, a=a, dg=dg)
         return ok, float(res)
