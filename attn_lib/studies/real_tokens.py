@@ -157,13 +157,18 @@ def compare(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind:
 def diagnostics(data: str, pair: tuple[int, int], n: int, kind: str = "identity") -> dict[str, float]:
     """The measured candidates for a miss of one pair: ``snr = ||mu||^2``, the coherent shift in
     units of the logit scale, ``mu^T M mu / (sqrt(p) sigma)`` (``sigma`` = 1 here), the effective
-    rank ``tr(C)^2 / tr(C^2)`` and the relative difference of the class covariances
-    ``||C_+ - C_-||_F / ||C||_F``."""
+    rank ``tr(C)^2 / tr(C^2)``, the relative difference of the class covariances
+    ``||C_+ - C_-||_F / ||C||_F`` and the relative spread of the tokens' own logit scales,
+    ``sqrt(2 tr((B B^T)^2)) / tr(B B^T)`` with ``B = C^{1/2} M C^{1/2}`` (the standard deviation
+    over Gaussian ``z_i`` of ``|B^T z_i|^2 / p``, relative to its mean ``sigma^2``), which
+    neither the limit nor its reduced finite-size model carries."""
     X, y = tokens(data, *pair)
     s = setting(data, pair, n, "tanh", kind)
     parts = [X[:, y > 0], X[:, y < 0]]
     covs = [np.cov(q - q.mean(axis=1, keepdims=True)) for q in parts]
-    return {"snr": s.snr, "shift": s.delta() / s.logit_scale, "effective_rank": s.effective_rank,
+    R = s.noise_factor
+    BB = R @ s.M @ s.C @ s.M.T @ R                  # B B^T
+    return {"scale_spread": float(np.sqrt(2.0 * np.sum(BB * BB)) / np.trace(BB)),"snr": s.snr, "shift": s.delta() / s.logit_scale, "effective_rank": s.effective_rank,
             "class_covariance": float(np.linalg.norm(covs[0] - covs[1]) / np.linalg.norm(s.C)),
             "p": float(s.p())}
 
@@ -227,17 +232,22 @@ def class_covariances(data: str, first: int, second: int) -> tuple[np.ndarray, n
 
 
 def class_theory(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
-                 g: object, shift: bool = False) -> np.ndarray:
+                 g: object, shift: bool = False, finite: bool = False) -> np.ndarray:
     """Attention's error by the two-covariance theory (:func:`~attn_lib.theory._covariance.
     class_setting_form`) of the setting of :func:`setting` with each class's own covariance
     (:func:`class_covariances`), at the ``gamma`` of :func:`class_surrogate` (``relative=True``:
     the ``tau`` of the pooled setting), shape ``(G,)``; with ``shift``, ``f`` read at the
-    coherent shift."""
+    coherent shift; with ``finite``, plus the finite-size shift of the pooled setting's reduced
+    model at ``n`` (:func:`attn_lib.theory.attention.covariance_shift`)."""
     from ..theory import _covariance
+    from ..theory.attention import _covariance_shift
 
     gg = check_gammas(g)
     s = setting(data, pair, n, f, kind)
     Cp, Cm = class_covariances(data, *pair)
     g_att, _ = simulate.raw_gammas(s, gg, n, relative=True)
     with BLAS.limit(limits=1):  # many small solves: far faster on a loaded machine
-        return _covariance.class_setting_form(s, Cp, Cm, g_att, shift=shift)[1]
+        out = _covariance.class_setting_form(s, Cp, Cm, g_att, shift=shift)[1]
+        if finite:  # the shift's own domain (n >= 256, the coherent shift) is the chapter's to say
+            out = out - g_att ** 2 * _covariance_shift(s, g_att, n)[1]
+    return out
