@@ -378,8 +378,6 @@ def fscov(trials: int) -> dict:
     from attn_lib import cache
     from attn_lib.model import data
     from attn_lib.simulation.trials import Trials
-    from attn_lib.theory.attention import _covariance_shift
-
     out: dict = {}
     syn = []
     p, n = 256, 512
@@ -432,9 +430,7 @@ def fscov(trials: int) -> dict:
                 for kind in rt.MATRICES:
                     for f in FS:
                         s = rt.setting("mnist", pair, n, f, kind)
-                        gam = simulate.raw_gammas(s, G, n, relative=True)[0]
-                        with threadpool_limits(1):
-                            sh = -gam ** 2 * _covariance_shift(s, gam, n)[1]
+                        sh = rt.finite_shift("mnist", pair, n, f, kind, G)
                         two = rt.class_theory("mnist", pair, n, f, kind, G)
                         row = {"pair": pair, "n": n, "kind": kind, "f": f, "two": two, "shift": sh}
                         if name == "chapter":

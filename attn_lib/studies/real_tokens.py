@@ -51,7 +51,7 @@ from ..simulation.trials import Stats, Trials
 from ..theory import attention_error, ridge_error
 
 __all__ = ["MATRICES", "Comparison", "tokens", "setting", "matrix", "compare", "diagnostics",
-           "class_surrogate", "class_covariances", "class_theory"]
+           "class_surrogate", "class_covariances", "class_theory", "finite_shift"]
 
 #: The key-query matrices of the chapter (:func:`matrix`).
 MATRICES = ("identity", "aligned", "random")
@@ -232,22 +232,34 @@ def class_covariances(data: str, first: int, second: int) -> tuple[np.ndarray, n
 
 
 def class_theory(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
-                 g: object, shift: bool = False, finite: bool = False) -> np.ndarray:
+                 g: object, shift: bool = False) -> np.ndarray:
     """Attention's error by the two-covariance theory (:func:`~attn_lib.theory._covariance.
     class_setting_form`) of the setting of :func:`setting` with each class's own covariance
     (:func:`class_covariances`), at the ``gamma`` of :func:`class_surrogate` (``relative=True``:
     the ``tau`` of the pooled setting), shape ``(G,)``; with ``shift``, ``f`` read at the
-    coherent shift; with ``finite``, plus the finite-size shift of the pooled setting's reduced
-    model at ``n`` (:func:`attn_lib.theory.attention.covariance_shift`)."""
+    coherent shift."""
     from ..theory import _covariance
-    from ..theory.attention import _covariance_shift
 
     gg = check_gammas(g)
     s = setting(data, pair, n, f, kind)
     Cp, Cm = class_covariances(data, *pair)
     g_att, _ = simulate.raw_gammas(s, gg, n, relative=True)
     with BLAS.limit(limits=1):  # many small solves: far faster on a loaded machine
-        out = _covariance.class_setting_form(s, Cp, Cm, g_att, shift=shift)[1]
-        if finite:  # the shift's own domain (n >= 256, the coherent shift) is the chapter's to say
-            out = out - g_att ** 2 * _covariance_shift(s, g_att, n)[1]
-    return out
+        return _covariance.class_setting_form(s, Cp, Cm, g_att, shift=shift)[1]
+
+
+def finite_shift(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
+                 g: object) -> np.ndarray:
+    """The finite-size shift of the covariance theory at ``n`` for the setting of :func:`setting`
+    (:func:`attn_lib.theory.attention.covariance_shift`: an isotropic reduced model's
+    ``E_n - E_lim``), at the ``gamma`` of :func:`compare` (``relative=True``), shape ``(G,)``:
+    added to the limit of :func:`compare` or :func:`class_theory` it gives their finite-size
+    versions. Outside the finite-size theory's measured domain (``n < 256``, a coherent shift
+    above 3) it is computed all the same, without a warning."""
+    from ..theory.attention import _covariance_shift
+
+    gg = check_gammas(g)
+    s = setting(data, pair, n, f, kind)
+    g_att, _ = simulate.raw_gammas(s, gg, n, relative=True)
+    with BLAS.limit(limits=1):
+        return -g_att ** 2 * _covariance_shift(s, g_att, n)[1]
