@@ -152,8 +152,9 @@ def _limit(s: BaseSetting) -> list[Violation]:
                        "(the reduced model; 12 of 12 aligned GPT-2 layers within 0.01)")
             if isinstance(s, CovarianceSetting):
                 instead = (f"the finite-size covariance theory attention_error(setting, gammas, "
-                           f"n={int(round(p / s.c))}) (the limit plus a reduced model's shift; "
-                           "book/derivation_covariance.md, Finite size)")
+                           f"n={int(round(p / s.c))}) (the limit plus a reduced model's shift, which "
+                           "carries the coherent shift on a noise spread over many directions, not "
+                           "over few; book/derivation_covariance.md, Finite size)")
         else:
             shift = float(max(abs(float(s.mu @ B @ s.mu)) / (np.sqrt(p) * sig)
                               for B, sig in zip(s.heads, s.logit_scales)))
