@@ -363,11 +363,142 @@ def twocov(trials: int) -> dict:
     return out
 
 
+def fscov(trials: int) -> dict:
+    """The finite-size covariance theory (``attention_error(CovarianceSetting, gammas, n=n)``: the
+    limit plus the shift of an isotropic reduced model, ``attn_lib.theory._covariance_shift``).
+    (1) Gaussian tokens of a diagonal covariance (p = 256, n = 512, spectra ``k^-0.5`` and
+    ``k^-1``, mean one; ``||mu||^2 = 8``; M = I and aligned ``I + w w^T``; four f; 16 draws): the
+    limit and the finite-size theory against Monte Carlo, and the spread of the tokens' logit
+    scales. (2) The MNIST grid of ``real`` (324 comparisons): the common-covariance theory with
+    and without the shift against its Gaussian surrogate; the two-covariance theory with and
+    without the shift against the real error. (3) Held out: MNIST 2-7 and 5-6 at the same n, f, M
+    and g, real subsets from seed 1 (8 subsets): the same shares. (4) The tokens' logit scales:
+    MNIST 3-8, n = 392, M = I, the surrogate with each token's noise rescaled to the common logit
+    scale (8 draws), against the plain surrogate and the limit."""
+    from attn_lib import cache
+    from attn_lib.model import data
+    from attn_lib.simulation.trials import Trials
+    out: dict = {}
+    syn = []
+    p, n = 256, 512
+    mu = np.random.default_rng(3).standard_normal(p)
+    mu *= np.sqrt(8.0) / np.linalg.norm(mu)
+    for expo in (0.5, 1.0):
+        lam = np.arange(1, p + 1) ** -expo
+        lam /= lam.mean()
+        for kind in ("identity", "aligned"):
+            w = np.zeros(p) if kind == "identity" else mu / np.linalg.norm(mu) * p ** 0.25
+            sig = np.sqrt((np.sum(lam ** 2) + 2 * np.sum((lam * w) ** 2) + (w @ (lam * w)) ** 2) / p)
+            for f in FS:
+                s = al.CovarianceSetting(c=p / n, M=(np.eye(p) + np.outer(w, w)) / sig, mu=mu, f=f, C=np.diag(lam))
+                R = s.noise_factor
+                BB = R @ s.M @ s.C @ s.M.T @ R
+                spread = float(np.sqrt(2 * np.sum(BB * BB)) / np.trace(BB))
+                lim, fin = al.theory.attention_error(s, G), al.theory.attention_error(s, G, n=n)
+                mc = al.simulate.errors(s, G, n=n, trials=16, seed=4).attention
+                syn.append({"exponent": expo, "kind": kind, "f": f, "limit": lim.tolist(), "finite": fin.tolist(),
+                            "mc": mc.mean.tolist(), "se": mc.sem.tolist(), "spread": spread,
+                            "effective_rank": s.effective_rank, "shift": s.delta() / s.logit_scale})
+                print(f"  fscov synthetic k^-{expo} (effective rank {s.effective_rank:.0f}, logit-scale spread "
+                      f"{spread:.2f}) {kind} {f} (shift {s.delta() / s.logit_scale:.2f}): MC {np.round(mc.mean, 3)} "
+                      f"(s.e. <= {mc.sem.max():.3f}); limit - MC {np.round(lim - mc.mean, 3)}, finite - MC "
+                      f"{np.round(fin - mc.mean, 3)}", flush=True)
+    for expo in (0.5, 1.0):
+        for kind in ("identity", "aligned"):
+            sub = [r for r in syn if r["exponent"] == expo and r["kind"] == kind]
+            dl = max(np.abs(np.subtract(r["limit"], r["mc"])).max() for r in sub)
+            df = max(np.abs(np.subtract(r["finite"], r["mc"])).max() for r in sub)
+            odd = [r for r in sub if r["f"] in ("tanh", "sign")]
+            dlo = max(np.abs(np.subtract(r["limit"], r["mc"])).max() for r in odd)
+            dfo = max(np.abs(np.subtract(r["finite"], r["mc"])).max() for r in odd)
+            print(f"fscov synthetic k^-{expo} {kind}: max |limit - MC| {dl:.4f}, |finite - MC| {df:.4f}; "
+                  f"tanh and sign {dlo:.4f} -> {dfo:.4f}")
+    out["synthetic"] = syn
+
+    def shares(rows: list, key: str, ref: str, label: str) -> None:
+        d = np.abs(np.array([r[key] for r in rows]) - np.array([r[ref] for r in rows]))
+        per = ", ".join(f"{f} {np.mean(d[[r['f'] == f for r in rows]] <= 0.02):.0%}" for f in FS)
+        print(f"  {label}: within 0.02 {np.mean(d <= 0.02):.0%} ({per}); median {np.median(d):.4f}, max {d.max():.4f}")
+
+    grids = {"chapter": ([(pair, ns) for _, pair, ns in REAL[:3]], 0, trials),
+             "held out": ([((2, 7), (196, 392, 784)), ((5, 6), (196, 392, 784))], 1, 8)}
+    for name, (pairs, seed, t) in grids.items():
+        rows = []
+        for pair, ns in pairs:
+            X, y = rt.tokens("mnist", *pair)
+            for n in ns:
+                for kind in rt.MATRICES:
+                    for f in FS:
+                        s = rt.setting("mnist", pair, n, f, kind)
+                        sh = rt.finite_shift("mnist", pair, n, f, kind, G)
+                        two = rt.class_theory("mnist", pair, n, f, kind, G)
+                        row = {"pair": pair, "n": n, "kind": kind, "f": f, "two": two, "shift": sh}
+                        if name == "chapter":
+                            c = rt.compare("mnist", pair, n, f, kind, G, t, seed)
+                            assert c.theory is not None
+                            row.update(real=c.real, surrogate=c.surrogate, one=c.theory)
+                        else:
+                            real = cache.cached(simulate.subset_errors, setting=s, X=X, y=y, gammas=G, n=n,
+                                                trials=t, seed=seed, relative=True)
+                            assert real.attention is not None
+                            row.update(real=real.attention.mean)
+                        rows.append(row)
+        flat = [{k: (v[i] if isinstance(v, np.ndarray) else v) for k, v in r.items()} | {"g": float(G[i])}
+                for r in rows for i in range(len(G))]
+        for r in flat:
+            r["two_finite"] = r["two"] + r["shift"]
+            if "one" in r:
+                r["one_finite"] = r["one"] + r["shift"]
+        print(f"fscov MNIST {name} grid ({len(flat)} comparisons; pairs {[q for q, _ in pairs]}, real subsets "
+              f"{t} from seed {seed}):")
+        if name == "chapter":
+            shares(flat, "one", "surrogate", "common-C limit vs its Gaussian surrogate     ")
+            shares(flat, "one_finite", "surrogate", "common-C finite-size vs its Gaussian surrogate")
+        shares(flat, "two", "real", "two-covariance limit vs real            ")
+        shares(flat, "two_finite", "real", "two-covariance finite-size vs real      ")
+        out[name] = [{k: (float(v) if isinstance(v, (float, np.floating)) else v) for k, v in r.items()} for r in flat]
+
+    cause = []
+    n, pair = 392, (3, 8)
+    for pr in ((3, 8), (4, 9), (0, 1)):
+        d = rt.diagnostics("mnist", pr, n, "identity")
+        print(f"fscov logit-scale spread (M = I) {pr}: {d['scale_spread']:.3f}, effective rank {d['effective_rank']:.1f}")
+    for f in ("tanh", "sign", "cos"):
+        s = rt.setting("mnist", pair, n, f, "identity")
+        R, mu = s.noise_factor, s.mu
+        B = R @ s.M @ R
+        g_att, g_r = simulate.raw_gammas(s, G, n, relative=True)
+
+        def trial(r: np.random.Generator, s: al.CovarianceSetting = s, B: np.ndarray = B, R: np.ndarray = R,
+                  g_att: np.ndarray = g_att, g_r: np.ndarray = g_r) -> dict:
+            y = data.labels(n, r)
+            Z0 = r.standard_normal((mu.size, n))
+            out = {}
+            for key, Zs in (("plain", Z0), ("rescaled", Z0 / (np.sqrt(np.sum((B.T @ Z0) ** 2, axis=0) / mu.size)
+                                                              / s.logit_scale))):
+                Z = R @ Zs
+                smp = data.Sample(X=Z + np.outer(mu, y), y=y, mu=mu, w_K=None, w_Q=None, Z=Z)
+                out[key] = simulate.sample_errors(s, smp, g_att, ridge_gammas=g_r)[0]
+            out["diff"] = out["rescaled"] - out["plain"]
+            return out
+
+        res = Trials.run(trial, trials=8, seed=21, gammas=G, n=n, p=mu.size)
+        lim = al.theory.attention_error(s, G, relative=True)
+        cause.append({"f": f, "limit": lim.tolist(), "plain": res.stats("plain").mean.tolist(),
+                      "rescaled": res.stats("rescaled").mean.tolist(), "diff": res.stats("diff").mean.tolist(),
+                      "diff_se": res.stats("diff").sem.tolist()})
+        print(f"fscov MNIST {pair} n = {n} M = I {f}: limit {np.round(lim, 3)}, surrogate {np.round(res.stats('plain').mean, 3)}, "
+              f"logit scales made equal {np.round(res.stats('rescaled').mean, 3)} (paired difference "
+              f"{np.round(res.stats('diff').mean, 3)} ± {res.stats('diff').sem.max():.3f}, 8 draws)", flush=True)
+    out["cause"] = cause
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--part", nargs="+", default=["identity", "speed", "real", "synthetic", "cause", "classes",
-                                                  "twocov"],
-                    choices=["identity", "speed", "real", "synthetic", "cause", "classes", "twocov"])
+                                                  "twocov", "fscov"],
+                    choices=["identity", "speed", "real", "synthetic", "cause", "classes", "twocov", "fscov"])
     ap.add_argument("--trials", type=int, default=16, help="subsets and surrogate draws per real setting")
     ap.add_argument("--out", help="write every number as JSON")
     args = ap.parse_args()
@@ -379,7 +510,8 @@ def main() -> None:
             out[part] = (identity() if part == "identity" else speed() if part == "speed" else
                          real(args.trials) if part == "real" else synthetic() if part == "synthetic"
                          else cause(args.trials) if part == "cause" else classes(args.trials)
-                         if part == "classes" else twocov(args.trials))
+                         if part == "classes" else twocov(args.trials) if part == "twocov"
+                         else fscov(args.trials))
             print(f"[{part}: {time.perf_counter() - t:.0f} s]", flush=True)
     if args.out:
         with open(args.out, "w") as fh:

@@ -194,19 +194,66 @@ def test_bad_covariance():
 
 def test_refusals():
     s = al.CovarianceSetting(c=0.5, M=np.eye(8), mu=np.zeros(8), C=np.eye(8))
-    with pytest.raises(ValueError, match="proportional limit only"):
+    with pytest.raises(ValueError, match="mu = 0"):
         al.theory.attention_error(s, GAMMAS, n=16)
+    with pytest.raises(ValueError, match="does not fit the matrix"):
+        al.theory.attention_error(al.CovarianceSetting(c=0.5, M=np.eye(8), mu=np.ones(8), C=np.eye(8)),
+                                  GAMMAS, n=30)
     with pytest.raises(ValueError, match="softmax"):
         al.theory.attention_error(al.CovarianceSetting(c=0.5, M=np.eye(8), mu=np.zeros(8), C=np.eye(8),
                                                        attention=al.Softmax(1.0)), GAMMAS)
 
 
 def test_domain_names_the_covariance():
-    """Outside the measured domain the warning names the covariance's logit scale and offers no
-    finite-size theory (there is none)."""
+    """Outside the measured domain the warning names the covariance's logit scale and offers the
+    finite-size covariance theory."""
     s = al.CovarianceSetting(c=0.5, M=10 * np.eye(4), mu=3 * np.ones(4), C=np.eye(4))
-    with pytest.warns(al.DomainWarning, match=r"tr\(C M C M\^T\).*no finite-size covariance theory"):
+    with pytest.warns(al.DomainWarning, match=r"tr\(C M C M\^T\).*finite-size covariance theory "
+                      r"attention_error\(setting, gammas, n=8\)"):
         al.theory.attention_error(s, [0.1])
+
+
+@pytest.mark.parametrize("f", ["tanh", "cos"])
+@pytest.mark.parametrize("aligned", [False, True])
+def test_finite_size_identity_covariance_is_the_matrix_theory(f, aligned):
+    """``C = I`` and ``M = alpha I + beta u u^T`` (``u`` along ``mu``): the reduced covariance
+    model is the matrix's own, so the finite-size covariance theory is the any-matrix one's
+    (measured 1e-14 to 5e-13)."""
+    p, n = 120, 240
+    mu = 0.15 * np.random.default_rng(0).standard_normal(p)
+    M = np.eye(p) + (np.sqrt(p) * np.outer(mu, mu) / (mu @ mu) if aligned else 0.0)
+    M *= np.sqrt(p) / np.linalg.norm(M)
+    cs = al.CovarianceSetting(c=p / n, M=M, mu=mu, f=f, C=np.eye(p))
+    ms = al.MatrixSetting(c=p / n, M=M, mu=mu, f=f)
+    np.testing.assert_allclose(al.theory.attention_error(cs, GAMMAS, n=n),
+                               al.theory.attention_error(ms, GAMMAS, n=n), rtol=0, atol=1e-9)
+
+
+def test_reduced_covariance_model_keeps_the_logit_parts():
+    """The reduced model has the covariance setting's coherent shift ``mu^T M mu``, cross terms
+    (the Gram matrix of ``a = C^{1/2} M^T mu``, ``b = C^{1/2} M mu``), noise logit variance and
+    ``snr``, for a dense non-symmetric ``M`` and a diagonal ``C`` (to 1e-9 relative); and the
+    shift is the finite-size theory minus the limit."""
+    from attn_lib.theory._covariance_shift import reduced_covariance_setting
+    from attn_lib.theory._finite_size import _restricted
+    from attn_lib.model.data import latent_coordinates
+
+    p, n = 60, 120
+    Ms, mu = _matrices(p, 1)
+    lam = np.linspace(0.3, 1.7, p)
+    s = al.CovarianceSetting(c=p / n, M=Ms[2], mu=2 * mu, C=np.diag(lam))
+    sB = reduced_covariance_setting(s, n)
+    coords = latent_coordinates(sB)
+    A, m = _restricted(coords, sB.alpha), coords[:, 0]
+    a, b = np.sqrt(lam) * (s.M.T @ s.mu), np.sqrt(lam) * (s.M @ s.mu)
+    np.testing.assert_allclose([m @ m, m @ A @ m], [s.mu @ s.mu, s.mu @ s.M @ s.mu], rtol=1e-9)
+    gram = lambda u, v: np.array([[u @ u, u @ v], [v @ u, v @ v]])  # noqa: E731
+    np.testing.assert_allclose(gram(A.T @ m, A @ m), gram(a, b), rtol=1e-9)
+    var = (np.sum(A * A) + sB.alpha ** 2 * (p - A.shape[0])) / p
+    assert var == pytest.approx(s.logit_scale ** 2, rel=1e-9)
+    shift = al.theory.attention.covariance_shift(s, GAMMAS, n=n)
+    np.testing.assert_allclose(shift, al.theory.attention_error(s, GAMMAS, n=n) - al.theory.attention_error(s, GAMMAS),
+                               rtol=0, atol=1e-12)
 
 
 def test_low_rank_form():

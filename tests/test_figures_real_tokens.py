@@ -58,3 +58,22 @@ def test_causes_reports_both_surrogates():
     assert fig.numbers["rt_cause_class"] == pytest.approx(float(np.abs(cl.mean - c.real).max()))
     assert fig.numbers["rt_cause_even"] == "cos" and fig.numbers["rt_cause_fs"] == "tanh, cos"
     assert np.isfinite(fig.numbers["rt_cause_class_odd"])
+
+
+def test_finite_shift_is_the_finite_size_theory_minus_the_limit():
+    """:func:`~attn_lib.studies.real_tokens.finite_shift` at the chapter's ``gamma / tau`` is the
+    covariance theory at ``n`` minus its limit, and the agreement figure reports its shares."""
+    from attn_lib.theory import attention_error
+
+    s = rt.setting("digits", (3, 8), 64, "tanh", "aligned")
+    shift = rt.finite_shift("digits", (3, 8), 64, "tanh", "aligned", G)
+    np.testing.assert_allclose(shift, attention_error(s, G, n=64, relative=True)
+                               - attention_error(s, G, relative=True), rtol=0, atol=1e-12)
+    assert np.abs(shift).max() > 1e-4     # the coherent shift of digits is not small
+    fig = figs.agreement(pairs=["digits:3-8"], ns={"digits": [64]}, fs=["tanh"],
+                         kinds=["aligned"], g=G, trials=2, seed=0)
+    c = rt.compare("digits", (3, 8), 64, "tanh", "aligned", G, 2, 0)
+    assert c.theory is not None
+    within = np.mean(np.abs(c.theory + shift - c.surrogate) <= 0.02)
+    assert fig.numbers["rt_within_fs"] == f"{within:.0%}"
+    assert fig.numbers["rt_median_fs"] == pytest.approx(np.median(np.abs(c.theory + shift - c.surrogate)))

@@ -51,7 +51,7 @@ from ..simulation.trials import Stats, Trials
 from ..theory import attention_error, ridge_error
 
 __all__ = ["MATRICES", "Comparison", "tokens", "setting", "matrix", "compare", "diagnostics",
-           "class_surrogate", "class_covariances", "class_theory"]
+           "class_surrogate", "class_covariances", "class_theory", "finite_shift"]
 
 #: The key-query matrices of the chapter (:func:`matrix`).
 MATRICES = ("identity", "aligned", "random")
@@ -157,13 +157,18 @@ def compare(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind:
 def diagnostics(data: str, pair: tuple[int, int], n: int, kind: str = "identity") -> dict[str, float]:
     """The measured candidates for a miss of one pair: ``snr = ||mu||^2``, the coherent shift in
     units of the logit scale, ``mu^T M mu / (sqrt(p) sigma)`` (``sigma`` = 1 here), the effective
-    rank ``tr(C)^2 / tr(C^2)`` and the relative difference of the class covariances
-    ``||C_+ - C_-||_F / ||C||_F``."""
+    rank ``tr(C)^2 / tr(C^2)``, the relative difference of the class covariances
+    ``||C_+ - C_-||_F / ||C||_F`` and the relative spread of the tokens' own logit scales,
+    ``sqrt(2 tr((B B^T)^2)) / tr(B B^T)`` with ``B = C^{1/2} M C^{1/2}`` (the standard deviation
+    over Gaussian ``z_i`` of ``|B^T z_i|^2 / p``, relative to its mean ``sigma^2``), which
+    neither the limit nor its reduced finite-size model carries."""
     X, y = tokens(data, *pair)
     s = setting(data, pair, n, "tanh", kind)
     parts = [X[:, y > 0], X[:, y < 0]]
     covs = [np.cov(q - q.mean(axis=1, keepdims=True)) for q in parts]
-    return {"snr": s.snr, "shift": s.delta() / s.logit_scale, "effective_rank": s.effective_rank,
+    R = s.noise_factor
+    BB = R @ s.M @ s.C @ s.M.T @ R                  # B B^T
+    return {"scale_spread": float(np.sqrt(2.0 * np.sum(BB * BB)) / np.trace(BB)),"snr": s.snr, "shift": s.delta() / s.logit_scale, "effective_rank": s.effective_rank,
             "class_covariance": float(np.linalg.norm(covs[0] - covs[1]) / np.linalg.norm(s.C)),
             "p": float(s.p())}
 
@@ -241,3 +246,20 @@ def class_theory(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, 
     g_att, _ = simulate.raw_gammas(s, gg, n, relative=True)
     with BLAS.limit(limits=1):  # many small solves: far faster on a loaded machine
         return _covariance.class_setting_form(s, Cp, Cm, g_att, shift=shift)[1]
+
+
+def finite_shift(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
+                 g: object) -> np.ndarray:
+    """The finite-size shift of the covariance theory at ``n`` for the setting of :func:`setting`
+    (:func:`attn_lib.theory.attention.covariance_shift`: an isotropic reduced model's
+    ``E_n - E_lim``), at the ``gamma`` of :func:`compare` (``relative=True``), shape ``(G,)``:
+    added to the limit of :func:`compare` or :func:`class_theory` it gives their finite-size
+    versions. Outside the finite-size theory's measured domain (``n < 256``, a coherent shift
+    above 3) it is computed all the same, without a warning."""
+    from ..theory.attention import _covariance_shift
+
+    gg = check_gammas(g)
+    s = setting(data, pair, n, f, kind)
+    g_att, _ = simulate.raw_gammas(s, gg, n, relative=True)
+    with BLAS.limit(limits=1):
+        return -g_att ** 2 * _covariance_shift(s, g_att, n)[1]

@@ -31,7 +31,9 @@ to the any-matrix deterministic equivalent (:mod:`attn_lib.theory._matrix`: a li
 
 Tokens with a general covariance (:class:`attn_lib.CovarianceSetting`, ``x_i = y_i mu + C^{1/2}
 z_i``) go to :mod:`attn_lib.theory._covariance` (the any-matrix pencil with ``C`` in its Gaussian
-blocks), proportional limit and entry-wise attention only.
+blocks), entry-wise attention only; with ``n=...``, plus the finite-size shift of an isotropic
+reduced model with the same coherent shift, cross terms and noise logit variance
+(:func:`_covariance_shift`, :func:`~._covariance_shift.reduced_covariance_setting`).
 
 Multi-head attention as GPT-2 computes it (:class:`attn_lib.HeadsSetting`: ``f`` per head at
 the head's own scale, the heads' features side by side) goes to the per-head pencil
@@ -70,11 +72,12 @@ from ..model.setting import CovarianceSetting, Entrywise, HeadsSetting, MatrixSe
 from . import _covariance, _heads, _matrix, domain, softmax
 from ._bulk import BulkSolution, solve_bulk, spectral_g1
 from ._conditional import conditional_error
+from ._covariance_shift import reduced_covariance_setting
 from ._errors import ConvergenceError
 from ._finite_size import _restricted, finite_size_resolvent_form_batch, reduced_setting
 from ._spiked import label_quadratic_form
 
-__all__ = ["attention_error", "attention_error_batch", "attention_bulk", "heads_shift", "Linearisation",
+__all__ = ["attention_error", "attention_error_batch", "attention_bulk", "heads_shift", "covariance_shift", "Linearisation",
            "linearisation", "gram_spectrum", "attention_resolvent_form", "BulkSolution",
            "ConvergenceError"]
 
@@ -317,16 +320,63 @@ def _matrix_form(setting: MatrixSetting, g: np.ndarray, n: int | None) -> tuple[
 def _covariance_form(setting: CovarianceSetting, g: np.ndarray, n: int | None
                      ) -> tuple[np.ndarray, np.ndarray]:
     """``(q, dq)`` of the covariance theory (:mod:`attn_lib.theory._covariance`), shaped like
-    ``g``; entry-wise attention and the proportional limit only (``ValueError`` otherwise)."""
+    ``g``; entry-wise attention only (``ValueError`` otherwise). With ``n``, plus the finite-size
+    shift of the reduced covariance model (:func:`_covariance_shift`)."""
     s = check_setting(setting, types=(CovarianceSetting,), attention=_KINDS)
     _refuse_softmax(s, "tokens of a general covariance (attn_lib.CovarianceSetting)")
     if n is not None:
-        raise ValueError(f"n={n!r}: the theory of tokens with a covariance (attn_lib."
-                         "CovarianceSetting) is the proportional limit only; call "
-                         "attention_error without n")
+        n = _check_n(n, s)
     with BLAS.limit(limits=1):
         q, E = _covariance.setting_form(s, g.reshape(-1))
-    return q.reshape(g.shape), (-E / g.reshape(-1) ** 2).reshape(g.shape)
+        q, dq = q.reshape(g.shape), (-E / g.reshape(-1) ** 2).reshape(g.shape)
+        if n is None:
+            return q, dq
+        shift = _covariance_shift(s, g, n)
+    return q + shift[0], dq + shift[1]
+
+
+def _covariance_shift(setting: CovarianceSetting, g: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The finite-size shift of the covariance theory, ``(dq, d dq)`` shaped like ``g``:
+    ``q_n(s_B) - q_lim(s_B)`` (the same for ``dq``), ``s_B`` the isotropic reduced model of
+    :func:`~._covariance_shift.reduced_covariance_setting` (coherent shift, cross terms and noise
+    logit variance of the covariance setting; ``book/derivation_covariance.md``, "Finite size")."""
+    sB = reduced_covariance_setting(setting, n)
+    q_n, dq_n = _finite_size([sB], [g], n)[0]
+    q_l, dq_l = _limit_form(sB, g, setting.p(n))
+    return q_n - q_l, dq_n - dq_l
+
+
+def covariance_shift(setting: CovarianceSetting, gammas: object, *, n: int) -> np.ndarray:
+    """The finite-size shift of the covariance theory's error, shaped like ``gammas``.
+
+    ``attention_error(setting, gammas, n=n) - attention_error(setting, gammas)`` without the
+    limit (:func:`_covariance_shift`), for a caller that adds it to another limit (the
+    two-covariance theory, :func:`attn_lib.studies.real_tokens.class_theory`). Outside the
+    measured domain a :class:`~attn_lib.DomainWarning`, as for :func:`attention_error`.
+
+    Parameters
+    ----------
+    setting : CovarianceSetting
+        Entry-wise attention, ``mu != 0``.
+    gammas : float or array_like of shape (G,)
+        Raw ridge parameters (as :func:`attention_error` without ``relative``).
+    n : int
+        Number of tokens, ``round(c n) = p``.
+
+    Raises
+    ------
+    ValueError
+        For a softmax setting, ``mu = 0``, an ``n`` that does not fit ``p``, and as
+        :func:`attention_error`.
+    """
+    _in_domain(setting, n, "covariance_shift", False)
+    s = check_setting(setting, types=(CovarianceSetting,), attention=_KINDS)
+    _refuse_softmax(s, "tokens of a general covariance (attn_lib.CovarianceSetting)")
+    n = _check_n(n, s)
+    g = check_gammas(gammas)
+    with BLAS.limit(limits=1):
+        dq = _covariance_shift(s, g, n)[1]
+    return -np.asarray(g) ** 2 * dq
 
 
 def _heads_shift(setting: HeadsSetting, g: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -478,8 +528,8 @@ def attention_error(setting: Setting | RankSetting | MatrixSetting | HeadsSettin
         (softmax raises ``ValueError``; with ``n``, below). A
         :class:`~attn_lib.model.setting.CovarianceSetting` (tokens ``y_i mu + C^{1/2} z_i``,
         e.g. from real data): the pencil with ``C`` in its Gaussian blocks
-        (:mod:`attn_lib.theory._covariance`), entry-wise attention and the proportional limit
-        only. Under softmax
+        (:mod:`attn_lib.theory._covariance`), entry-wise attention only; with ``n``, plus the
+        finite-size shift of its isotropic reduced model (module docstring). Under softmax
         ``gammas`` are effective ridge parameters ``gamma_raw / s_n^2``
         (:func:`attn_lib.theory.softmax.effective_gamma`): the raw features ``X A`` have the
         scale ``s_n ~ sqrt(p) / n``. The simulator takes the same ``gamma``

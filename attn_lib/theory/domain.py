@@ -151,7 +151,10 @@ def _limit(s: BaseSetting) -> list[Violation]:
             instead = (f"the finite-size theory attention_error(setting, gammas, n={int(round(p / s.c))}) "
                        "(the reduced model; 12 of 12 aligned GPT-2 layers within 0.01)")
             if isinstance(s, CovarianceSetting):
-                instead = f"none (no finite-size covariance theory); {_SIMULATE}"
+                instead = (f"the finite-size covariance theory attention_error(setting, gammas, "
+                           f"n={int(round(p / s.c))}) (the limit plus a reduced model's shift, which "
+                           "carries the coherent shift on a noise spread over many directions, not "
+                           "over few; book/derivation_covariance.md, Finite size)")
         else:
             shift = float(max(abs(float(s.mu @ B @ s.mu)) / (np.sqrt(p) * sig)
                               for B, sig in zip(s.heads, s.logit_scales)))
