@@ -153,20 +153,53 @@ SYNTHETIC_N = {0.25: 2048, 1.0: 1024, 4.0: 512}   # the default grid's n per c (
 COVS, KINDS, FS3 = ("spiked", "power"), ("identity", "aligned", "random"), ("tanh", "relu", "sign")
 
 
-def _synthetic_setting(c: float, n: int, cov: str, kind: str, f: str) -> al.CovarianceSetting:
-    """One setting of the synthetic grid: a diagonal spectrum (spiked: four eigenvalues 10, the
-    rest 1; power: ``k^{-0.7}``; mean one), ``mu`` with two entries 0.8, and
-    ``M = (I + w w^T) / sigma`` (``w = 0``, ``mu / |mu|`` or a random unit vector, seed 7) at unit
-    logit scale ``sigma^2 = tr(C M C M^T) / p``."""
-    p = int(round(c * n))
-    lam = np.r_[np.full(4, 10.0), np.ones(p - 4)] if cov == "spiked" else np.arange(1, p + 1) ** -0.7
+def _grid_vectors(p: int, cov: str, kind: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """``(lam, mu, w, sigma)`` of the synthetic grid in ``R^p``: the diagonal spectrum (``spiked``:
+    four eigenvalues 10, the rest 1; ``power``: ``k^{-0.7}``; mean one; ``white``: ``C = I``),
+    ``mu`` with two entries 0.8, ``w = 0``, ``mu / |mu|`` or a random unit vector (seed 7) for
+    ``kind`` identity, aligned, random, and the logit scale ``sigma^2 = tr(C M C M^T) / p`` of
+    ``M = I + w w^T``."""
+    lam = (np.r_[np.full(4, 10.0), np.ones(p - 4)] if cov == "spiked" else np.arange(1, p + 1) ** -0.7
+           if cov == "power" else np.ones(p))
     lam = lam / lam.mean()
     mu = np.zeros(p)
     mu[[0, 10]] = 0.8
     d = mu if kind == "aligned" else np.random.default_rng(7).standard_normal((2, p))[int(kind == "random")]
     w = 0.0 * d if kind == "identity" else d / np.linalg.norm(d)
     sigma = np.sqrt((np.sum(lam ** 2) + 2 * np.sum((lam * w) ** 2) + (w @ (lam * w)) ** 2) / p)
+    return lam, mu, w, float(sigma)
+
+
+def _synthetic_setting(c: float, n: int, cov: str, kind: str, f: str) -> al.CovarianceSetting:
+    """One setting of the synthetic grid (:func:`_grid_vectors`): ``M = (I + w w^T) / sigma``, unit
+    logit scale."""
+    p = int(round(c * n))
+    lam, mu, w, sigma = _grid_vectors(p, cov, kind)
     return al.CovarianceSetting(c=p / n, M=(np.eye(p) + np.outer(w, w)) / sigma, mu=mu, f=f, C=np.diag(lam))
+
+
+def _finite_size_white(c: float, n: int) -> dict:
+    """How far the limit is from finite ``n`` without the covariance: at ``C = I``, the same ``M``
+    (``alpha I + w_K w_Q^T``, ``alpha = 1 / sigma``, ``w_K = w_Q = w / sqrt(sigma)``), ``mu`` and
+    ``f``, the finite-size theory (``attention_error(..., n=n)``) against the limit; and the
+    spread of the tokens' own logit scales ``sqrt(2 tr(B^2)) / tr(B)``, ``B = C^2`` (``M = I``),
+    of each spectrum (the cause of :func:`cause`; ``sqrt(2 / p)`` for ``C = I``)."""
+    p = int(round(c * n))
+    worst, where = 0.0, ""
+    for kind in KINDS:
+        _, mu, w, sigma = _grid_vectors(p, "white", kind)
+        W = (w / np.sqrt(sigma))[None]
+        for f in FS3:
+            s = al.RankSetting.from_vectors(p / n, mu, W, W, f, alpha=1.0 / sigma)
+            d = np.abs(al.theory.attention_error(s, G, n=n) - al.theory.attention_error(s, G))
+            if d.max() > worst:
+                worst, where = float(d.max()), f"{kind} {f} g = {G[np.argmax(d)]}"
+    spread = {cov: float(np.sqrt(2 * np.sum(lam ** 4)) / np.sum(lam ** 2))
+              for cov in COVS for lam in [_grid_vectors(p, cov, "identity")[0]]}
+    print(f"    c = {c} n = {n}, C = I: |finite-size theory - limit| max {worst:.4f} ({where}); spread of "
+          f"the logit scales (M = I): spiked {spread['spiked']:.3f}, power {spread['power']:.3f}, "
+          f"C = I {np.sqrt(2 / p):.3f}", flush=True)
+    return {"white_finite_size": worst, "spread": spread}
 
 
 def synthetic(n_all: int | None = None, cs: tuple[float, ...] = (0.25, 1.0, 4.0), rounds: int = 6) -> dict:
@@ -225,7 +258,8 @@ def synthetic(n_all: int | None = None, cs: tuple[float, ...] = (0.25, 1.0, 4.0)
                 print(f"    c = {c} {cname:6s} {f}: max {d[m][i, j]:.4f} (s.e. {se[m][i, j]:.4f}; "
                       f"{rows[m[i]]['kind']}, g = {G[j]}), within 0.01 {np.mean(d[m] <= 0.01):.0%}, "
                       f"draws {min(rows[q]['trials'] for q in m)}-{max(rows[q]['trials'] for q in m)}")
-    return {"rows": rows}
+    white = {c: _finite_size_white(c, n_all or SYNTHETIC_N[c]) for c in cs}
+    return {"rows": rows, "white": white}
 
 
 def cause(trials: int) -> dict:
