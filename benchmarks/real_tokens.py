@@ -27,11 +27,15 @@ Parts (``--part``, default all, in this order):
   and power law (``k^{-0.7}``, mean one); c = 0.25 (n = 2048), 1 (n = 1024), 4 (n = 512,
   p = 2048: the p of the largest c kept at 2048 for memory and time); tanh, relu, sign;
   ``M = I`` and ``I + w w^T`` with ``|w| = 1`` along ``mu`` or random, each at unit logit scale;
-  Monte Carlo in rounds of 8 draws until every s.e. <= 0.003 (at most 48): max
-  ``|theory - MC|`` with its s.e.
+  Monte Carlo in rounds of 8 draws until every s.e. <= 0.003 (at most 48; breadth first over
+  the settings of a ``c``, each round cached, so an interrupted run resumes and prints every
+  setting's partial s.e.): max ``|theory - MC|`` with its s.e., per ``c``, spectrum, ``f`` and
+  ``M``. ``--n 2048`` runs every ``c`` at that ``n`` instead (``c = 4``: ``p = 8192``), ``--c``
+  a subset of the ``c``, ``--rounds R`` at most ``R`` rounds (a summary of what the cache holds).
 
 Usage: ``python benchmarks/real_tokens.py [--part identity speed real synthetic] [--trials 16]
-[--out FILE]`` (JSON of every number). Run it alone: timings are wall-clock of this process.
+[--n N] [--c 0.25 1 4] [--rounds 6] [--out FILE]`` (JSON of every number). Run it alone:
+timings are wall-clock of this process.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 import attn_lib as al
+from attn_lib import cache
 from attn_lib.simulation import simulate
 from attn_lib.studies import real_tokens as rt
 
@@ -144,43 +149,96 @@ def real(trials: int) -> dict:
     return {"rows": rows, "softmax": soft}
 
 
-def _adaptive(s: al.CovarianceSetting, n: int) -> tuple[np.ndarray, np.ndarray, int]:
-    vals = []
-    for r in range(6):
-        vals.append(al.simulate.errors(s, G, n=n, trials=8, seed=100 + r).attention.values)
-        v = np.concatenate(vals)
-        se = v.std(axis=0, ddof=1) / np.sqrt(len(v))
-        if se.max() <= 0.003:
-            break
-    return v.mean(axis=0), se, len(v)
+SYNTHETIC_N = {0.25: 2048, 1.0: 1024, 4.0: 512}   # the default grid's n per c (p at most 2048)
+COVS, KINDS, FS3 = ("spiked", "power"), ("identity", "aligned", "random"), ("tanh", "relu", "sign")
 
 
-def synthetic() -> dict:
+def _grid_vectors(p: int, cov: str, kind: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """``(lam, mu, w, sigma)`` of the synthetic grid in ``R^p``: the diagonal spectrum (``spiked``:
+    four eigenvalues 10, the rest 1; ``power``: ``k^{-0.7}``; mean one; ``white``: ``C = I``),
+    ``mu`` with two entries 0.8, ``w = 0``, ``mu / |mu|`` or a random unit vector (seed 7) for
+    ``kind`` identity, aligned, random, and the logit scale ``sigma^2 = tr(C M C M^T) / p`` of
+    ``M = I + w w^T``."""
+    lam = (np.r_[np.full(4, 10.0), np.ones(p - 4)] if cov == "spiked" else np.arange(1, p + 1) ** -0.7
+           if cov == "power" else np.ones(p))
+    lam = lam / lam.mean()
+    mu = np.zeros(p)
+    mu[[0, 10]] = 0.8
+    d = mu if kind == "aligned" else np.random.default_rng(7).standard_normal((2, p))[int(kind == "random")]
+    w = 0.0 * d if kind == "identity" else d / np.linalg.norm(d)
+    sigma = np.sqrt((np.sum(lam ** 2) + 2 * np.sum((lam * w) ** 2) + (w @ (lam * w)) ** 2) / p)
+    return lam, mu, w, float(sigma)
+
+
+def _synthetic_setting(c: float, n: int, cov: str, kind: str, f: str) -> al.CovarianceSetting:
+    """One setting of the synthetic grid (:func:`_grid_vectors`): ``M = (I + w w^T) / sigma``, unit
+    logit scale."""
+    p = int(round(c * n))
+    lam, mu, w, sigma = _grid_vectors(p, cov, kind)
+    return al.CovarianceSetting(c=p / n, M=(np.eye(p) + np.outer(w, w)) / sigma, mu=mu, f=f, C=np.diag(lam))
+
+
+def _finite_size_white(c: float, n: int) -> dict:
+    """How far the limit is from finite ``n`` without the covariance: at ``C = I``, the same ``M``
+    (``alpha I + w_K w_Q^T``, ``alpha = 1 / sigma``, ``w_K = w_Q = w / sqrt(sigma)``), ``mu`` and
+    ``f``, the finite-size theory (``attention_error(..., n=n)``) against the limit; and the
+    spread of the tokens' own logit scales ``sqrt(2 tr(B^2)) / tr(B)``, ``B = C^2`` (``M = I``),
+    of each spectrum (the cause of :func:`cause`; ``sqrt(2 / p)`` for ``C = I``)."""
+    p = int(round(c * n))
+    worst, where = 0.0, ""
+    for kind in KINDS:
+        _, mu, w, sigma = _grid_vectors(p, "white", kind)
+        W = (w / np.sqrt(sigma))[None]
+        for f in FS3:
+            s = al.RankSetting.from_vectors(p / n, mu, W, W, f, alpha=1.0 / sigma)
+            d = np.abs(al.theory.attention_error(s, G, n=n) - al.theory.attention_error(s, G))
+            if d.max() > worst:
+                worst, where = float(d.max()), f"{kind} {f} g = {G[np.argmax(d)]}"
+    spread = {cov: float(np.sqrt(2 * np.sum(lam ** 4)) / np.sum(lam ** 2))
+              for cov in COVS for lam in [_grid_vectors(p, cov, "identity")[0]]}
+    print(f"    c = {c} n = {n}, C = I: |finite-size theory - limit| max {worst:.4f} ({where}); spread of "
+          f"the logit scales (M = I): spiked {spread['spiked']:.3f}, power {spread['power']:.3f}, "
+          f"C = I {np.sqrt(2 / p):.3f}", flush=True)
+    return {"white_finite_size": worst, "spread": spread}
+
+
+def synthetic(n_all: int | None = None, cs: tuple[float, ...] = (0.25, 1.0, 4.0), rounds: int = 6) -> dict:
+    """The synthetic grid at ``n = SYNTHETIC_N[c]`` (default) or at ``n_all`` for every ``c``.
+
+    Monte Carlo in rounds of 8 draws (round ``r``: ``simulate.errors`` with ``seed = 100 + r``,
+    cached), breadth first: each round goes over every setting of a ``c`` whose s.e. is still
+    above 0.003, so an interrupted run has every setting's partial s.e. (printed per round), and
+    a setting stops at the same draws as it would alone. At most ``rounds`` rounds."""
     rows = []
-    for c, n in ((0.25, 2048), (1.0, 1024), (4.0, 512)):
-        p = int(round(c * n))
-        spiked = np.ones(p)
-        spiked[:4] = 10.0
-        power = np.arange(1, p + 1) ** -0.7
-        mu = np.zeros(p)
-        mu[[0, 10]] = 0.8
-        for cname, lam in (("spiked", spiked / spiked.mean()), ("power", power / power.mean())):
-            rng = np.random.default_rng(7)
-            for kind in ("identity", "aligned", "random"):
-                d = mu if kind == "aligned" else rng.standard_normal(p)
-                w = 0.0 * d if kind == "identity" else d / np.linalg.norm(d)
-                M = np.eye(p) + np.outer(w, w)
-                sigma = np.sqrt((np.sum(lam ** 2) + 2 * np.sum((lam * w) ** 2) + (w @ (lam * w)) ** 2) / p)
-                for f in ("tanh", "relu", "sign"):
-                    s = al.CovarianceSetting(c=p / n, M=M / sigma, mu=mu, f=f, C=np.diag(lam))
-                    th = al.theory.attention_error(s, G)
-                    mc, se, t = _adaptive(s, n)
-                    rows.append({"cov": cname, "c": c, "n": n, "kind": kind, "f": f,
-                                 "theory": th.tolist(), "mc": mc.tolist(), "se": se.tolist(),
-                                 "trials": t})
-                    k = int(np.argmax(np.abs(th - mc)))
-                    print(f"  {cname} c = {c} n = {n} {kind} {f}: |theory - MC| max "
-                          f"{abs(th[k] - mc[k]):.4f} (s.e. {se[k]:.4f}, {t} draws)", flush=True)
+    for c in cs:
+        n = n_all or SYNTHETIC_N[c]
+        keys = [(cov, kind, f) for cov in COVS for kind in KINDS for f in FS3]
+        th: dict = {}
+        vals: dict = {k: [] for k in keys}
+        sem: dict = {}
+        for r in range(rounds):
+            todo = [k for k in keys if k not in sem or sem[k].max() > 0.003]
+            if not todo:
+                break
+            for k in todo:
+                s = _synthetic_setting(c, n, *k)
+                if k not in th:
+                    th[k] = cache.cached(al.theory.attention_error, setting=s, gammas=G)
+                res = cache.cached(al.simulate.errors, setting=s, gammas=G, n=n, trials=8, seed=100 + r)
+                vals[k].append(res.attention.values)
+                v = np.concatenate(vals[k])
+                sem[k] = v.std(axis=0, ddof=1) / np.sqrt(len(v))
+                print(f"    round {r + 1}: {k[0]} c = {c} n = {n} {k[1]} {k[2]}: {len(v)} draws, s.e. max "
+                      f"{sem[k].max():.4f}, |theory - MC| max {np.abs(th[k] - v.mean(axis=0)).max():.4f}",
+                      flush=True)
+        for k in keys:
+            v = np.concatenate(vals[k])
+            mc = v.mean(axis=0)
+            rows.append({"cov": k[0], "c": c, "n": n, "kind": k[1], "f": k[2], "theory": th[k].tolist(),
+                         "mc": mc.tolist(), "se": sem[k].tolist(), "trials": len(v)})
+            j = int(np.argmax(np.abs(th[k] - mc)))
+            print(f"  {k[0]} c = {c} n = {n} {k[1]} {k[2]}: |theory - MC| max {abs(th[k][j] - mc[j]):.4f} "
+                  f"(s.e. {sem[k][j]:.4f}, {len(v)} draws)", flush=True)
     d = np.array([np.abs(np.array(r["theory"]) - np.array(r["mc"])) for r in rows])
     se = np.array([r["se"] for r in rows])
     k = np.unravel_index(np.argmax(d), d.shape)
@@ -188,11 +246,20 @@ def synthetic() -> dict:
           f"(s.e. {se[k]:.4f}; {rows[k[0]]['cov']} c = {rows[k[0]]['c']} {rows[k[0]]['kind']} "
           f"{rows[k[0]]['f']} g = {G[k[1]]}); within 0.01: {np.mean(d <= 0.01):.0%}; "
           f"largest s.e. {se.max():.4f}")
-    for f in ("tanh", "relu", "sign"):
-        for cname in ("spiked", "power"):
+    for f in FS3:
+        for cname in COVS:
             m = np.array([r["f"] == f and r["cov"] == cname for r in rows])
             print(f"    {cname:6s} {f}: max {d[m].max():.4f}, within 0.01 {np.mean(d[m] <= 0.01):.0%}")
-    return {"rows": rows}
+    for c in cs:
+        for cname in COVS:
+            for f in FS3:
+                m = np.flatnonzero([r["c"] == c and r["f"] == f and r["cov"] == cname for r in rows])
+                i, j = np.unravel_index(np.argmax(d[m]), d[m].shape)
+                print(f"    c = {c} {cname:6s} {f}: max {d[m][i, j]:.4f} (s.e. {se[m][i, j]:.4f}; "
+                      f"{rows[m[i]]['kind']}, g = {G[j]}), within 0.01 {np.mean(d[m] <= 0.01):.0%}, "
+                      f"draws {min(rows[q]['trials'] for q in m)}-{max(rows[q]['trials'] for q in m)}")
+    white = {c: _finite_size_white(c, n_all or SYNTHETIC_N[c]) for c in cs}
+    return {"rows": rows, "white": white}
 
 
 def cause(trials: int) -> dict:
@@ -500,6 +567,12 @@ def main() -> None:
                                                   "twocov", "fscov"],
                     choices=["identity", "speed", "real", "synthetic", "cause", "classes", "twocov", "fscov"])
     ap.add_argument("--trials", type=int, default=16, help="subsets and surrogate draws per real setting")
+    ap.add_argument("--n", type=int, help="synthetic: every c at this n (default n = 2048, 1024, 512 "
+                    "for c = 0.25, 1, 4)")
+    ap.add_argument("--c", type=float, nargs="+", default=[0.25, 1.0, 4.0], choices=[0.25, 1.0, 4.0],
+                    help="synthetic: the c of the grid")
+    ap.add_argument("--rounds", type=int, default=6, choices=range(1, 7),
+                    help="synthetic: at most this many rounds of 8 draws")
     ap.add_argument("--out", help="write every number as JSON")
     args = ap.parse_args()
     warnings.simplefilter("ignore", al.DomainWarning)
@@ -508,7 +581,8 @@ def main() -> None:
         for part in args.part:
             t = time.perf_counter()
             out[part] = (identity() if part == "identity" else speed() if part == "speed" else
-                         real(args.trials) if part == "real" else synthetic() if part == "synthetic"
+                         real(args.trials) if part == "real" else
+                         synthetic(args.n, tuple(args.c), args.rounds) if part == "synthetic"
                          else cause(args.trials) if part == "cause" else classes(args.trials)
                          if part == "classes" else twocov(args.trials) if part == "twocov"
                          else fscov(args.trials))
