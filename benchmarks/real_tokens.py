@@ -52,6 +52,7 @@ import attn_lib as al
 from attn_lib import cache
 from attn_lib.simulation import simulate
 from attn_lib.studies import real_tokens as rt
+from attn_lib.model.setting import scale_spread
 
 G = np.array([1e-3, 0.1, 1.0])
 FS = ("tanh", "relu", "sign", "cos")
@@ -458,9 +459,7 @@ def fscov(trials: int) -> dict:
             sig = np.sqrt((np.sum(lam ** 2) + 2 * np.sum((lam * w) ** 2) + (w @ (lam * w)) ** 2) / p)
             for f in FS:
                 s = al.CovarianceSetting(c=p / n, M=(np.eye(p) + np.outer(w, w)) / sig, mu=mu, f=f, C=np.diag(lam))
-                R = s.noise_factor
-                BB = R @ s.M @ s.C @ s.M.T @ R
-                spread = float(np.sqrt(2 * np.sum(BB * BB)) / np.trace(BB))
+                spread = scale_spread(s)
                 lim, fin = al.theory.attention_error(s, G), al.theory.attention_error(s, G, n=n)
                 mc = al.simulate.errors(s, G, n=n, trials=16, seed=4).attention
                 syn.append({"exponent": expo, "kind": kind, "f": f, "limit": lim.tolist(), "finite": fin.tolist(),

@@ -326,3 +326,37 @@ def test_class_setting_form_shapes():
     s = al.CovarianceSetting(c=0.5, M=np.eye(8), mu=np.ones(8) * 0.1, f="tanh", C=np.eye(8))
     with pytest.raises(ValueError, match="C_plus and C_minus"):
         _covariance.class_setting_form(s, np.eye(7), np.eye(8), GAMMAS)
+
+
+def test_domain_names_the_token_scales():
+    """A spectrum whose tokens' logit scales spread (the power law ``k^{-0.7}``: 0.54 at
+    ``p = 512``) is outside both covariance theories' domain; the spiked one (0.31) is inside."""
+    p = 512
+    power = al.CovarianceSetting(c=0.25, M=np.eye(p), mu=np.full(p, 0.01),
+                                 C=np.diag(np.arange(1, p + 1) ** -0.7 / np.mean(np.arange(1, p + 1) ** -0.7)))
+    lam = np.r_[np.full(4, 10.0), np.ones(p - 4)]
+    spiked = al.CovarianceSetting(c=0.25, M=np.eye(p), mu=np.full(p, 0.01), C=np.diag(lam / lam.mean()))
+    for s, outside in ((power, True), (spiked, False)):
+        assert (al.model.setting.scale_spread(s) > al.theory.domain.SCALE_SPREAD) == outside
+        for n in (None, 2048):
+            assert ("token logit scales" in [v.condition for v in al.theory.domain.violations(s, n)]) == outside
+    with pytest.warns(al.DomainWarning, match=r"logit scales spread by 0\.545.*simulate"):
+        al.theory.attention_error(power, [0.1])
+
+
+def test_scale_spread_is_the_trace_formula():
+    """``scale_spread`` against ``sqrt(2 tr(B^2)) / tr(B)`` with ``B = C^{1/2} M C M^T C^{1/2}``
+    formed densely, for a non-diagonal ``C`` and a non-symmetric ``M``; ``sqrt(2 / p)`` at
+    ``C = M = I``."""
+    rng = np.random.default_rng(1)
+    p = 40
+    G = rng.standard_normal((p, p))
+    C = G @ G.T / p + 0.1 * np.eye(p)
+    M = np.eye(p) + rng.standard_normal((p, p)) / np.sqrt(p)
+    s = al.CovarianceSetting(c=0.5, M=M, mu=np.zeros(p), C=C)
+    lam, V = np.linalg.eigh(C)
+    R = (V * np.sqrt(lam)) @ V.T
+    B = R @ M @ C @ M.T @ R
+    assert abs(al.model.setting.scale_spread(s) - np.sqrt(2 * np.sum(B * B)) / np.trace(B)) < 1e-12
+    eye = al.CovarianceSetting(c=0.5, M=np.eye(p), mu=np.zeros(p), C=np.eye(p))
+    assert abs(al.model.setting.scale_spread(eye) - np.sqrt(2 / p)) < 1e-14

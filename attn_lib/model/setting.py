@@ -47,7 +47,7 @@ from .kernel import head_blocks
 from .nonlinearity import Nonlinearity, NonlinearityLike, check_nonlinearity, exponential, scaled
 
 __all__ = ["Attention", "Entrywise", "ENTRYWISE", "Softmax", "BaseSetting", "Setting", "RankSetting",
-           "MatrixSetting", "CovarianceSetting", "HeadsSetting"]
+           "MatrixSetting", "CovarianceSetting", "HeadsSetting", "scale_spread"]
 
 _GRAM_TOL = 1e-10
 
@@ -844,3 +844,26 @@ class HeadsSetting(BaseSetting):
     def hermites(self) -> tuple[Hermite, ...]:
         """Hermite data of ``t -> f(sigma_h t)`` per head (``sigma_h`` = :attr:`logit_scales`)."""
         return tuple(coefficients(self.f, float(s)) for s in self.logit_scales)
+
+
+def scale_spread(setting: CovarianceSetting) -> float:
+    """The relative spread of the tokens' own logit scales, ``sqrt(2 tr(B^2)) / tr(B)``.
+
+    Token ``i``'s logits against noise tokens have the variance ``z_i^T B z_i / p``, ``B = A A^T``
+    with ``A = C^{1/2} M C^{1/2}`` (as a key, ``A^T A``: the same two traces); over Gaussian
+    ``z_i`` its standard deviation relative to its mean ``sigma^2`` is this number: ``sqrt(2 / p)``
+    for ``C = M = I``, of order one when ``C M`` has few large directions. The theories give every
+    token the common scale ``sigma`` (:attr:`CovarianceSetting.logit_scale`). One ``p x p``
+    product in the eigenbasis of ``C``.
+
+    Parameters
+    ----------
+    setting : CovarianceSetting
+
+    Returns
+    -------
+    float
+    """
+    lam = np.sqrt(np.clip(setting.spectrum[0], 0.0, None))
+    A = lam[:, None] * setting.rotated_M * lam[None, :]
+    return float(np.sqrt(2.0) * np.linalg.norm(A.T @ A) / np.sum(A * A))   # tr(B) = ||A||_F^2

@@ -43,7 +43,7 @@ from .. import cache
 from .._validation import check_choice, check_gammas, check_int, check_seed
 from ..model import datasets
 from ..model.kernel import BLAS
-from ..model.setting import ENTRYWISE, Attention, CovarianceSetting, Softmax
+from ..model.setting import ENTRYWISE, Attention, CovarianceSetting, Softmax, scale_spread
 from ..model.nonlinearity import NonlinearityLike
 from ..model import data as model_data
 from ..simulation import simulate
@@ -158,17 +158,15 @@ def diagnostics(data: str, pair: tuple[int, int], n: int, kind: str = "identity"
     """The measured candidates for a miss of one pair: ``snr = ||mu||^2``, the coherent shift in
     units of the logit scale, ``mu^T M mu / (sqrt(p) sigma)`` (``sigma`` = 1 here), the effective
     rank ``tr(C)^2 / tr(C^2)``, the relative difference of the class covariances
-    ``||C_+ - C_-||_F / ||C||_F`` and the relative spread of the tokens' own logit scales,
-    ``sqrt(2 tr((B B^T)^2)) / tr(B B^T)`` with ``B = C^{1/2} M C^{1/2}`` (the standard deviation
-    over Gaussian ``z_i`` of ``|B^T z_i|^2 / p``, relative to its mean ``sigma^2``), which
-    neither the limit nor its reduced finite-size model carries."""
+    ``||C_+ - C_-||_F / ||C||_F`` and the relative spread of the tokens' own logit scales
+    (:func:`attn_lib.model.setting.scale_spread`), which neither the limit nor its reduced
+    finite-size model carries."""
     X, y = tokens(data, *pair)
     s = setting(data, pair, n, "tanh", kind)
     parts = [X[:, y > 0], X[:, y < 0]]
     covs = [np.cov(q - q.mean(axis=1, keepdims=True)) for q in parts]
-    R = s.noise_factor
-    BB = R @ s.M @ s.C @ s.M.T @ R                  # B B^T
-    return {"scale_spread": float(np.sqrt(2.0 * np.sum(BB * BB)) / np.trace(BB)),"snr": s.snr, "shift": s.delta() / s.logit_scale, "effective_rank": s.effective_rank,
+    return {"scale_spread": scale_spread(s), "snr": s.snr, "shift": s.delta() / s.logit_scale,
+            "effective_rank": s.effective_rank,
             "class_covariance": float(np.linalg.norm(covs[0] - covs[1]) / np.linalg.norm(s.C)),
             "p": float(s.p())}
 
