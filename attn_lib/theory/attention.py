@@ -60,7 +60,7 @@ not depend on ``snr`` or the weights), linear ``f`` (``b2 = 0``: ``alpha = gamma
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence, cast
+from typing import Any, Callable, Sequence, cast
 
 import numpy as np
 
@@ -369,13 +369,24 @@ def covariance_shift(setting: CovarianceSetting, gammas: object, *, n: int) -> n
         For a softmax setting, ``mu = 0``, an ``n`` that does not fit ``p``, and as
         :func:`attention_error`.
     """
-    _in_domain(setting, n, "covariance_shift", False)
-    s = check_setting(setting, types=(CovarianceSetting,), attention=_KINDS)
-    _refuse_softmax(s, "tokens of a general covariance (attn_lib.CovarianceSetting)")
+    return _shift_error(setting, gammas, n, "covariance_shift", CovarianceSetting,
+                        "tokens of a general covariance (attn_lib.CovarianceSetting)", _covariance_shift)
+
+
+def _shift_error(setting: Any, gammas: object, n: int, call: str, kind: type,
+                 what: str, shift: Callable[[Any, np.ndarray, int], tuple[np.ndarray, np.ndarray]]
+                 ) -> np.ndarray:
+    """A public finite-size shift of the error, ``-gamma^2 d(dq)``, shaped like ``gammas``: the
+    domain check of ``call``, ``setting`` checked as a ``kind`` of entry-wise attention (a
+    softmax one refused, naming ``what``), ``n`` and ``gammas`` checked, then ``shift(setting,
+    g, n)`` (``(dq, d dq)``) with one BLAS thread."""
+    _in_domain(setting, n, call, False)
+    s: Any = check_setting(setting, types=(kind,), attention=_KINDS)
+    _refuse_softmax(s, what)
     n = _check_n(n, s)
     g = check_gammas(gammas)
     with BLAS.limit(limits=1):
-        dq = _covariance_shift(s, g, n)[1]
+        dq = shift(s, g, n)[1]
     return -np.asarray(g) ** 2 * dq
 
 
@@ -420,14 +431,8 @@ def heads_shift(setting: HeadsSetting, gammas: object, *, n: int) -> np.ndarray:
     ValueError
         For a softmax setting, an ``n`` that does not fit ``p``, and as :func:`attention_error`.
     """
-    _in_domain(setting, n, "heads_shift", False)
-    s = check_setting(setting, types=(HeadsSetting,), attention=_KINDS)
-    _refuse_softmax(s, "several heads (attn_lib.HeadsSetting)")
-    n = _check_n(n, s)
-    g = check_gammas(gammas)
-    with BLAS.limit(limits=1):
-        dq = _heads_shift(s, g, n)[1]
-    return -np.asarray(g) ** 2 * dq
+    return _shift_error(setting, gammas, n, "heads_shift", HeadsSetting,
+                        "several heads (attn_lib.HeadsSetting)", _heads_shift)
 
 
 def _heads_form(setting: HeadsSetting, g: np.ndarray, n: int | None) -> tuple[np.ndarray, np.ndarray]:
