@@ -18,7 +18,7 @@ Isotropic tokens ``y_i m + z_i`` with a matrix ``A`` have the same parts with ``
 features' signal, ``snr``), ``m^T A m = mu^T M mu``, the Gram matrix of ``(A^T m, A m)`` equal to
 that of ``(a, b)``, and the noise logit variance ``||A||_F^2 / p = sigma^2``; its block on the
 kept directions off ``m`` is ``alpha_b I``. It neglects the spread of the tokens' own logit
-scales ``|M R z_i|^2 / p`` (of relative size ``sqrt(2 tr((B B^T)^2)) / tr(B B^T)``, ``B = R M R``;
+scales ``|M R z_i|^2 / p`` (of relative size :func:`~attn_lib.model.setting.scale_spread`;
 large for a covariance of small effective rank) and the features' covariance in the shift.
 """
 
@@ -28,7 +28,7 @@ import math
 
 import numpy as np
 
-from ..model.setting import CovarianceSetting, MatrixSetting, RankSetting
+from ..model.setting import CovarianceSetting, RankSetting
 from ._finite_size import reduced_setting
 
 __all__ = ["reduced_covariance_setting"]
@@ -84,8 +84,11 @@ def reduced_covariance_setting(setting: CovarianceSetting, n: int) -> RankSettin
                          f"carry the whole logit variance p sigma^2 = {p * setting.logit_scale ** 2:.3g}; "
                          "the reduced covariance model needs a bulk")
     alpha = math.sqrt(rest / (p - 1))
-    A = alpha * np.eye(p)
-    A[0, :3], A[:3, 0] = row, col
-    m = np.zeros(p)
-    m[0] = s
-    return reduced_setting(MatrixSetting(c=setting.c, M=A, mu=m, f=setting.f, attention=setting.attention), n)
+    # A = alpha I + W_K^T W_Q, the low-rank part on e_0..e_2 (no p x p matrix)
+    A3 = alpha * np.eye(3)
+    A3[0, :], A3[:, 0] = row, col
+    U, sv, Vt = np.linalg.svd(A3 - alpha * np.eye(3))
+    root = np.sqrt(sv)
+    sA = RankSetting.from_vectors(setting.c, np.array([s, 0.0, 0.0]), (U * root).T, root[:, None] * Vt,
+                                  f=setting.f, alpha=alpha, attention=setting.attention)
+    return reduced_setting(sA, n)
