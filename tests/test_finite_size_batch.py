@@ -6,6 +6,7 @@ import pytest
 from attn_lib import Setting
 from attn_lib.theory import ConvergenceError, attention_error, attention_resolvent_form
 from attn_lib.theory import _finite_size as finite_size
+from attn_lib.theory import _finite_size_iteration as iteration
 from attn_lib.theory.attention import attention_error_batch
 from attn_lib.theory.shift import shift_functions
 
@@ -78,8 +79,55 @@ def test_bad_n_in_a_batch():
 
 def test_cofactor_inverse():
     rng = np.random.default_rng(0)
-    A = rng.standard_normal((4, 7, 3, 3)) + 1j * rng.standard_normal((4, 7, 3, 3))
-    np.testing.assert_allclose(finite_size._inv3(A), np.linalg.inv(A), rtol=1e-10, atol=1e-12)
+    A = rng.standard_normal((20, 9)) + 1j * rng.standard_normal((20, 9))
+    out = np.empty(9, dtype=complex)
+    for a in A:
+        iteration.inv3(a, out)
+        np.testing.assert_allclose(out.reshape(3, 3), np.linalg.inv(a.reshape(3, 3)), rtol=1e-10, atol=1e-12)
+
+
+def _dense_map(model, gamma, z):
+    """The map ``z = (Gamma, om) -> (Gamma', om')`` of the module docstring of _finite_size, with
+    dense ``P(t)`` (3 x Pn), ``R(t)`` (Pn x 3), LAPACK inverses and complex arithmetic throughout."""
+    w, delta, u, v, noise, parity = model.solve_types()
+    T, K = u.shape
+    Pn, c, s = 1 + 2 * K, model.c, model.s
+    Gam, om = z[:Pn * Pn].reshape(Pn, Pn), z[Pn * Pn:].reshape(4, T)
+    P, R = np.zeros((T, 3, Pn)), np.zeros((T, Pn, 3))
+    P[:, 2, 0], P[:, 1, 1:1 + K], P[:, 0, 1 + K:] = -1.0, -s * u, c * s * v   # rows x, k, e of Z^T
+    R[:, 0, 1], R[:, 1:1 + K, 0], R[:, 1 + K:, 2] = -1.0, -v, -u             # blocks u, v_k, q_k of Z
+    Lam = np.zeros((T, 3, 3), dtype=complex)
+    Lam[:, 0, 0], Lam[:, 0, 2], Lam[:, 1, 0], Lam[:, 1, 1], Lam[:, 2, 2] = gamma, -c * delta, delta, 1, 1
+    Lam -= model.pp * P @ Gam @ R
+    Lam[:, 1, 0] -= om[0]                  # the Wigner self-energy Sigma_W(t)
+    Lam[:, 1, 2] += c * om[1]
+    Lam[:, 0, 0] += c * om[2]
+    Lam[:, 0, 2] -= c * c * om[3]
+    G = np.linalg.inv(Lam)
+    sign = np.concatenate([[1.0], parity, parity])
+    mask = np.outer(sign, sign) > 0
+    Gam_new = np.linalg.inv(np.eye(Pn) - model.phi * mask * np.einsum("t,tbi,tij,tjc->bc", w, R, G, P))
+    prof = noise if len(noise) == 3 else noise * 3
+    om_new = [prof[0] @ G[:, 0, 1], prof[1] @ G[:, 0, 0], prof[2] @ G[:, 2, 1], prof[0] @ G[:, 2, 0]]
+    return np.concatenate([Gam_new.ravel(), np.ravel(om_new)])
+
+
+@pytest.mark.parametrize("s", [EXAMPLE, SETTINGS[1], R3], ids=["r1", "r2", "r3"])
+def test_compiled_iteration_is_a_fixed_point_of_the_dense_equations(s):
+    # the compiled iteration (sparse P(t) and R(t), cofactor inverses, Gamma's inverse to first
+    # order in the complex step) against the equations written out densely: its fixed point and
+    # gamma-derivative are fixed by the dense map to the solver's tolerance (value and tangent
+    # parts relative to their largest entries)
+    model = finite_size._Model(s.canonical(), 512)
+    st = finite_size._Stack([model])
+    gamma = np.array([0.1, 1.0])
+    ok, _, z, dz, _ = finite_size._anderson(st, gamma, st.cold(2))
+    assert ok.all()
+    eps = finite_size._STEP * gamma
+    for g, e, zr, dzr in zip(gamma, eps, z, dz):
+        out = _dense_map(model, g + 1j * e, zr + 1j * e * dzr)
+        np.testing.assert_allclose(out.real, zr, rtol=0, atol=1e-9 * np.abs(zr).max())
+        np.testing.assert_allclose(out.imag / e, dzr, rtol=0, atol=1e-9 * np.abs(dzr).max())
 
 
 def test_failed_cold_starts_and_steps_take_the_slow_path(monkeypatch):
