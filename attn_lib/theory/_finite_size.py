@@ -593,10 +593,10 @@ class _Stack:
 
     Attributes (``E`` models, ``T`` solved types (:meth:`_Model.solve_types`), ``K`` slope terms, ``Pn = 1 + 2K``)
     ----------------------------------------------------------------------------------------------------------
-    beta : ndarray, shape (E, T, Pn)
+    beta : ndarray, shape (E, Pn, T)
         The coefficients ``P(t)`` of ``Z^T`` (rows ``x, k, e``, columns the p-blocks
         ``u, v_k, q_k``): one entry ``beta_b(t)`` per column ``b``, in row ``jb[b]``.
-    walpha, palpha : ndarray, shape (E, T, Pn)
+    walpha, palpha : ndarray, shape (E, Pn, T)
         ``w_t alpha_b(t)`` and ``-(p'/p) alpha_b(t)``: the coefficients ``R(t)`` of ``Z`` have one
         entry ``alpha_b(t)`` per row ``b``, in column ``ib[b]`` (``x`` for the blocks ``v``,
         ``k`` for ``u`` and ``e`` for ``q``).
@@ -658,9 +658,10 @@ class _Stack:
         alpha[:, :, 1 + K:] = -u                                   # q_k = Z D_{u_k} e
         self.jb = np.array([2] + [1] * K + [0] * K)                # row of Z^T read by column b
         self.ib = np.array([1] + [0] * K + [2] * K)                # column of Z written by row b
-        self.beta = beta
-        self.palpha = -self.pp[:, :, None] * alpha                 # -(p'/p) alpha_b(t)
-        self.walpha = ws[:, :, None] * alpha                       # w_t alpha_b(t)
+        # types on the last axis (the compiled iteration's loops run over them)
+        self.beta = np.ascontiguousarray(beta.transpose(0, 2, 1))
+        self.palpha = np.ascontiguousarray((-self.pp[:, :, None] * alpha).transpose(0, 2, 1))   # -(p'/p) alpha_b(t)
+        self.walpha = np.ascontiguousarray((ws[:, :, None] * alpha).transpose(0, 2, 1))        # w_t alpha_b(t)
         self.pmask = self.phi[:, :, None] * mask
         # the Wigner terms of Lambda(t): entries (k, x), (k, e), (x, x), (x, e) from om_0..3
         self.om_coef = np.concatenate([-np.ones_like(self.c), self.c, self.c, -self.c ** 2], axis=1)
@@ -678,7 +679,7 @@ class _Stack:
     @property
     def npar(self) -> int:
         """``Pn = 1 + 2K``, the size of ``Gamma``."""
-        return self.beta.shape[2]
+        return self.beta.shape[1]
 
     def take(self, idx: np.ndarray) -> "_Stack":
         """The models ``idx`` (one row per element of a batch; a shared model is broadcast)."""
@@ -764,7 +765,7 @@ def _anderson(st: _Stack, gamma: np.ndarray, z0: np.ndarray, max_iter: int | Non
     T = st.delta.shape[1]
     eps = _STEP * gamma
     ok, err = np.zeros(E, dtype=bool), np.full(E, np.inf)
-    z, G = np.zeros((E, N), dtype=complex), np.zeros((E, T, 9), dtype=complex)
+    z, G = np.zeros((E, N), dtype=complex), np.zeros((E, 9, T), dtype=complex)
     rows = np.zeros(E, dtype=np.int64) if st.size == 1 else np.arange(E, dtype=np.int64)
     arrays = (st.c[:, 0], st.delta, st.beta, st.palpha, st.walpha, st.jb, st.ib, st.pmask, st.om_coef,
               st.om_weight, st.noise)
@@ -774,7 +775,7 @@ def _anderson(st: _Stack, gamma: np.ndarray, z0: np.ndarray, max_iter: int | Non
     label = np.zeros(E, dtype=complex)
     if np.any(ok):
         idx = np.flatnonzero(ok)
-        label[idx] = st.take(idx).label_form(G[idx].reshape(len(idx), T, 3, 3))
+        label[idx] = st.take(idx).label_form(G[idx].transpose(0, 2, 1).reshape(len(idx), T, 3, 3))
     return ok, label, z.real.copy(), z.imag / eps[:, None], err
 
 

@@ -35,6 +35,12 @@ def _jit(fn: _F) -> _F:
     return cast(_F, numba.njit(cache=True)(fn))
 
 
+def _fastjit(fn: _F) -> _F:
+    """:func:`_jit` that may reassociate sums (vectorised reductions over the types) and fuse
+    multiply-adds; NaN and infinity keep their meaning (the convergence test sees them)."""
+    return cast(_F, numba.njit(cache=True, fastmath={"reassoc", "contract", "nsz", "arcp"})(fn))
+
+
 # cofactor (i, j) of a 3 x 3 matrix (row-major entries 0..8) is a[_CO[0]] a[_CO[1]] - a[_CO[2]] a[_CO[3]],
 # listed in the order of the adjugate (its transpose)
 _CO = np.array([[4, 2, 1, 5, 0, 2, 3, 1, 0],
@@ -47,69 +53,77 @@ _NOISE = np.array([1, 0, 7, 6])   # entries G_xk, G_xx, G_ek, G_ex of G(t) that 
 
 @_jit
 def inv3(a: np.ndarray, out: np.ndarray) -> None:
-    """The inverse of the ``3 x 3`` matrix ``a`` (9 entries, row-major) by cofactors, into ``out`` (9)."""
+    """The inverses of ``3 x 3`` matrices by cofactors: ``a`` and ``out`` of shape (9, T), the
+    entries (row-major) of matrix ``t`` in column ``t``."""
+    T = a.shape[1]
     for j in range(9):
-        out[j] = a[_CO[0, j]] * a[_CO[1, j]] - a[_CO[2, j]] * a[_CO[3, j]]
-    det = a[0] * out[0] + a[1] * out[3] + a[2] * out[6]
-    for j in range(9):
-        out[j] = out[j] / det
-
-
-@_jit
-def _resolvent(gam: complex, c: float, delta: np.ndarray, beta: np.ndarray, palpha: np.ndarray,
-               jb: np.ndarray, ib: np.ndarray, om_coef: np.ndarray, z: np.ndarray, G: np.ndarray) -> None:
-    """``G(t) = Lambda(t)^{-1}`` (``G`` of shape (T, 9), row-major ``x, k, e``) for the state ``z``."""
-    T, Pn = beta.shape
-    off = Pn * Pn
-    lam = np.empty(9, dtype=np.complex128)
-    pgr = np.empty(9, dtype=np.complex128)
-    y = np.empty(3, dtype=np.complex128)
+        for t in range(T):
+            out[j, t] = a[_CO[0, j], t] * a[_CO[1, j], t] - a[_CO[2, j], t] * a[_CO[3, j], t]
     for t in range(T):
-        pgr[:] = 0.0
-        for bp in range(Pn):          # (P Gamma)(t)[:, b'] alpha-weighted into column ib[b']
-            y[:] = 0.0
-            for b in range(Pn):
-                y[jb[b]] += beta[t, b] * z[b * Pn + bp]
-            for i in range(3):
-                pgr[3 * i + ib[bp]] += y[i] * palpha[t, bp]
-        lam[:] = pgr
-        lam[0] += gam                 # H0(t): rows and columns x, k, e
-        lam[2] += -c * delta[t]
-        lam[3] += delta[t]
-        lam[4] += 1.0
-        lam[8] += 1.0
-        for j in range(4):            # the Wigner self-energies
-            lam[_WIGNER[j]] += om_coef[j] * z[off + j * T + t]
-        inv3(lam, G[t])
+        det = a[0, t] * out[0, t] + a[1, t] * out[3, t] + a[2, t] * out[6, t]
+        for j in range(9):
+            out[j, t] = out[j, t] / det
 
 
-@_jit
+@_fastjit
+def _resolvent(gam: complex, c: float, delta: np.ndarray, beta: np.ndarray, palpha: np.ndarray,
+               jb: np.ndarray, ib: np.ndarray, om_coef: np.ndarray, z: np.ndarray, lam: np.ndarray,
+               G: np.ndarray) -> None:
+    """``G(t) = Lambda(t)^{-1}`` for the state ``z``, into ``G`` (9, T) (``lam``: the same shape, scratch).
+
+    ``Lambda(t)[jb_b, ib_b'] += Gamma[b, b'] beta_b(t) palpha_b'(t)`` over the non-zero entries
+    of ``Gamma`` (those between slope terms of opposite parity are zero), vectorised over ``t``."""
+    Pn, T = beta.shape
+    off = Pn * Pn
+    lam[:] = 0.0
+    for b in range(Pn):
+        for bp in range(Pn):
+            g = z[b * Pn + bp]
+            if g == 0.0:
+                continue
+            row = lam[3 * jb[b] + ib[bp]]
+            for t in range(T):
+                row[t] += (beta[b, t] * palpha[bp, t]) * g
+    for t in range(T):
+        lam[0, t] += gam               # H0(t): rows and columns x, k, e
+        lam[2, t] += -c * delta[t]
+        lam[3, t] += delta[t]
+        lam[4, t] += 1.0
+        lam[8, t] += 1.0
+    for j in range(4):                 # the Wigner self-energies
+        for t in range(T):
+            lam[_WIGNER[j], t] += om_coef[j] * z[off + j * T + t]
+    inv3(lam, G)
+
+
+@_fastjit
 def _noise(prof: np.ndarray, G: np.ndarray, js: tuple[int, ...], om: np.ndarray) -> None:
     """``om_j = prof @ G_j`` for ``j`` in ``js`` (``G_j`` the entry ``_NOISE[j]`` of each ``G(t)``)
     into ``om[j T:(j + 1) T]``: one real GEMM on the real and imaginary parts of the columns."""
-    T = G.shape[0]
+    T = G.shape[1]
     k = len(js)
     cols = np.empty((T, 2 * k))
-    for s in range(T):
-        for q in range(k):
-            g = G[s, _NOISE[js[q]]]
-            cols[s, 2 * q] = g.real
-            cols[s, 2 * q + 1] = g.imag
+    for q in range(k):
+        g = G[_NOISE[js[q]]]
+        for s in range(T):
+            cols[s, 2 * q] = g[s].real
+            cols[s, 2 * q + 1] = g[s].imag
     prod = np.dot(prof, cols)
     for q in range(k):
         for t in range(T):
             om[js[q] * T + t] = prod[t, 2 * q] + 1j * prod[t, 2 * q + 1]
 
 
-@_jit
+@_fastjit
 def _update(G: np.ndarray, noise: np.ndarray, walpha: np.ndarray, beta: np.ndarray, jb: np.ndarray,
             ib: np.ndarray, pmask: np.ndarray, out: np.ndarray) -> None:
-    """The new state ``(Gamma, om)`` from ``G`` (T, 9), into ``out`` (``Pn^2 + 4 T``).
+    """The new state ``(Gamma, om)`` from ``G`` (9, T), into ``out`` (``Pn^2 + 4 T``).
 
     ``noise`` (1 or 3, T, T): ``phi k W`` of the Wigner profiles ``sqrt(S2 S2^T), S2, S2^T`` (one
     for a symmetric ``S2``); ``om_0..3`` read ``G_xk, G_xx, G_ek, G_ex`` through profiles
-    ``0, 1, 2, 0`` (all ``0`` for one profile)."""
-    T, Pn = beta.shape
+    ``0, 1, 2, 0`` (all ``0`` for one profile). ``E_pi[R G P]`` is taken where ``pmask`` is
+    not zero."""
+    Pn, T = beta.shape
     off = Pn * Pn
     if noise.shape[0] == 1:
         _noise(noise[0], G, (0, 1, 2, 3), out[off:])
@@ -117,17 +131,21 @@ def _update(G: np.ndarray, noise: np.ndarray, walpha: np.ndarray, beta: np.ndarr
         _noise(noise[0], G, (0, 3), out[off:])
         _noise(noise[1], G, (1,), out[off:])
         _noise(noise[2], G, (2,), out[off:])
-    rgp = np.zeros((Pn, Pn), dtype=np.complex128)
-    for t in range(T):
-        for b in range(Pn):
-            wa = walpha[t, b]
-            if wa == 0.0:
+    Ar = np.eye(Pn)
+    Ai = np.zeros((Pn, Pn))
+    for b in range(Pn):
+        for bp in range(Pn):
+            if pmask[b, bp] == 0.0:
                 continue
-            row = 3 * ib[b]
-            for bp in range(Pn):
-                rgp[b, bp] += wa * (G[t, row + jb[bp]] * beta[t, bp])
-    Ar = np.eye(Pn) - rgp.real * pmask
-    Ai = -(rgp.imag * pmask)
+            g = G[3 * ib[b] + jb[bp]]
+            acc_re = 0.0
+            acc_im = 0.0
+            for t in range(T):
+                wb = walpha[b, t] * beta[bp, t]
+                acc_re += wb * g[t].real
+                acc_im += wb * g[t].imag
+            Ar[b, bp] -= acc_re * pmask[b, bp]
+            Ai[b, bp] = -(acc_im * pmask[b, bp])
     inv = np.linalg.inv(Ar)
     tan = -(inv @ Ai @ inv)
     for b in range(Pn):
@@ -154,7 +172,7 @@ def anderson(gam: np.ndarray, z0: np.ndarray, rows: np.ndarray, c: np.ndarray, d
     c : ndarray, shape (M,)
     delta : ndarray, shape (M, T)
         Diagonal correction of each solved type.
-    beta, palpha, walpha : ndarray, shape (M, T, Pn)
+    beta, palpha, walpha : ndarray, shape (M, Pn, T)
         ``beta_b(t)``, ``-(p'/p) alpha_b(t)`` and ``w_t alpha_b(t)`` (``_Stack``).
     jb, ib : int ndarray, shape (Pn,)
         The row of ``Z^T`` read by column ``b`` of ``P(t)`` and the column of ``Z`` written by
@@ -171,9 +189,9 @@ def anderson(gam: np.ndarray, z0: np.ndarray, rows: np.ndarray, c: np.ndarray, d
         Relative residual (of value and derivative parts) at which an element has converged.
     max_iter, memory : int
         Iteration cap and Anderson memory.
-    ok, err, z_out, G_out : ndarray, shapes (E,), (E,), (E, N), (E, T, 9)
+    ok, err, z_out, G_out : ndarray, shapes (E,), (E,), (E, N), (E, 9, T)
         Written: convergence, last relative residual, the fixed point (complex: the tangent part
-        is ``i eps dz``) and ``G`` there.
+        is ``i eps dz``) and ``G`` there (the entries of ``G(t)``, row-major, in column ``t``).
 
     Notes
     -----
@@ -183,10 +201,10 @@ def anderson(gam: np.ndarray, z0: np.ndarray, rows: np.ndarray, c: np.ndarray, d
     last ``memory`` differences, through their Gram matrix updated one column at a time.
     """
     E, N = z0.shape
-    Pn = beta.shape[2]
-    T = beta.shape[1]
+    Pn, T = beta.shape[1], beta.shape[2]
     off = Pn * Pn
-    G = np.empty((T, 9), dtype=np.complex128)
+    G = np.empty((9, T), dtype=np.complex128)
+    lam = np.empty((9, T), dtype=np.complex128)
     gz = np.empty(N, dtype=np.complex128)
     D = np.empty((memory, 2 * N))
     U = np.empty((memory, 2 * N))
@@ -195,6 +213,7 @@ def anderson(gam: np.ndarray, z0: np.ndarray, rows: np.ndarray, c: np.ndarray, d
     r = np.empty(2 * N)
     r_prev = np.empty(2 * N)
     g_prev = np.empty(2 * N)
+    mix = np.empty(2 * N)
     dk = np.empty(memory)
     dr = np.empty(memory)
     for e in range(E):
@@ -202,7 +221,7 @@ def anderson(gam: np.ndarray, z0: np.ndarray, rows: np.ndarray, c: np.ndarray, d
         z = z0[e].copy()
         gram[:] = 0.0
         for it in range(max_iter):
-            _resolvent(gam[e], c[m], delta[m], beta[m], palpha[m], jb, ib, om_coef[m], z, G)
+            _resolvent(gam[e], c[m], delta[m], beta[m], palpha[m], jb, ib, om_coef[m], z, lam, G)
             _update(G, noise[m], walpha[m], beta[m], jb, ib, pmask[m], gz)
             s_re = 1e-300
             s_im = 1e-300
@@ -248,13 +267,13 @@ def anderson(gam: np.ndarray, z0: np.ndarray, rows: np.ndarray, c: np.ndarray, d
                 for i in range(n_hist):
                     A[i, i] *= 1.0 + 1e-12
                 theta = np.linalg.solve(A, dr[:n_hist].copy())
+                mix[:] = 0.0
+                for i in range(n_hist):
+                    th = theta[i]
+                    for j in range(2 * N):
+                        mix[j] += th * U[i, j]
                 for j in range(N):
-                    acc_re = 0.0
-                    acc_im = 0.0
-                    for i in range(n_hist):
-                        acc_re += theta[i] * U[i, 2 * j]
-                        acc_im += theta[i] * U[i, 2 * j + 1]
-                    z[j] -= acc_re + 1j * acc_im
+                    z[j] -= mix[2 * j] + 1j * mix[2 * j + 1]
             for j in range(N):
                 g_prev[2 * j] = gz[j].real
                 g_prev[2 * j + 1] = gz[j].imag
