@@ -85,6 +85,17 @@ def test_cofactor_inverse():
     np.testing.assert_allclose(out.T.reshape(20, 3, 3), np.linalg.inv(A), rtol=1e-10, atol=1e-12)
 
 
+def test_gauss_jordan_inverse():
+    # with row interchanges (a zero leading entry forces one) and without
+    rng = np.random.default_rng(1)
+    for n in (1, 2, 9, 17):
+        A = rng.standard_normal((n, n))
+        A[0, 0] = 0.0
+        B = A.copy()
+        iteration.invert(B)
+        np.testing.assert_allclose(B, np.linalg.inv(A), rtol=1e-10, atol=1e-12 * np.abs(np.linalg.inv(A)).max())
+
+
 def _dense_map(model, gamma, z):
     """The map ``z = (Gamma, om) -> (Gamma', om')`` of the module docstring of _finite_size, with
     dense ``P(t)`` (3 x Pn), ``R(t)`` (Pn x 3), LAPACK inverses and complex arithmetic throughout."""

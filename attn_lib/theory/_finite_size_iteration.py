@@ -25,7 +25,7 @@ from typing import TypeVar, cast
 import numba
 import numpy as np
 
-__all__ = ["anderson", "inv3"]
+__all__ = ["anderson", "inv3", "invert"]
 
 _F = TypeVar("_F", bound=Callable[..., object])
 
@@ -69,10 +69,11 @@ def inv3(a: np.ndarray, out: np.ndarray) -> None:
 def _resolvent(gam: complex, c: float, delta: np.ndarray, beta: np.ndarray, palpha: np.ndarray,
                jb: np.ndarray, ib: np.ndarray, om_coef: np.ndarray, z: np.ndarray, lam: np.ndarray,
                G: np.ndarray) -> None:
-    """``G(t) = Lambda(t)^{-1}`` for the state ``z``, into ``G`` (9, T) (``lam``: the same shape, scratch).
+    """``G(t) = Lambda(t)^{-1}`` for the state ``z``, into ``G`` (9, T) (``lam``: (2, 9, T), scratch).
 
     ``Lambda(t)[jb_b, ib_b'] += Gamma[b, b'] beta_b(t) palpha_b'(t)`` over the non-zero entries
-    of ``Gamma`` (those between slope terms of opposite parity are zero), vectorised over ``t``."""
+    of ``Gamma`` (those between slope terms of opposite parity are zero), vectorised over ``t``
+    on the real and imaginary parts."""
     Pn, T = beta.shape
     off = Pn * Pn
     lam[:] = 0.0
@@ -81,19 +82,29 @@ def _resolvent(gam: complex, c: float, delta: np.ndarray, beta: np.ndarray, palp
             g = z[b * Pn + bp]
             if g == 0.0:
                 continue
-            row = lam[3 * jb[b] + ib[bp]]
+            g_re, g_im = g.real, g.imag
+            re = lam[0, 3 * jb[b] + ib[bp]]
+            im = lam[1, 3 * jb[b] + ib[bp]]
             for t in range(T):
-                row[t] += (beta[b, t] * palpha[bp, t]) * g
+                ba = beta[b, t] * palpha[bp, t]
+                re[t] += ba * g_re
+                im[t] += ba * g_im
     for t in range(T):
-        lam[0, t] += gam               # H0(t): rows and columns x, k, e
-        lam[2, t] += -c * delta[t]
-        lam[3, t] += delta[t]
-        lam[4, t] += 1.0
-        lam[8, t] += 1.0
+        lam[0, 2, t] += -c * delta[t]  # H0(t) without gamma: rows and columns x, k, e
+        lam[0, 3, t] += delta[t]
+        lam[0, 4, t] += 1.0
+        lam[0, 8, t] += 1.0
     for j in range(4):                 # the Wigner self-energies
         for t in range(T):
-            lam[_WIGNER[j], t] += om_coef[j] * z[off + j * T + t]
-    inv3(lam, G)
+            w = om_coef[j] * z[off + j * T + t]
+            lam[0, _WIGNER[j], t] += w.real
+            lam[1, _WIGNER[j], t] += w.imag
+    for j in range(9):
+        for t in range(T):
+            G[j, t] = lam[0, j, t] + 1j * lam[1, j, t]
+    for t in range(T):
+        G[0, t] += gam
+    inv3(G.copy(), G)
 
 
 @_fastjit
@@ -116,13 +127,13 @@ def _noise(prof: np.ndarray, G: np.ndarray, js: tuple[int, ...], om: np.ndarray)
 
 @_fastjit
 def _update(G: np.ndarray, noise: np.ndarray, walpha: np.ndarray, beta: np.ndarray, jb: np.ndarray,
-            ib: np.ndarray, pmask: np.ndarray, out: np.ndarray) -> None:
+            ib: np.ndarray, pmask: np.ndarray, blocks: np.ndarray, out: np.ndarray) -> None:
     """The new state ``(Gamma, om)`` from ``G`` (9, T), into ``out`` (``Pn^2 + 4 T``).
 
     ``noise`` (1 or 3, T, T): ``phi k W`` of the Wigner profiles ``sqrt(S2 S2^T), S2, S2^T`` (one
     for a symmetric ``S2``); ``om_0..3`` read ``G_xk, G_xx, G_ek, G_ex`` through profiles
     ``0, 1, 2, 0`` (all ``0`` for one profile). ``E_pi[R G P]`` is taken where ``pmask`` is
-    not zero."""
+    not zero, and ``Gamma`` inverted in the blocks of :func:`_blocks`."""
     Pn, T = beta.shape
     off = Pn * Pn
     if noise.shape[0] == 1:
@@ -131,26 +142,94 @@ def _update(G: np.ndarray, noise: np.ndarray, walpha: np.ndarray, beta: np.ndarr
         _noise(noise[0], G, (0, 3), out[off:])
         _noise(noise[1], G, (1,), out[off:])
         _noise(noise[2], G, (2,), out[off:])
+    Gr = np.empty((9, T))
+    Gi = np.empty((9, T))
+    for j in range(9):
+        for t in range(T):
+            Gr[j, t] = G[j, t].real
+            Gi[j, t] = G[j, t].imag
     Ar = np.eye(Pn)
     Ai = np.zeros((Pn, Pn))
     for b in range(Pn):
         for bp in range(Pn):
             if pmask[b, bp] == 0.0:
                 continue
-            g = G[3 * ib[b] + jb[bp]]
+            gr = Gr[3 * ib[b] + jb[bp]]
+            gi = Gi[3 * ib[b] + jb[bp]]
             acc_re = 0.0
             acc_im = 0.0
             for t in range(T):
                 wb = walpha[b, t] * beta[bp, t]
-                acc_re += wb * g[t].real
-                acc_im += wb * g[t].imag
+                acc_re += wb * gr[t]
+                acc_im += wb * gi[t]
             Ar[b, bp] -= acc_re * pmask[b, bp]
             Ai[b, bp] = -(acc_im * pmask[b, bp])
-    inv = np.linalg.inv(Ar)
-    tan = -(inv @ Ai @ inv)
+    out[:off] = 0.0
+    for b in range(Pn):                # Gamma = A^{-1} block by block: A is zero between parities
+        if b != blocks[b, 0]:
+            continue
+        idx = blocks[b, 1:1 + blocks[b, -1]]
+        n = len(idx)
+        inv = np.empty((n, n))
+        ai = np.empty((n, n))
+        for i in range(n):
+            for j in range(n):
+                inv[i, j] = Ar[idx[i], idx[j]]
+                ai[i, j] = Ai[idx[i], idx[j]]
+        invert(inv)
+        tan = -(inv @ ai @ inv)
+        for i in range(n):
+            for j in range(n):
+                out[idx[i] * Pn + idx[j]] = inv[i, j] + 1j * tan[i, j]
+
+
+@_jit
+def _blocks(pmask: np.ndarray) -> np.ndarray:
+    """The blocks of ``A = I - phi E_pi[R G P]`` (zero between slope terms of opposite parity,
+    where ``pmask`` is): row ``b`` holds the first index of ``b``'s block, its indices and, last,
+    their number (a padded term, ``pmask`` zero in its row, is a block of its own)."""
+    Pn = pmask.shape[0]
+    out = np.zeros((Pn, Pn + 2), dtype=np.int64)
     for b in range(Pn):
+        n = 0
         for bp in range(Pn):
-            out[b * Pn + bp] = inv[b, bp] + 1j * tan[b, bp]
+            if pmask[b, bp] != 0.0 or bp == b:
+                out[b, 1 + n] = bp
+                n += 1
+        out[b, 0] = out[b, 1]
+        out[b, -1] = n
+    return out
+
+
+@_jit
+def invert(a: np.ndarray) -> None:
+    """``a <- a^{-1}`` in place by Gauss–Jordan elimination with partial pivoting (a small matrix;
+    the row interchanges undone as column interchanges at the end)."""
+    n = a.shape[0]
+    rows = np.arange(n)
+    for k in range(n):
+        p = k
+        for i in range(k + 1, n):
+            if abs(a[i, k]) > abs(a[p, k]):
+                p = i
+        rows[k] = p
+        if p != k:
+            for j in range(n):
+                a[k, j], a[p, j] = a[p, j], a[k, j]
+        piv = 1.0 / a[k, k]
+        a[k, k] = 1.0
+        for j in range(n):
+            a[k, j] *= piv
+        for i in range(n):
+            if i != k:
+                f = a[i, k]
+                a[i, k] = 0.0
+                for j in range(n):
+                    a[i, j] -= f * a[k, j]
+    for k in range(n - 1, -1, -1):
+        if rows[k] != k:
+            for i in range(n):
+                a[i, k], a[i, rows[k]] = a[i, rows[k]], a[i, k]
 
 
 @_jit
@@ -204,8 +283,9 @@ def anderson(gam: np.ndarray, z0: np.ndarray, rows: np.ndarray, c: np.ndarray, d
     Pn, T = beta.shape[1], beta.shape[2]
     off = Pn * Pn
     G = np.empty((9, T), dtype=np.complex128)
-    lam = np.empty((9, T), dtype=np.complex128)
+    lam = np.empty((2, 9, T))
     gz = np.empty(N, dtype=np.complex128)
+    act = np.empty(N, dtype=np.int64)
     D = np.empty((memory, 2 * N))
     U = np.empty((memory, 2 * N))
     gram = np.zeros((memory, memory))
@@ -219,28 +299,42 @@ def anderson(gam: np.ndarray, z0: np.ndarray, rows: np.ndarray, c: np.ndarray, d
     for e in range(E):
         m = rows[e]
         z = z0[e].copy()
+        blocks = _blocks(pmask[m])
+        # the entries of the state that can be non-zero (Gamma is zero between its blocks): the
+        # Anderson vectors hold these only, real and imaginary parts interleaved
+        na = 0
+        for b in range(Pn):
+            for bp in range(Pn):
+                if blocks[b, 0] == blocks[bp, 0]:
+                    act[na] = b * Pn + bp
+                    na += 1
+        for j in range(off, N):
+            act[na] = j
+            na += 1
         gram[:] = 0.0
         for it in range(max_iter):
             _resolvent(gam[e], c[m], delta[m], beta[m], palpha[m], jb, ib, om_coef[m], z, lam, G)
-            _update(G, noise[m], walpha[m], beta[m], jb, ib, pmask[m], gz)
+            _update(G, noise[m], walpha[m], beta[m], jb, ib, pmask[m], blocks, gz)
             s_re = 1e-300
             s_im = 1e-300
             for j in range(N):
                 s_re = max(s_re, abs(gz[j].real))
                 s_im = max(s_im, abs(gz[j].imag))
             if it == 0:
-                for j in range(N):
-                    w = om_weight[m] if j >= off else 1.0
-                    wts[2 * j] = 1.0 / s_re * w
-                    wts[2 * j + 1] = 1.0 / s_im * w
+                for a in range(na):
+                    w = om_weight[m] if act[a] >= off else 1.0
+                    wts[2 * a] = 1.0 / s_re * w
+                    wts[2 * a + 1] = 1.0 / s_im * w
             f_re = 0.0
             f_im = 0.0
             for j in range(N):
                 fj = gz[j] - z[j]
                 f_re = max(f_re, abs(fj.real))
                 f_im = max(f_im, abs(fj.imag))
-                r[2 * j] = fj.real * wts[2 * j]
-                r[2 * j + 1] = fj.imag * wts[2 * j + 1]
+            for a in range(na):
+                fj = gz[act[a]] - z[act[a]]
+                r[2 * a] = fj.real * wts[2 * a]
+                r[2 * a + 1] = fj.imag * wts[2 * a + 1]
             err[e] = max(f_re / s_re, f_im / s_im)
             if err[e] < tol:
                 ok[e] = True
@@ -251,31 +345,47 @@ def anderson(gam: np.ndarray, z0: np.ndarray, rows: np.ndarray, c: np.ndarray, d
                 z[j] += gz[j] - z[j]  # z + f
             if it:
                 k = (it - 1) % memory
-                for j in range(N):
-                    D[k, 2 * j] = r[2 * j] - r_prev[2 * j]
-                    D[k, 2 * j + 1] = r[2 * j + 1] - r_prev[2 * j + 1]
-                    U[k, 2 * j] = gz[j].real - g_prev[2 * j]
-                    U[k, 2 * j + 1] = gz[j].imag - g_prev[2 * j + 1]
+                for a in range(na):
+                    D[k, 2 * a] = r[2 * a] - r_prev[2 * a]
+                    D[k, 2 * a + 1] = r[2 * a + 1] - r_prev[2 * a + 1]
+                    U[k, 2 * a] = gz[act[a]].real - g_prev[2 * a]
+                    U[k, 2 * a + 1] = gz[act[a]].imag - g_prev[2 * a + 1]
                 n_hist = min(it, memory)
-                for i in range(n_hist):
-                    dk[i] = np.dot(D[i], D[k])
-                    dr[i] = np.dot(D[i], r)
+                _dots(D, k, r, n_hist, 2 * na, dk, dr)
+                A = np.empty((n_hist, n_hist))
                 for i in range(n_hist):
                     gram[k, i] = dk[i]
                     gram[i, k] = dk[i]
-                A = gram[:n_hist, :n_hist].copy()
                 for i in range(n_hist):
+                    for j in range(n_hist):
+                        A[i, j] = gram[i, j]
                     A[i, i] *= 1.0 + 1e-12
-                theta = np.linalg.solve(A, dr[:n_hist].copy())
-                mix[:] = 0.0
+                invert(A)
+                mix[:2 * na] = 0.0
                 for i in range(n_hist):
-                    th = theta[i]
-                    for j in range(2 * N):
+                    th = 0.0
+                    for j in range(n_hist):
+                        th += A[i, j] * dr[j]
+                    for j in range(2 * na):
                         mix[j] += th * U[i, j]
-                for j in range(N):
-                    z[j] -= mix[2 * j] + 1j * mix[2 * j + 1]
-            for j in range(N):
-                g_prev[2 * j] = gz[j].real
-                g_prev[2 * j + 1] = gz[j].imag
-                r_prev[j * 2] = r[2 * j]
-                r_prev[j * 2 + 1] = r[2 * j + 1]
+                for a in range(na):
+                    z[act[a]] -= mix[2 * a] + 1j * mix[2 * a + 1]
+            for a in range(na):
+                g_prev[2 * a] = gz[act[a]].real
+                g_prev[2 * a + 1] = gz[act[a]].imag
+                r_prev[2 * a] = r[2 * a]
+                r_prev[2 * a + 1] = r[2 * a + 1]
+
+
+@_fastjit
+def _dots(D: np.ndarray, k: int, r: np.ndarray, n: int, length: int, dk: np.ndarray, dr: np.ndarray) -> None:
+    """``dk_i = D_i . D_k`` and ``dr_i = D_i . r`` for the first ``n`` rows of ``D``, over the first
+    ``length`` entries."""
+    for i in range(n):
+        a = 0.0
+        b = 0.0
+        for j in range(length):
+            a += D[i, j] * D[k, j]
+            b += D[i, j] * r[j]
+        dk[i] = a
+        dr[i] = b
