@@ -138,6 +138,7 @@ _MIN_STEP = 1e-9     # a failing step shorter than this (relative) is not halved
 _BATCH_CELLS = 500_000  # models per batch: sum of 3 T^2 at most this (T types)
 _PROBLEM = "finite-size fixed point"
 _MEMORY = 12        # Anderson memory
+_LABEL_CELLS = 1_000_000  # label forms taken together: elements x solved types x (2L + r) at most this
 
 
 @dataclass(frozen=True)
@@ -736,8 +737,7 @@ def _anderson(st: _Stack, gamma: np.ndarray, z0: np.ndarray, max_iter: int | Non
     element, to the residuals of both parts (the imaginary part scaled by ``1/eps``), so the
     iteration solves the fixed-point equation and its tangent equation together. Each element
     iterates until it converges, in one compiled call for the batch
-    (:func:`attn_lib.theory._finite_size_iteration.anderson`); the label forms of all are taken
-    at the end, in one batch.
+    (:func:`attn_lib.theory._finite_size_iteration.anderson`).
 
     Parameters
     ----------
@@ -752,8 +752,8 @@ def _anderson(st: _Stack, gamma: np.ndarray, z0: np.ndarray, max_iter: int | Non
     Returns
     -------
     ok : ndarray of bool, shape (E,)
-    label : ndarray of complex, shape (E,)
-        The label form at the fixed point (valid where ``ok``).
+    G : ndarray of complex, shape (E, T, 3, 3)
+        ``G(t)`` at the fixed point, for the label form (valid where ``ok``).
     z, dz : ndarray, shape (E, N)
         The fixed point and its gamma-derivative (valid where ``ok``).
     err : ndarray, shape (E,)
@@ -772,11 +772,7 @@ def _anderson(st: _Stack, gamma: np.ndarray, z0: np.ndarray, max_iter: int | Non
     _finite_size_iteration.anderson(gamma + 1j * eps, np.ascontiguousarray(z0, dtype=complex), rows,
                                     *(np.ascontiguousarray(a) for a in arrays),
                                     _TOL, _MAX_ITER if max_iter is None else max_iter, _MEMORY, ok, err, z, G)
-    label = np.zeros(E, dtype=complex)
-    if np.any(ok):
-        idx = np.flatnonzero(ok)
-        label[idx] = st.take(idx).label_form(G[idx].transpose(0, 2, 1).reshape(len(idx), T, 3, 3))
-    return ok, label, z.real.copy(), z.imag / eps[:, None], err
+    return ok, G.transpose(0, 2, 1).reshape(E, T, 3, 3), z.real.copy(), z.imag / eps[:, None], err
 
 
 def _solve(st: _Stack, targets: list[np.ndarray], label: Callable[[int], str]) -> list[np.ndarray]:
@@ -787,7 +783,8 @@ def _solve(st: _Stack, targets: list[np.ndarray], label: Callable[[int], str]) -
     most ``_MAX_RATIO``, halved in ``log gamma`` on failure (``_MAX_ATTEMPTS`` attempts). One
     batched Anderson solve per step takes, for every model, the path's next point and all its
     targets inside the step, each started from the Taylor predictor of the path's last point
-    (second order once two points are known).
+    (second order once two points are known). The label forms of all targets are taken at the
+    end, together.
 
     Parameters
     ----------
@@ -803,25 +800,25 @@ def _solve(st: _Stack, targets: list[np.ndarray], label: Callable[[int], str]) -
     list of M complex ndarrays shaped like ``targets``.
     """
     M = st.size
-    out = [np.zeros(len(g), dtype=complex) for g in targets]
+    fixed: list[list[Any]] = [[None] * len(g) for g in targets]   # G(t) at each target's fixed point
     todo = [list(np.argsort(-g, kind="stable")) for g in targets]   # indices, decreasing gamma
     # cold starts at max(gamma_max, _GAMMA_COLD); those that fail start again at _GAMMA_START
     t = np.array([max(float(np.max(g)), _GAMMA_COLD) for g in targets])
-    ok, lab, z, dz, err = _anderson(st, t, st.cold(M), _COLD_ITER)
+    ok, Gf, z, dz, err = _anderson(st, t, st.cold(M), _COLD_ITER)
     if not np.all(ok):
         bad = np.flatnonzero(~ok)
         t[bad] = np.maximum(t[bad], _GAMMA_START)
-        ok[bad], lab[bad], z[bad], dz[bad], err[bad] = _anderson(st.take(bad), t[bad], st.cold(len(bad)))
+        ok[bad], Gf[bad], z[bad], dz[bad], err[bad] = _anderson(st.take(bad), t[bad], st.cold(len(bad)))
     check_converged(ok, err, t, problem=_PROBLEM, label=label, reason=f"{_MAX_ITER} iterations")
     d2z = np.zeros_like(z)                                         # first order from the cold start
 
     def settle(m, at, value):
-        """Targets of model m at ``at`` (relative 1e-15) take the value of the fixed point there."""
+        """Targets of model m at ``at`` (relative 1e-15) take the fixed point there."""
         while todo[m] and targets[m][todo[m][0]] >= at * (1 - _SAME):
-            out[m][todo[m].pop(0)] = value
+            fixed[m][todo[m].pop(0)] = value
 
     for m in range(M):
-        settle(m, t[m], lab[m])
+        settle(m, t[m], Gf[m])
     goal = np.array([max(targets[m][todo[m][-1]], t[m] / _MAX_RATIO) if todo[m] else t[m] for m in range(M)])
     attempts = np.zeros(M, dtype=int)
     while any(todo):
@@ -845,13 +842,13 @@ def _solve(st: _Stack, targets: list[np.ndarray], label: Callable[[int], str]) -
         step = (gam - t[owner])[:, None]
         z0 = (z[owner] + step * dz[owner] + 0.5 * step ** 2 * d2z[owner]
               + 1j * (_STEP * gam)[:, None] * (dz[owner] + step * d2z[owner]))
-        ok_e, lab_e, z_e, dz_e, err_e = _anderson(st.take(owner), gam, z0)
+        ok_e, G_e, z_e, dz_e, err_e = _anderson(st.take(owner), gam, z0)
         first = {}
         for e, (m, j) in enumerate(zip(owner, tgt)):
             if j < 0:
                 first[m] = e
             elif ok_e[e]:
-                out[m][j] = lab_e[e]
+                fixed[m][j] = G_e[e]
                 todo[m].remove(j)
         for m in paths:
             e = first[m]
@@ -859,7 +856,7 @@ def _solve(st: _Stack, targets: list[np.ndarray], label: Callable[[int], str]) -
             if ok_e[e] and not inside:               # the step succeeded
                 d2z[m] = (dz_e[e] - dz[m]) / (goal[m] - t[m])
                 t[m], z[m], dz[m], attempts[m] = goal[m], z_e[e], dz_e[e], 0
-                settle(m, t[m], lab_e[e])
+                settle(m, t[m], G_e[e])
                 if todo[m]:
                     goal[m] = max(targets[m][todo[m][-1]], t[m] / _MAX_RATIO)
                 continue
@@ -874,7 +871,13 @@ def _solve(st: _Stack, targets: list[np.ndarray], label: Callable[[int], str]) -
                 raise not_converged(_PROBLEM, label(m), _gamma(goal[m]), float(res),
                                     f"step from {_gamma(t[m])} below a relative 1e-9")
             goal[m] = new
-    return out
+    # the label forms of all targets, together (in chunks of at most _LABEL_CELLS elements x T x J)
+    owner = np.array([m for m in range(M) for _ in targets[m]], dtype=int)
+    Gs = [G for row in fixed for G in row]
+    k = max(1, _LABEL_CELLS // (st.delta.shape[1] * (2 * st.a.shape[2] + st.xi.shape[2])))
+    vals = np.concatenate([st.take(owner[i:i + k]).label_form(np.stack(Gs[i:i + k]))
+                           for i in range(0, len(Gs), k)] or [np.zeros(0, dtype=complex)])
+    return np.split(vals, np.cumsum([len(g) for g in targets])[:-1])
 
 
 def _chunks(models: list[_Model]) -> list[list[int]]:
