@@ -75,9 +75,9 @@ Solver
     the ``3 x 3`` inverses by cofactors and ``Gamma``'s inverse in real arithmetic (to first
     order in the complex step, exact to rounding). Each setting is
     cold-started at ``max(gamma_max, 0.1)`` (at 10 if that fails) and continued down in steps of
-    ratio at most 4; one batched solve per step takes the next point of every setting's path and
-    all its gammas inside the step, each from the Taylor predictor of the last point
-    (:func:`_solve`). The one-off factorisations are SVDs (eigendecompositions for symmetric
+    ratio at most 4; one batched solve per step takes every setting's gammas inside the step and
+    then the next point of its path, in decreasing order, each from the Taylor predictor of the
+    fixed point before it (:func:`_solve`). The one-off factorisations are SVDs (eigendecompositions for symmetric
     kernels) of the slope and mean kernels.
 
 Flip symmetry
@@ -460,7 +460,7 @@ def _factor(kernel: np.ndarray, weight: np.ndarray, rel_tol: float, max_terms: i
         top, partner = A[:h, :h], A[:h, flip[:h]]
         mats = [(sign, top + sign * partner) for sign in ((-1.0,) if odd else (1.0, -1.0))]
         norms = [float(np.linalg.norm(X)) for _, X in mats]
-        blocks = []
+        blocks: list[tuple[float, tuple[np.ndarray, np.ndarray, np.ndarray]]] = []
         for i in np.argsort(norms)[::-1]:   # the larger block first; the other only if it can keep a term
             if blocks and norms[i] < rel_tol * max(float(b[0][0]) for _, b in blocks if len(b[0])):
                 continue
@@ -729,7 +729,8 @@ class _Stack:
         return np.sum(w * y * x, axis=1)
 
 
-def _anderson(st: _Stack, gamma: np.ndarray, z0: np.ndarray, max_iter: int | None = None):
+def _anderson(st: _Stack, gamma: np.ndarray, z0: np.ndarray, max_iter: int | None = None,
+              chain: np.ndarray | None = None):
     """Fixed points at ``gamma + i eps`` (complex step) of a batch by Anderson acceleration.
 
     The state ``z`` (``Gamma`` and the noise self-energies) is complex; its imaginary part divided
@@ -748,6 +749,10 @@ def _anderson(st: _Stack, gamma: np.ndarray, z0: np.ndarray, max_iter: int | Non
         Starting states (complex: the tangent part is ``i eps dz``).
     max_iter : int, optional
         Iteration cap (default ``_MAX_ITER``).
+    chain : ndarray of bool, shape (E,), optional
+        Where true, an element starts from the Taylor predictor of the fixed point of the element
+        before it (second order when that one is chained too), if that one converged, instead
+        of ``z0``.
 
     Returns
     -------
@@ -767,10 +772,11 @@ def _anderson(st: _Stack, gamma: np.ndarray, z0: np.ndarray, max_iter: int | Non
     ok, err = np.zeros(E, dtype=bool), np.full(E, np.inf)
     z, G = np.zeros((E, N), dtype=complex), np.zeros((E, 9, T), dtype=complex)
     rows = np.zeros(E, dtype=np.int64) if st.size == 1 else np.arange(E, dtype=np.int64)
-    arrays = (st.c[:, 0], st.delta, st.beta, st.palpha, st.walpha, st.jb, st.ib, st.pmask, st.om_coef,
-              st.om_weight, st.noise)
-    _finite_size_iteration.anderson(gamma + 1j * eps, np.ascontiguousarray(z0, dtype=complex), rows,
-                                    *(np.ascontiguousarray(a) for a in arrays),
+    chain = np.zeros(E, dtype=bool) if chain is None else chain
+    C = np.ascontiguousarray
+    _finite_size_iteration.anderson(gamma + 1j * eps, C(z0, dtype=complex), chain, rows, C(st.c[:, 0]), C(st.delta),
+                                    C(st.beta), C(st.palpha), C(st.walpha), C(st.jb), C(st.ib), C(st.pmask),
+                                    C(st.om_coef), C(st.om_weight), C(st.noise),
                                     _TOL, _MAX_ITER if max_iter is None else max_iter, _MEMORY, ok, err, z, G)
     return ok, G.transpose(0, 2, 1).reshape(E, T, 3, 3), z.real.copy(), z.imag / eps[:, None], err
 
@@ -781,10 +787,11 @@ def _solve(st: _Stack, targets: list[np.ndarray], label: Callable[[int], str]) -
     Continuation (module docstring of :mod:`attn_lib.theory._continuation` for the rule): each
     model follows one path from ``max(gamma_max, 10)`` (cold start) down in steps of ratio at
     most ``_MAX_RATIO``, halved in ``log gamma`` on failure (``_MAX_ATTEMPTS`` attempts). One
-    batched Anderson solve per step takes, for every model, the path's next point and all its
-    targets inside the step, each started from the Taylor predictor of the path's last point
-    (second order once two points are known). The label forms of all targets are taken at the
-    end, together.
+    batched Anderson solve per step takes, for every model, all its targets inside the step in
+    decreasing order and then the path's next point, each started from the Taylor predictor of
+    the fixed point before it in that order (the path's last point for the first; second order
+    once two points are known): the compiled iteration solves them in turn. The label forms of
+    all targets are taken at the end, together.
 
     Parameters
     ----------
@@ -828,9 +835,6 @@ def _solve(st: _Stack, targets: list[np.ndarray], label: Callable[[int], str]) -
         gams: list[float] = []
         tgt: list[int] = []
         for m in paths:
-            owners.append(m)
-            gams.append(goal[m])
-            tgt.append(-1)
             for j in todo[m]:
                 gj = targets[m][j]
                 if gj <= goal[m] * (1 + _SAME):
@@ -838,11 +842,15 @@ def _solve(st: _Stack, targets: list[np.ndarray], label: Callable[[int], str]) -
                 owners.append(m)
                 gams.append(gj)
                 tgt.append(j)
+            owners.append(m)
+            gams.append(goal[m])
+            tgt.append(-1)
         owner, gam = np.array(owners), np.array(gams)
         step = (gam - t[owner])[:, None]
         z0 = (z[owner] + step * dz[owner] + 0.5 * step ** 2 * d2z[owner]
               + 1j * (_STEP * gam)[:, None] * (dz[owner] + step * d2z[owner]))
-        ok_e, G_e, z_e, dz_e, err_e = _anderson(st.take(owner), gam, z0)
+        chain = np.concatenate([[False], owner[1:] == owner[:-1]])
+        ok_e, G_e, z_e, dz_e, err_e = _anderson(st.take(owner), gam, z0, None, chain)
         first = {}
         for e, (m, j) in enumerate(zip(owner, tgt)):
             if j < 0:
@@ -874,7 +882,7 @@ def _solve(st: _Stack, targets: list[np.ndarray], label: Callable[[int], str]) -
     # the label forms of all targets, together (in chunks of at most _LABEL_CELLS elements x T x J)
     owner = np.array([m for m in range(M) for _ in targets[m]], dtype=int)
     Gs = [G for row in fixed for G in row]
-    k = max(1, _LABEL_CELLS // (st.delta.shape[1] * (2 * st.a.shape[2] + st.xi.shape[2])))
+    k = max(1, _LABEL_CELLS // (st.delta.shape[1] * max(1, 2 * st.a.shape[2] + st.xi.shape[2])))
     vals = np.concatenate([st.take(owner[i:i + k]).label_form(np.stack(Gs[i:i + k]))
                            for i in range(0, len(Gs), k)] or [np.zeros(0, dtype=complex)])
     return np.split(vals, np.cumsum([len(g) for g in targets])[:-1])

@@ -1,9 +1,9 @@
 r"""The compiled fixed-point iteration of the finite-size equivalent (:mod:`attn_lib.theory._finite_size`).
 
 One call of :func:`anderson` solves a batch: every element (one setting at one complex
-``gamma + i eps``) runs its own Anderson iteration on the state ``z = (Gamma, om)``
-(``Pn^2 + 4 T`` complex numbers, ``Pn = 1 + 2K``), from its own start, until its relative
-residual is below the tolerance. The arithmetic is that of the equations in the module
+``gamma + i eps``) in turn runs its own Anderson iteration on the state ``z = (Gamma, om)``
+(``Pn^2 + 4 T`` complex numbers, ``Pn = 1 + 2K``), from its own start or from the Taylor
+predictor of the element before it, until its relative residual is below the tolerance. The arithmetic is that of the equations in the module
 docstring of :mod:`attn_lib.theory._finite_size`, with the sparsity of ``P(t)`` and ``R(t)``
 (one entry per column and per row) used directly:
 
@@ -31,14 +31,16 @@ _F = TypeVar("_F", bound=Callable[..., object])
 
 
 def _jit(fn: _F) -> _F:
-    """``numba.njit`` with the on-disk cache, typed as the function it compiles."""
-    return cast(_F, numba.njit(cache=True)(fn))
+    """``numba.njit`` with the on-disk cache and NumPy's division (by zero: ``inf`` or ``nan``,
+    which fail the convergence test, not an exception), typed as the function it compiles."""
+    return cast(_F, numba.njit(cache=True, error_model="numpy")(fn))
 
 
 def _fastjit(fn: _F) -> _F:
     """:func:`_jit` that may reassociate sums (vectorised reductions over the types) and fuse
     multiply-adds; NaN and infinity keep their meaning (the convergence test sees them)."""
-    return cast(_F, numba.njit(cache=True, fastmath={"reassoc", "contract", "nsz", "arcp"})(fn))
+    return cast(_F, numba.njit(cache=True, error_model="numpy",
+                               fastmath={"reassoc", "contract", "nsz", "arcp"})(fn))
 
 
 # cofactor (i, j) of a 3 x 3 matrix (row-major entries 0..8) is a[_CO[0]] a[_CO[1]] - a[_CO[2]] a[_CO[3]],
@@ -233,7 +235,7 @@ def invert(a: np.ndarray) -> None:
 
 
 @_jit
-def anderson(gam: np.ndarray, z0: np.ndarray, rows: np.ndarray, c: np.ndarray, delta: np.ndarray,
+def anderson(gam: np.ndarray, z0: np.ndarray, chain: np.ndarray, rows: np.ndarray, c: np.ndarray, delta: np.ndarray,
              beta: np.ndarray, palpha: np.ndarray, walpha: np.ndarray, jb: np.ndarray, ib: np.ndarray,
              pmask: np.ndarray, om_coef: np.ndarray, om_weight: np.ndarray, noise: np.ndarray,
              tol: float, max_iter: int, memory: int,
@@ -246,6 +248,11 @@ def anderson(gam: np.ndarray, z0: np.ndarray, rows: np.ndarray, c: np.ndarray, d
         ``gamma + i eps`` of each element.
     z0 : complex ndarray, shape (E, N)
         Starting states, ``N = Pn^2 + 4 T``.
+    chain : bool ndarray, shape (E,)
+        Where true (and element ``e - 1`` converged), element ``e`` starts instead from the
+        Taylor predictor of ``e - 1``'s fixed point, ``z + s dz + s^2 d2z / 2`` and tangent
+        ``dz + s d2z`` (``s`` the gamma step; ``d2z`` from ``e - 2`` when it is chained and
+        converged too, else zero).
     rows : int ndarray, shape (E,)
         The model (row of the arrays below) of each element.
     c : ndarray, shape (M,)
@@ -299,6 +306,16 @@ def anderson(gam: np.ndarray, z0: np.ndarray, rows: np.ndarray, c: np.ndarray, d
     for e in range(E):
         m = rows[e]
         z = z0[e].copy()
+        if chain[e] and ok[e - 1]:     # the Taylor predictor of the previous element's fixed point
+            g1 = gam[e - 1].real
+            step = gam[e].real - g1
+            second = e >= 2 and chain[e - 1] and ok[e - 2] and gam[e - 2].real != g1
+            for j in range(N):
+                v, d = z_out[e - 1, j].real, z_out[e - 1, j].imag / gam[e - 1].imag
+                d2 = 0.0
+                if second:
+                    d2 = (d - z_out[e - 2, j].imag / gam[e - 2].imag) / (g1 - gam[e - 2].real)
+                z[j] = v + step * d + 0.5 * step * step * d2 + 1j * gam[e].imag * (d + step * d2)
         blocks = _blocks(pmask[m])
         # the entries of the state that can be non-zero (Gamma is zero between its blocks): the
         # Anderson vectors hold these only, real and imaginary parts interleaved
