@@ -75,7 +75,7 @@ Solver
     the ``3 x 3`` inverses by cofactors and ``Gamma``'s inverse in real arithmetic (to first
     order in the complex step, exact to rounding). Each setting is
     cold-started at ``max(gamma_max, 0.1)`` (at 10 if that fails) and continued down in steps of
-    ratio at most 4; one batched solve per step takes every setting's gammas inside the step and
+    ratio at most 4 (to the smallest gamma asked for within that ratio, if any); one batched solve per step takes every setting's gammas inside the step and
     then the next point of its path, in decreasing order, each from the Taylor predictor of the
     fixed point before it (:func:`_solve`). The one-off factorisations are SVDs (eigendecompositions for symmetric
     kernels) of the slope and mean kernels.
@@ -786,7 +786,8 @@ def _solve(st: _Stack, targets: list[np.ndarray], label: Callable[[int], str]) -
 
     Continuation (module docstring of :mod:`attn_lib.theory._continuation` for the rule): each
     model follows one path from ``max(gamma_max, 10)`` (cold start) down in steps of ratio at
-    most ``_MAX_RATIO``, halved in ``log gamma`` on failure (``_MAX_ATTEMPTS`` attempts). One
+    most ``_MAX_RATIO`` (to its smallest target within that ratio, if any), halved in ``log gamma``
+    on failure (``_MAX_ATTEMPTS`` attempts). One
     batched Anderson solve per step takes, for every model, all its targets inside the step in
     decreasing order and then the path's next point, each started from the Taylor predictor of
     the fixed point before it in that order (the path's last point for the first; second order
@@ -824,9 +825,16 @@ def _solve(st: _Stack, targets: list[np.ndarray], label: Callable[[int], str]) -
         while todo[m] and targets[m][todo[m][0]] >= at * (1 - _SAME):
             fixed[m][todo[m].pop(0)] = value
 
+    def next_goal(m):
+        """The path's next point: its smallest target within the ratio ``_MAX_RATIO`` below ``t[m]``
+        (a point of the path that is a target costs no extra solve), else ``t[m] / _MAX_RATIO``."""
+        low = t[m] / _MAX_RATIO
+        inside = [targets[m][j] for j in todo[m] if targets[m][j] >= low]
+        return min(inside) if inside else low
+
     for m in range(M):
         settle(m, t[m], Gf[m])
-    goal = np.array([max(targets[m][todo[m][-1]], t[m] / _MAX_RATIO) if todo[m] else t[m] for m in range(M)])
+    goal = np.array([next_goal(m) if todo[m] else t[m] for m in range(M)])
     attempts = np.zeros(M, dtype=int)
     while any(todo):
         paths = [m for m in range(M) if todo[m]]
@@ -866,7 +874,7 @@ def _solve(st: _Stack, targets: list[np.ndarray], label: Callable[[int], str]) -
                 t[m], z[m], dz[m], attempts[m] = goal[m], z_e[e], dz_e[e], 0
                 settle(m, t[m], G_e[e])
                 if todo[m]:
-                    goal[m] = max(targets[m][todo[m][-1]], t[m] / _MAX_RATIO)
+                    goal[m] = next_goal(m)
                 continue
             attempts[m] += 1
             res = err_e[e] if not ok_e[e] else max(err_e[f] for f in range(len(owner))
@@ -879,13 +887,22 @@ def _solve(st: _Stack, targets: list[np.ndarray], label: Callable[[int], str]) -
                 raise not_converged(_PROBLEM, label(m), _gamma(goal[m]), float(res),
                                     f"step from {_gamma(t[m])} below a relative 1e-9")
             goal[m] = new
-    # the label forms of all targets, together (in chunks of at most _LABEL_CELLS elements x T x J)
-    owner = np.array([m for m in range(M) for _ in targets[m]], dtype=int)
-    Gs = [G for row in fixed for G in row]
+    # the label forms of the distinct fixed points (targets settled at one point share it), together,
+    # in chunks of at most _LABEL_CELLS elements x T x J
+    where: dict[int, int] = {}
+    owners: list[int] = []
+    Gs: list[np.ndarray] = []
+    for m, row in enumerate(fixed):
+        for G in row:
+            if id(G) not in where:
+                where[id(G)] = len(Gs)
+                owners.append(m)
+                Gs.append(G)
+    owner = np.array(owners, dtype=int)
     k = max(1, _LABEL_CELLS // (st.delta.shape[1] * max(1, 2 * st.a.shape[2] + st.xi.shape[2])))
     vals = np.concatenate([st.take(owner[i:i + k]).label_form(np.stack(Gs[i:i + k]))
                            for i in range(0, len(Gs), k)] or [np.zeros(0, dtype=complex)])
-    return np.split(vals, np.cumsum([len(g) for g in targets])[:-1])
+    return [vals[[where[id(G)] for G in row]] for row in fixed]
 
 
 def _chunks(models: list[_Model]) -> list[list[int]]:
