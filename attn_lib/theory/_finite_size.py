@@ -890,15 +890,15 @@ def _solve(st: _Stack, targets: list[np.ndarray], label: Callable[[int], str]) -
     # the label forms of the distinct fixed points (targets settled at one point share it), together,
     # in chunks of at most _LABEL_CELLS elements x T x J
     where: dict[int, int] = {}
-    owners: list[int] = []
+    whose: list[int] = []
     Gs: list[np.ndarray] = []
     for m, row in enumerate(fixed):
         for G in row:
             if id(G) not in where:
                 where[id(G)] = len(Gs)
-                owners.append(m)
+                whose.append(m)
                 Gs.append(G)
-    owner = np.array(owners, dtype=int)
+    owner = np.array(whose, dtype=int)
     k = max(1, _LABEL_CELLS // (st.delta.shape[1] * max(1, 2 * st.a.shape[2] + st.xi.shape[2])))
     vals = np.concatenate([st.take(owner[i:i + k]).label_form(np.stack(Gs[i:i + k]))
                            for i in range(0, len(Gs), k)] or [np.zeros(0, dtype=complex)])
