@@ -838,7 +838,7 @@ def _solve(st: _Stack, targets: list[np.ndarray], label: Callable[[int], str]) -
     attempts = np.zeros(M, dtype=int)
     while any(todo):
         paths = [m for m in range(M) if todo[m]]
-        # elements: each path's next point, then its targets strictly inside (goal, t)
+        # elements: each path's targets strictly inside (goal, t), decreasing, then its next point
         owners: list[int] = []
         gams: list[float] = []
         tgt: list[int] = []

@@ -68,29 +68,26 @@ def inv3(a: np.ndarray, out: np.ndarray) -> None:
 
 
 @_fastjit
-def _resolvent(gam: complex, c: float, delta: np.ndarray, beta: np.ndarray, palpha: np.ndarray,
-               jb: np.ndarray, ib: np.ndarray, om_coef: np.ndarray, z: np.ndarray, lam: np.ndarray,
-               G: np.ndarray) -> None:
+def _resolvent(gam: complex, c: float, delta: np.ndarray, pairs: np.ndarray, ba: np.ndarray,
+               om_coef: np.ndarray, z: np.ndarray, lam: np.ndarray, G: np.ndarray) -> None:
     """``G(t) = Lambda(t)^{-1}`` for the state ``z``, into ``G`` (9, T) (``lam``: (2, 9, T), scratch).
 
-    ``Lambda(t)[jb_b, ib_b'] += Gamma[b, b'] beta_b(t) palpha_b'(t)`` over the non-zero entries
-    of ``Gamma`` (those between slope terms of opposite parity are zero), vectorised over ``t``
-    on the real and imaginary parts."""
-    Pn, T = beta.shape
-    off = Pn * Pn
+    ``Lambda(t)[jb_b, ib_b'] += Gamma[b, b'] beta_b(t) palpha_b'(t)`` over the pairs ``(b, b')``
+    of :func:`_pairs` (``ba``: the products ``beta_b palpha_b'``), vectorised over ``t`` on the
+    real and imaginary parts."""
+    T = ba.shape[1]
+    off = len(z) - 4 * T
     lam[:] = 0.0
-    for b in range(Pn):
-        for bp in range(Pn):
-            g = z[b * Pn + bp]
-            if g == 0.0:
-                continue
-            g_re, g_im = g.real, g.imag
-            re = lam[0, 3 * jb[b] + ib[bp]]
-            im = lam[1, 3 * jb[b] + ib[bp]]
-            for t in range(T):
-                ba = beta[b, t] * palpha[bp, t]
-                re[t] += ba * g_re
-                im[t] += ba * g_im
+    for p in range(len(pairs)):
+        g = z[pairs[p, 0]]
+        if g == 0.0:
+            continue
+        g_re, g_im = g.real, g.imag
+        re = lam[0, pairs[p, 1]]
+        im = lam[1, pairs[p, 1]]
+        for t in range(T):
+            re[t] += ba[p, t] * g_re
+            im[t] += ba[p, t] * g_im
     for t in range(T):
         lam[0, 2, t] += -c * delta[t]  # H0(t) without gamma: rows and columns x, k, e
         lam[0, 3, t] += delta[t]
@@ -128,15 +125,17 @@ def _noise(prof: np.ndarray, G: np.ndarray, js: tuple[int, ...], om: np.ndarray)
 
 
 @_fastjit
-def _update(G: np.ndarray, noise: np.ndarray, walpha: np.ndarray, beta: np.ndarray, jb: np.ndarray,
-            ib: np.ndarray, pmask: np.ndarray, blocks: np.ndarray, out: np.ndarray) -> None:
+def _update(G: np.ndarray, noise: np.ndarray, pairs: np.ndarray, wb: np.ndarray, blocks: np.ndarray,
+            out: np.ndarray) -> None:
     """The new state ``(Gamma, om)`` from ``G`` (9, T), into ``out`` (``Pn^2 + 4 T``).
 
     ``noise`` (1 or 3, T, T): ``phi k W`` of the Wigner profiles ``sqrt(S2 S2^T), S2, S2^T`` (one
     for a symmetric ``S2``); ``om_0..3`` read ``G_xk, G_xx, G_ek, G_ex`` through profiles
-    ``0, 1, 2, 0`` (all ``0`` for one profile). ``E_pi[R G P]`` is taken where ``pmask`` is
-    not zero, and ``Gamma`` inverted in the blocks of :func:`_blocks`."""
-    Pn, T = beta.shape
+    ``0, 1, 2, 0`` (all ``0`` for one profile). ``phi E_pi[R G P]`` is taken over the pairs of
+    :func:`_pairs` (``wb``: the products ``phi w alpha_b beta_b'``), and ``Gamma`` inverted in the
+    blocks of :func:`_blocks`."""
+    Pn = blocks.shape[0]
+    T = G.shape[1]
     off = Pn * Pn
     if noise.shape[0] == 1:
         _noise(noise[0], G, (0, 1, 2, 3), out[off:])
@@ -152,20 +151,17 @@ def _update(G: np.ndarray, noise: np.ndarray, walpha: np.ndarray, beta: np.ndarr
             Gi[j, t] = G[j, t].imag
     Ar = np.eye(Pn)
     Ai = np.zeros((Pn, Pn))
-    for b in range(Pn):
-        for bp in range(Pn):
-            if pmask[b, bp] == 0.0:
-                continue
-            gr = Gr[3 * ib[b] + jb[bp]]
-            gi = Gi[3 * ib[b] + jb[bp]]
-            acc_re = 0.0
-            acc_im = 0.0
-            for t in range(T):
-                wb = walpha[b, t] * beta[bp, t]
-                acc_re += wb * gr[t]
-                acc_im += wb * gi[t]
-            Ar[b, bp] -= acc_re * pmask[b, bp]
-            Ai[b, bp] = -(acc_im * pmask[b, bp])
+    for p in range(len(pairs)):
+        gr = Gr[pairs[p, 2]]
+        gi = Gi[pairs[p, 2]]
+        acc_re = 0.0
+        acc_im = 0.0
+        for t in range(T):
+            acc_re += wb[p, t] * gr[t]
+            acc_im += wb[p, t] * gi[t]
+        b, bp = divmod(pairs[p, 0], Pn)
+        Ar[b, bp] -= acc_re
+        Ai[b, bp] = -acc_im
     out[:off] = 0.0
     for b in range(Pn):                # Gamma = A^{-1} block by block: A is zero between parities
         if b != blocks[b, 0]:
@@ -201,6 +197,35 @@ def _blocks(pmask: np.ndarray) -> np.ndarray:
         out[b, 0] = out[b, 1]
         out[b, -1] = n
     return out
+
+
+@_jit
+def _pairs(blocks: np.ndarray, beta: np.ndarray, palpha: np.ndarray, walpha: np.ndarray, jb: np.ndarray,
+           ib: np.ndarray, pmask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The entries ``(b, b')`` of ``Gamma`` that can be non-zero (``pmask`` not zero): rows
+    ``(b Pn + b', 3 jb_b + ib_b', 3 ib_b + jb_b')`` (the entry of ``Gamma``, of ``Lambda(t)`` and of
+    ``G(t)``), and the products ``beta_b palpha_b'`` and ``pmask w alpha_b beta_b'`` over the types."""
+    Pn, T = beta.shape
+    n = 0
+    for b in range(Pn):
+        for bp in range(Pn):
+            n += pmask[b, bp] != 0.0
+    pairs = np.empty((n, 3), dtype=np.int64)
+    ba = np.empty((n, T))
+    wb = np.empty((n, T))
+    p = 0
+    for b in range(Pn):
+        for bp in range(Pn):
+            if pmask[b, bp] == 0.0:
+                continue
+            pairs[p, 0] = b * Pn + bp
+            pairs[p, 1] = 3 * jb[b] + ib[bp]
+            pairs[p, 2] = 3 * ib[b] + jb[bp]
+            for t in range(T):
+                ba[p, t] = beta[b, t] * palpha[bp, t]
+                wb[p, t] = pmask[b, bp] * walpha[b, t] * beta[bp, t]
+            p += 1
+    return pairs, ba, wb
 
 
 @_jit
@@ -316,7 +341,9 @@ def anderson(gam: np.ndarray, z0: np.ndarray, chain: np.ndarray, rows: np.ndarra
                 if second:
                     d2 = (d - z_out[e - 2, j].imag / gam[e - 2].imag) / (g1 - gam[e - 2].real)
                 z[j] = v + step * d + 0.5 * step * step * d2 + 1j * gam[e].imag * (d + step * d2)
-        blocks = _blocks(pmask[m])
+        if e == 0 or m != rows[e - 1]:
+            blocks = _blocks(pmask[m])
+            pairs, ba, wb = _pairs(blocks, beta[m], palpha[m], walpha[m], jb, ib, pmask[m])
         # the entries of the state that can be non-zero (Gamma is zero between its blocks): the
         # Anderson vectors hold these only, real and imaginary parts interleaved
         na = 0
@@ -330,8 +357,8 @@ def anderson(gam: np.ndarray, z0: np.ndarray, chain: np.ndarray, rows: np.ndarra
             na += 1
         gram[:] = 0.0
         for it in range(max_iter):
-            _resolvent(gam[e], c[m], delta[m], beta[m], palpha[m], jb, ib, om_coef[m], z, lam, G)
-            _update(G, noise[m], walpha[m], beta[m], jb, ib, pmask[m], blocks, gz)
+            _resolvent(gam[e], c[m], delta[m], pairs, ba, om_coef[m], z, lam, G)
+            _update(G, noise[m], pairs, wb, blocks, gz)
             s_re = 1e-300
             s_im = 1e-300
             for j in range(N):
