@@ -155,8 +155,8 @@ def test_failed_cold_starts_and_steps_take_the_slow_path(monkeypatch):
     calls = []
     anderson = finite_size._anderson
 
-    def failing_first_step(st, gamma, z0, max_iter=None, chain=None):
-        out = anderson(st, gamma, z0, max_iter, chain)
+    def failing_first_step(st, gamma, z0, max_iter=None, chain=None, rows=None):
+        out = anderson(st, gamma, z0, max_iter, chain, rows)
         calls.append(gamma.copy())
         if len(calls) == 3:
             out[0][:] = False

@@ -730,7 +730,7 @@ class _Stack:
 
 
 def _anderson(st: _Stack, gamma: np.ndarray, z0: np.ndarray, max_iter: int | None = None,
-              chain: np.ndarray | None = None):
+              chain: np.ndarray | None = None, rows: np.ndarray | None = None):
     """Fixed points at ``gamma + i eps`` (complex step) of a batch by Anderson acceleration.
 
     The state ``z`` (``Gamma`` and the noise self-energies) is complex; its imaginary part divided
@@ -743,7 +743,7 @@ def _anderson(st: _Stack, gamma: np.ndarray, z0: np.ndarray, max_iter: int | Non
     Parameters
     ----------
     st : _Stack
-        One model per element, or one shared model.
+        The models.
     gamma : ndarray, shape (E,)
     z0 : ndarray, shape (E, N)
         Starting states (complex: the tangent part is ``i eps dz``).
@@ -753,6 +753,8 @@ def _anderson(st: _Stack, gamma: np.ndarray, z0: np.ndarray, max_iter: int | Non
         Where true, an element starts from the Taylor predictor of the fixed point of the element
         before it (second order when that one is chained too), if that one converged, instead
         of ``z0``.
+    rows : ndarray of int, shape (E,), optional
+        The model of each element (default: one model per element, or the one model of ``st``).
 
     Returns
     -------
@@ -771,10 +773,12 @@ def _anderson(st: _Stack, gamma: np.ndarray, z0: np.ndarray, max_iter: int | Non
     eps = _STEP * gamma
     ok, err = np.zeros(E, dtype=bool), np.full(E, np.inf)
     z, G = np.zeros((E, N), dtype=complex), np.zeros((E, 9, T), dtype=complex)
-    rows = np.zeros(E, dtype=np.int64) if st.size == 1 else np.arange(E, dtype=np.int64)
+    if rows is None:
+        rows = np.zeros(E, dtype=np.int64) if st.size == 1 else np.arange(E, dtype=np.int64)
     chain = np.zeros(E, dtype=bool) if chain is None else chain
     C = np.ascontiguousarray
-    _finite_size_iteration.anderson(gamma + 1j * eps, C(z0, dtype=complex), chain, rows, C(st.c[:, 0]), C(st.delta),
+    _finite_size_iteration.anderson(gamma + 1j * eps, C(z0, dtype=complex), chain, C(rows, dtype=np.int64),
+                                    C(st.c[:, 0]), C(st.delta),
                                     C(st.beta), C(st.palpha), C(st.walpha), C(st.jb), C(st.ib), C(st.pmask),
                                     C(st.om_coef), C(st.om_weight), C(st.noise),
                                     _TOL, _MAX_ITER if max_iter is None else max_iter, _MEMORY, ok, err, z, G)
@@ -816,7 +820,7 @@ def _solve(st: _Stack, targets: list[np.ndarray], label: Callable[[int], str]) -
     if not np.all(ok):
         bad = np.flatnonzero(~ok)
         t[bad] = np.maximum(t[bad], _GAMMA_START)
-        ok[bad], Gf[bad], z[bad], dz[bad], err[bad] = _anderson(st.take(bad), t[bad], st.cold(len(bad)))
+        ok[bad], Gf[bad], z[bad], dz[bad], err[bad] = _anderson(st, t[bad], st.cold(len(bad)), None, None, bad)
     check_converged(ok, err, t, problem=_PROBLEM, label=label, reason=f"{_MAX_ITER} iterations")
     d2z = np.zeros_like(z)                                         # first order from the cold start
 
@@ -858,7 +862,7 @@ def _solve(st: _Stack, targets: list[np.ndarray], label: Callable[[int], str]) -
         z0 = (z[owner] + step * dz[owner] + 0.5 * step ** 2 * d2z[owner]
               + 1j * (_STEP * gam)[:, None] * (dz[owner] + step * d2z[owner]))
         chain = np.concatenate([[False], owner[1:] == owner[:-1]])
-        ok_e, G_e, z_e, dz_e, err_e = _anderson(st.take(owner), gam, z0, None, chain)
+        ok_e, G_e, z_e, dz_e, err_e = _anderson(st, gam, z0, None, chain, owner)
         first = {}
         for e, (m, j) in enumerate(zip(owner, tgt)):
             if j < 0:
