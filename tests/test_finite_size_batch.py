@@ -223,3 +223,26 @@ def test_even_and_odd_blocks_give_the_full_factorisation():
     np.testing.assert_allclose(s2, s1[odd], rtol=1e-12)
     A0, A2 = ((sw * a * s) @ (sw * b).T for s, a, b in ((s1, a1, b1), (s2, a2, b2)))
     np.testing.assert_allclose(A2, (A0 - A0[:, pi]) / 2, rtol=0, atol=1e-12 * np.abs(A0).max())
+
+
+def test_leading_slope_terms_are_the_svd_s():
+    # the subspace iteration (_leading) on the even block of R3's slope kernel (216 x 216, not
+    # symmetric) gives the SVD's leading terms to rounding; a slowly decaying spectrum fails its
+    # test (the full SVD is taken then)
+    law = finite_size.latent_law(R3.canonical(), R3.p(512))
+    sw, pi = np.sqrt(law.weight), finite_size._flip(law)
+    _, F1, _ = shift_functions(R3.f, 1.0, np.max(np.abs(law.shifts())) + 1.0)(law.shifts())
+    A = sw[:, None] * F1 * sw[None, :]
+    h = len(sw) // 2
+    block = A[:h, :h] + A[:h, pi[:h]]
+    assert h > 4 * finite_size._SKETCH
+    lead = finite_size._leading(block, finite_size._SLOPE_MAX)
+    assert lead is not None
+    s, U, V = lead
+    U0, s0, V0t = np.linalg.svd(block)
+    k = finite_size._SLOPE_MAX
+    np.testing.assert_allclose(s[:k], s0[:k], rtol=1e-12)
+    np.testing.assert_allclose((U[:, :k] * s[:k]) @ V[:, :k].T, (U0[:, :k] * s0[:k]) @ V0t[:k],
+                               rtol=0, atol=1e-12 * s0[0])
+    flat = np.random.default_rng(0).standard_normal((h, h))
+    assert finite_size._leading(flat, finite_size._SLOPE_MAX) is None

@@ -67,18 +67,22 @@ Solver
     The state ``z = (Gamma, Sigma_W)`` (``(2m + 1)^2 + 4 T`` complex numbers) is iterated by
     Anderson acceleration, batched: every (setting, gamma) of a batch is one element, settings
     of similar size are stacked with zero-weight padding (:class:`_Stack`), and one compiled call
-    (:func:`attn_lib.theory._finite_size_iteration.anderson`, Numba) iterates every element of a
-    batch until it converges, so that the cost is the arithmetic, not one NumPy call per
-    operation on small arrays. One iteration costs ``O(T (m^2 + T))`` per element: one product
-    of ``Gamma`` with the coefficients of ``Z^T`` and one of ``G`` with those of ``Z`` (one entry
-    per block and type, used as such), one product with each Wigner profile (a ``T x T`` matrix),
-    the ``3 x 3`` inverses by cofactors and ``Gamma``'s inverse in real arithmetic (to first
-    order in the complex step, exact to rounding). Each setting is
-    cold-started at ``max(gamma_max, 0.1)`` (at 10 if that fails) and continued down in steps of
-    ratio at most 4 (to the smallest gamma asked for within that ratio, if any); one batched solve per step takes every setting's gammas inside the step and
-    then the next point of its path, in decreasing order, each from the Taylor predictor of the
-    fixed point before it (:func:`_solve`). The one-off factorisations are SVDs (eigendecompositions for symmetric
-    kernels) of the slope and mean kernels.
+    (:func:`attn_lib.theory._finite_size_iteration.anderson`, Numba) iterates the elements of a
+    batch in turn, each until it converges, so that the cost is the arithmetic, not one NumPy
+    call per operation on small arrays. One iteration costs ``O(T (m^2 + T))`` per element: one
+    product of ``Gamma`` with the coefficients of ``Z^T`` and one of ``G`` with those of ``Z``
+    (one entry per block and type, used as such, over the entries of ``Gamma`` that are not zero
+    by parity), one product with each Wigner profile (a ``T x T`` matrix), the ``3 x 3``
+    inverses by cofactors and ``Gamma``'s inverse in real arithmetic, block by block (to first
+    order in the complex step, exact to rounding). Each setting is cold-started at
+    ``max(gamma_max, 0.1)`` (at 10 if that fails) and continued down in steps of ratio at most 4
+    (to the smallest gamma asked for within that ratio, if any); one batched solve per step
+    takes every setting's gammas inside the step and then the next point of its path, in
+    decreasing order, each from the Taylor predictor of the fixed point before it
+    (:func:`_solve`); the label forms of all are taken at the end, together. The one-off
+    factorisations are SVDs (eigendecompositions for symmetric kernels) of the slope and mean
+    kernels; the slope kernel keeps at most 8 terms, which a subspace iteration gives for a
+    large non-symmetric block (:func:`_leading`).
 
 Flip symmetry
     Every kernel is a function of ``h(t, t')``, a bilinear form of ``xi_t, xi_t'``, so it is
@@ -123,6 +127,8 @@ _NODES_MU = 3        # nodes along mu in a refined rule (20 x 20 x 3 and 20 x 20
 _PRUNE = 1e-12       # drop nodes whose weight is below this fraction of the largest
 _SLOPE_TOL = 1e-4    # keep slope terms with s_k >= _SLOPE_TOL * s_1 (1e-3 and 6 terms change E by < 1e-6)
 _SLOPE_MAX = 8
+_SKETCH = 24         # subspace of the slope kernel's leading terms (_leading): 3 x _SLOPE_MAX columns
+_SKETCH_POWER = 3    # its power iterations (2: Ritz residuals up to 3e-13 s_1 on the r = 3 maps, 3: 1e-15)
 _MEAN_TOL = 1e-8     # keep mean-kernel terms with singular value >= _MEAN_TOL * largest (1e-6: E moves < 1e-8)
 _STEP = 1e-30        # complex step (relative to gamma)
 _NO_BULK = 1e-12    # a bulk ||P_perp A P_perp||_F^2 below this fraction of ||A||_F^2 is rounding: none
@@ -420,10 +426,37 @@ def _halves(kernel: np.ndarray, flip: np.ndarray) -> np.ndarray:
     return np.concatenate([kernel, kernel[flip[h:]][:, flip]])
 
 
-def _decompose(A: np.ndarray, symmetric: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _leading(A: np.ndarray, terms: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The leading ``_SKETCH`` singular triplets of ``A`` by subspace iteration, or ``None``.
+
+    ``Q`` spans ``(A A^T)^q A Omega`` (``q = _SKETCH_POWER``, ``Omega`` a fixed Gaussian
+    ``n x _SKETCH`` matrix, orthonormalised at every step) and ``Q^T A = U_B diag(s) V^T`` gives
+    ``A ~ (Q U_B) diag(s) V^T`` (Rayleigh–Ritz). They are returned only when the first ``terms``
+    are singular triplets of ``A`` to ``1e-13 s_1`` (``|(I - Q Q^T) A v_k| <= 1e-13 s_1``; the
+    other side, ``A^T u_k = s_k v_k``, holds exactly), that is, the full SVD's to rounding; a
+    slowly decaying spectrum fails the test.
+    """
+    omega = np.random.default_rng(0).standard_normal((A.shape[1], _SKETCH))
+    Q = np.linalg.qr(A @ omega)[0]
+    for _ in range(_SKETCH_POWER):
+        Q = np.linalg.qr(A @ np.linalg.qr(A.T @ Q)[0])[0]
+    Ub, s, Vt = np.linalg.svd(Q.T @ A, full_matrices=False)
+    AV = A @ Vt[:terms].T
+    if not np.all(np.linalg.norm(AV - Q @ (Q.T @ AV), axis=0) <= 1e-13 * s[0]):
+        return None
+    return s, Q @ Ub, Vt.T
+
+
+def _decompose(A: np.ndarray, symmetric: bool, terms: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``A = U diag(s) V^T`` with ``s`` decreasing; for a symmetric ``A`` from the eigendecomposition
     of ``(A + A^T) / 2``, the same factors at a third of the cost: ``s = |lambda|``,
-    ``V = sign(lambda) U``."""
+    ``V = sign(lambda) U``. When only the first ``terms`` are kept and ``A`` is larger than
+    ``4 _SKETCH``, the leading ``_SKETCH`` triplets of a non-symmetric ``A`` by
+    :func:`_leading` (a fifth of the cost at ``216 x 216``), if they pass its test."""
+    if not symmetric and terms is not None and A.shape[0] > 4 * _SKETCH:
+        lead = _leading(A, terms)
+        if lead is not None:
+            return lead
     if symmetric:
         lam, U = np.linalg.eigh((A + A.T) / 2)
         order = np.argsort(-np.abs(lam), kind="stable")
@@ -453,7 +486,7 @@ def _factor(kernel: np.ndarray, weight: np.ndarray, rel_tol: float, max_terms: i
     A = sw[:, None] * kernel * sw[None, :]
     sym = bool(np.max(np.abs(A - A.T), initial=0.0) <= 1e-14 * np.max(np.abs(A), initial=0.0))
     if flip is None:
-        s, U, V = _decompose(A, sym)
+        s, U, V = _decompose(A, sym, max_terms)
         s_max = s[0]
     else:
         h = len(weight) // 2
@@ -464,7 +497,7 @@ def _factor(kernel: np.ndarray, weight: np.ndarray, rel_tol: float, max_terms: i
         for i in np.argsort(norms)[::-1]:   # the larger block first; the other only if it can keep a term
             if blocks and norms[i] < rel_tol * max(float(b[0][0]) for _, b in blocks if len(b[0])):
                 continue
-            blocks.append((mats[i][0], _decompose(mats[i][1], sym)))
+            blocks.append((mats[i][0], _decompose(mats[i][1], sym, max_terms)))
         blocks.sort(key=lambda b: -b[0])    # even block first
         s = np.concatenate([b[0] for _, b in blocks])
         parity = np.concatenate([np.full(len(b[0]), sign) for sign, b in blocks])
