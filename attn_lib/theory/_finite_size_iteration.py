@@ -12,35 +12,18 @@ docstring of :mod:`attn_lib.theory._finite_size`, with the sparsity of ``P(t)`` 
 
 ``G(t) = Lambda(t)^{-1}`` by cofactors and ``Gamma = A^{-1}``, ``A = I - phi E_pi[R G P]`` (zero
 between slope terms of opposite parity), in real arithmetic to first order in the complex step.
-The loops are compiled by Numba (``cache=True``: once per clone, then loaded from
-``__pycache__``); a batch costs one call, so the cost is the arithmetic, ``O(T (Pn^2 + T))`` per
+The loops are compiled by Numba (:mod:`attn_lib.theory._jit`); a batch costs one call, so the cost is the arithmetic, ``O(T (Pn^2 + T))`` per
 element and iteration, not one NumPy call per operation.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TypeVar, cast
-
-import numba
 import numpy as np
 
+from ._jit import fastjit as _fastjit
+from ._jit import jit as _jit
+
 __all__ = ["anderson", "inv3", "invert"]
-
-_F = TypeVar("_F", bound=Callable[..., object])
-
-
-def _jit(fn: _F) -> _F:
-    """``numba.njit`` with the on-disk cache and NumPy's division (by zero: ``inf`` or ``nan``,
-    which fail the convergence test, not an exception), typed as the function it compiles."""
-    return cast(_F, numba.njit(cache=True, error_model="numpy")(fn))
-
-
-def _fastjit(fn: _F) -> _F:
-    """:func:`_jit` that may reassociate sums (vectorised reductions over the types) and fuse
-    multiply-adds; NaN and infinity keep their meaning (the convergence test sees them)."""
-    return cast(_F, numba.njit(cache=True, error_model="numpy",
-                               fastmath={"reassoc", "contract", "nsz", "arcp"})(fn))
 
 
 # cofactor (i, j) of a 3 x 3 matrix (row-major entries 0..8) is a[_CO[0]] a[_CO[1]] - a[_CO[2]] a[_CO[3]],
