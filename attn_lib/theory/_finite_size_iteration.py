@@ -342,22 +342,22 @@ def anderson(gam: np.ndarray, z0: np.ndarray, chain: np.ndarray, rows: np.ndarra
         for it in range(max_iter):
             _resolvent(gam[e], c[m], delta[m], pairs, ba, om_coef[m], z, lam, G)
             _update(G, noise[m], pairs, wb, blocks, gz)
-            s_re = 1e-300
+            s_re = 1e-300             # the largest entries of each part (the others are zero)
             s_im = 1e-300
-            for j in range(N):
-                s_re = max(s_re, abs(gz[j].real))
-                s_im = max(s_im, abs(gz[j].imag))
+            f_re = 0.0
+            f_im = 0.0
+            for a in range(na):
+                g = gz[act[a]]
+                fj = g - z[act[a]]
+                s_re = max(s_re, abs(g.real))
+                s_im = max(s_im, abs(g.imag))
+                f_re = max(f_re, abs(fj.real))
+                f_im = max(f_im, abs(fj.imag))
             if it == 0:
                 for a in range(na):
                     w = om_weight[m] if act[a] >= off else 1.0
                     wts[2 * a] = 1.0 / s_re * w
                     wts[2 * a + 1] = 1.0 / s_im * w
-            f_re = 0.0
-            f_im = 0.0
-            for j in range(N):
-                fj = gz[j] - z[j]
-                f_re = max(f_re, abs(fj.real))
-                f_im = max(f_im, abs(fj.imag))
             for a in range(na):
                 fj = gz[act[a]] - z[act[a]]
                 r[2 * a] = fj.real * wts[2 * a]
@@ -368,8 +368,8 @@ def anderson(gam: np.ndarray, z0: np.ndarray, chain: np.ndarray, rows: np.ndarra
                 z_out[e] = gz
                 G_out[e] = G
                 break
-            for j in range(N):
-                z[j] += gz[j] - z[j]  # z + f
+            for a in range(na):
+                z[act[a]] += gz[act[a]] - z[act[a]]   # z + f
             if it:
                 k = (it - 1) % memory
                 for a in range(na):
