@@ -475,9 +475,11 @@ def _factor(kernel: np.ndarray, weight: np.ndarray, rel_tol: float, max_terms: i
     (a quarter of the cost) and their terms merged in decreasing ``s``. The kept terms are
     those with ``s_k >= rel_tol * s_1``, at most ``max_terms``; a block whose Frobenius norm (a
     bound on its ``s_1``) is below ``rel_tol`` times the other's ``s_1`` keeps none and is not
-    decomposed (the slope kernel of an odd ``f`` is even in ``h``: its odd block is rounding). A symmetric ``A`` (to rounding,
-    ``|A - A^T| <= 1e-14 max|A|``: every kernel of a symmetric ``M_r``, e.g. aligned weights)
-    is decomposed by eigendecompositions (:func:`_decompose`). ``odd=True`` (with a flip) keeps
+    decomposed (the slope kernel of an odd ``f`` is even in ``h``: its odd block is rounding).
+    A symmetric ``A`` (to rounding, ``|A - A^T| <= 1e-14 max|A|``: every kernel of a symmetric
+    ``M_r``, e.g. aligned weights) is decomposed by eigendecompositions (:func:`_decompose`),
+    the slope kernel's leading terms of a large non-symmetric block by subspace iteration
+    (:func:`_leading`). ``odd=True`` (with a flip) keeps
     the odd terms only, those that act on an odd function (the label form's, :meth:`_Stack.label_form`),
     with the same cut-off: ``s_1`` is the largest of both blocks, the even block's computed
     (without vectors) only when its Frobenius norm, a bound on it, exceeds the odd block's.
