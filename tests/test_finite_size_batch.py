@@ -6,6 +6,7 @@ import pytest
 from attn_lib import Setting
 from attn_lib.theory import ConvergenceError, attention_error, attention_resolvent_form
 from attn_lib.theory import _finite_size as finite_size
+from attn_lib.theory import _finite_size_iteration as iteration
 from attn_lib.theory.attention import attention_error_batch
 from attn_lib.theory.shift import shift_functions
 
@@ -78,8 +79,70 @@ def test_bad_n_in_a_batch():
 
 def test_cofactor_inverse():
     rng = np.random.default_rng(0)
-    A = rng.standard_normal((4, 7, 3, 3)) + 1j * rng.standard_normal((4, 7, 3, 3))
-    np.testing.assert_allclose(finite_size._inv3(A), np.linalg.inv(A), rtol=1e-10, atol=1e-12)
+    A = rng.standard_normal((20, 3, 3)) + 1j * rng.standard_normal((20, 3, 3))
+    out = np.empty((9, 20), dtype=complex)
+    iteration.inv3(np.ascontiguousarray(A.reshape(20, 9).T), out)
+    np.testing.assert_allclose(out.T.reshape(20, 3, 3), np.linalg.inv(A), rtol=1e-10, atol=1e-12)
+
+
+def test_gauss_jordan_inverse():
+    # with row interchanges (a zero leading entry forces one); a singular matrix gives non-finite
+    # entries (which fail the convergence test), not an exception
+    rng = np.random.default_rng(1)
+    for n in (2, 9, 17):
+        A = rng.standard_normal((n, n))
+        A[0, 0] = 0.0
+        B = A.copy()
+        iteration.invert(B)
+        np.testing.assert_allclose(B, np.linalg.inv(A), rtol=1e-10, atol=1e-12 * np.abs(np.linalg.inv(A)).max())
+    B = np.zeros((3, 3))
+    with np.errstate(all="ignore"):
+        iteration.invert(B)
+    assert not np.all(np.isfinite(B))
+
+
+def _dense_map(model, gamma, z):
+    """The map ``z = (Gamma, om) -> (Gamma', om')`` of the module docstring of _finite_size, with
+    dense ``P(t)`` (3 x Pn), ``R(t)`` (Pn x 3), LAPACK inverses and complex arithmetic throughout."""
+    w, delta, u, v, noise, parity = model.solve_types()
+    T, K = u.shape
+    Pn, c, s = 1 + 2 * K, model.c, model.s
+    Gam, om = z[:Pn * Pn].reshape(Pn, Pn), z[Pn * Pn:].reshape(4, T)
+    P, R = np.zeros((T, 3, Pn)), np.zeros((T, Pn, 3))
+    P[:, 2, 0], P[:, 1, 1:1 + K], P[:, 0, 1 + K:] = -1.0, -s * u, c * s * v   # rows x, k, e of Z^T
+    R[:, 0, 1], R[:, 1:1 + K, 0], R[:, 1 + K:, 2] = -1.0, -v, -u             # blocks u, v_k, q_k of Z
+    Lam = np.zeros((T, 3, 3), dtype=complex)
+    Lam[:, 0, 0], Lam[:, 0, 2], Lam[:, 1, 0], Lam[:, 1, 1], Lam[:, 2, 2] = gamma, -c * delta, delta, 1, 1
+    Lam -= model.pp * P @ Gam @ R
+    Lam[:, 1, 0] -= om[0]                  # the Wigner self-energy Sigma_W(t)
+    Lam[:, 1, 2] += c * om[1]
+    Lam[:, 0, 0] += c * om[2]
+    Lam[:, 0, 2] -= c * c * om[3]
+    G = np.linalg.inv(Lam)
+    sign = np.concatenate([[1.0], parity, parity])
+    mask = np.outer(sign, sign) > 0
+    Gam_new = np.linalg.inv(np.eye(Pn) - model.phi * mask * np.einsum("t,tbi,tij,tjc->bc", w, R, G, P))
+    prof = noise if len(noise) == 3 else noise * 3
+    om_new = [prof[0] @ G[:, 0, 1], prof[1] @ G[:, 0, 0], prof[2] @ G[:, 2, 1], prof[0] @ G[:, 2, 0]]
+    return np.concatenate([Gam_new.ravel(), np.ravel(om_new)])
+
+
+@pytest.mark.parametrize("s", [EXAMPLE, SETTINGS[1], R3], ids=["r1", "r2", "r3"])
+def test_compiled_iteration_is_a_fixed_point_of_the_dense_equations(s):
+    # the compiled iteration (sparse P(t) and R(t), cofactor inverses, Gamma's inverse to first
+    # order in the complex step) against the equations written out densely: its fixed point and
+    # gamma-derivative are fixed by the dense map to the solver's tolerance (value and tangent
+    # parts relative to their largest entries)
+    model = finite_size._Model(s.canonical(), 512)
+    st = finite_size._Stack([model])
+    gamma = np.array([0.1, 1.0])
+    ok, _, z, dz, _ = finite_size._anderson(st, gamma, st.cold(2))
+    assert ok.all()
+    eps = finite_size._STEP * gamma
+    for g, e, zr, dzr in zip(gamma, eps, z, dz):
+        out = _dense_map(model, g + 1j * e, zr + 1j * e * dzr)
+        np.testing.assert_allclose(out.real, zr, rtol=0, atol=1e-9 * np.abs(zr).max())
+        np.testing.assert_allclose(out.imag / e, dzr, rtol=0, atol=1e-9 * np.abs(dzr).max())
 
 
 def test_failed_cold_starts_and_steps_take_the_slow_path(monkeypatch):
@@ -92,8 +155,8 @@ def test_failed_cold_starts_and_steps_take_the_slow_path(monkeypatch):
     calls = []
     anderson = finite_size._anderson
 
-    def failing_first_step(st, gamma, z0, max_iter=None):
-        out = anderson(st, gamma, z0, max_iter)
+    def failing_first_step(st, gamma, z0, max_iter=None, chain=None, rows=None):
+        out = anderson(st, gamma, z0, max_iter, chain, rows)
         calls.append(gamma.copy())
         if len(calls) == 3:
             out[0][:] = False
@@ -102,7 +165,7 @@ def test_failed_cold_starts_and_steps_take_the_slow_path(monkeypatch):
     monkeypatch.setattr(finite_size, "_anderson", failing_first_step)
     np.testing.assert_allclose(attention_error(EXAMPLE, g, n=512), base, rtol=1e-8)
     assert calls[0][0] == finite_size._GAMMA_COLD and calls[1][0] == finite_size._GAMMA_START
-    assert calls[3][0] == pytest.approx(np.sqrt(calls[1][0] * calls[2][0]))   # the halved step
+    assert calls[3][-1] == pytest.approx(np.sqrt(calls[1][0] * calls[2][-1]))   # the halved step (last: the path's point)
 
 
 def test_non_convergence_in_a_batch_names_the_setting(monkeypatch):
@@ -160,3 +223,26 @@ def test_even_and_odd_blocks_give_the_full_factorisation():
     np.testing.assert_allclose(s2, s1[odd], rtol=1e-12)
     A0, A2 = ((sw * a * s) @ (sw * b).T for s, a, b in ((s1, a1, b1), (s2, a2, b2)))
     np.testing.assert_allclose(A2, (A0 - A0[:, pi]) / 2, rtol=0, atol=1e-12 * np.abs(A0).max())
+
+
+def test_leading_slope_terms_are_the_svd_s():
+    # the subspace iteration (_leading) on the even block of R3's slope kernel (216 x 216, not
+    # symmetric) gives the SVD's leading terms to rounding; a slowly decaying spectrum fails its
+    # test (the full SVD is taken then)
+    law = finite_size.latent_law(R3.canonical(), R3.p(512))
+    sw, pi = np.sqrt(law.weight), finite_size._flip(law)
+    _, F1, _ = shift_functions(R3.f, 1.0, np.max(np.abs(law.shifts())) + 1.0)(law.shifts())
+    A = sw[:, None] * F1 * sw[None, :]
+    h = len(sw) // 2
+    block = A[:h, :h] + A[:h, pi[:h]]
+    assert h > 4 * finite_size._SKETCH
+    lead = finite_size._leading(block, finite_size._SLOPE_MAX)
+    assert lead is not None
+    s, U, V = lead
+    U0, s0, V0t = np.linalg.svd(block)
+    k = finite_size._SLOPE_MAX
+    np.testing.assert_allclose(s[:k], s0[:k], rtol=1e-12)
+    np.testing.assert_allclose((U[:, :k] * s[:k]) @ V[:, :k].T, (U0[:, :k] * s0[:k]) @ V0t[:k],
+                               rtol=0, atol=1e-12 * s0[0])
+    flat = np.random.default_rng(0).standard_normal((h, h))
+    assert finite_size._leading(flat, finite_size._SLOPE_MAX) is None

@@ -26,6 +26,25 @@ def test_shift_functions_closed_forms():
     np.testing.assert_allclose(F1, 2 / np.sqrt(3 * np.pi) * np.exp(-h ** 2 / 3), atol=1e-8)
 
 
+def test_compiled_spline_evaluation_is_the_numpy_formula():
+    # attn_lib.theory._spline.evaluate: the same arithmetic as the NumPy expression, bit for bit,
+    # on a grid with both ends of the table and shifts beyond it (there: direct quadrature)
+    from attn_lib.theory import shift
+    t = shift_functions("tanh", 1.0, 8.0)
+    h = np.concatenate([np.linspace(-8.0, 8.0, 1001), [-8.0, 8.0, 1e-17, -12.5, 70.0]]).reshape(2, -1)
+    k = np.clip(np.floor((h + t.h_max) / shift._STEP), 0, len(t.coef) - 1).astype(np.intp)
+    d = (h - (k * shift._STEP - t.h_max))[..., None]
+    c = t.coef[k]
+    v = ((c[..., 0, :] * d + c[..., 1, :]) * d + c[..., 2, :]) * d + c[..., 3, :]
+    inside = np.abs(h) <= t.h_max
+    got = t(h)
+    for j in range(3):
+        np.testing.assert_array_equal(got[j][inside], np.maximum(v[..., j], 0.0)[inside] if j == 2 else v[..., j][inside])
+    np.testing.assert_array_equal(t.curvature(h)[inside], v[..., 3][inside])
+    far = shift.expectations(t.g, t.breaks, h[~inside])
+    np.testing.assert_allclose(got[1][~inside], far[1], rtol=0, atol=0)
+
+
 def test_curvature_closed_forms():
     # F2 = E[(xi^2 - 1) f(xi + h)] = F0'': sign: F0 = erf(h / sqrt 2), F0'' = -h sqrt(2 / pi)
     # exp(-h^2 / 2); erf(a t): F0 = erf(a h / sqrt q), q = 1 + 2 a^2, F0'' = -(2 a^2 h / q) F0';

@@ -65,18 +65,24 @@ Softmax
 
 Solver
     The state ``z = (Gamma, Sigma_W)`` (``(2m + 1)^2 + 4 T`` complex numbers) is iterated by
-    Anderson acceleration, batched: every (setting, gamma) of a batch is one row, settings of
-    similar size are stacked with zero-weight padding (:class:`_Stack`), and one iteration costs
-    ``O(T (m^2 + T))`` per row: one product of ``Gamma`` with the coefficients of ``Z^T`` and one
-    of ``G`` with those of ``Z`` (one entry per block and type, stored as ``3 T x (2m + 1)``
-    matrices), one product with each Wigner profile (a ``T x T`` matrix), the ``3 x 3`` inverses
-    by cofactors and ``Gamma``'s inverse in real arithmetic (to first order in the complex step,
-    exact to rounding). Each setting is
-    cold-started at ``max(gamma_max, 0.1)`` (at 10 if that fails) and continued down in steps of
-    ratio at most 4; one batched solve per step takes the next point of every setting's path and
-    all its gammas inside the step, each from the Taylor predictor of the last point
-    (:func:`_solve`). The one-off factorisations are SVDs (eigendecompositions for symmetric
-    kernels) of the slope and mean kernels.
+    Anderson acceleration, batched: every (setting, gamma) of a batch is one element, settings
+    of similar size are stacked with zero-weight padding (:class:`_Stack`), and one compiled call
+    (:func:`attn_lib.theory._finite_size_iteration.anderson`, Numba) iterates the elements of a
+    batch in turn, each until it converges, so that the cost is the arithmetic, not one NumPy
+    call per operation on small arrays. One iteration costs ``O(T (m^2 + T))`` per element: one
+    product of ``Gamma`` with the coefficients of ``Z^T`` and one of ``G`` with those of ``Z``
+    (one entry per block and type, used as such, over the entries of ``Gamma`` that are not zero
+    by parity), one product with each Wigner profile (a ``T x T`` matrix), the ``3 x 3``
+    inverses by cofactors and ``Gamma``'s inverse in real arithmetic, block by block (to first
+    order in the complex step, exact to rounding). Each setting is cold-started at
+    ``max(gamma_max, 0.1)`` (at 10 if that fails) and continued down in steps of ratio at most 4
+    (to the smallest gamma asked for within that ratio, if any); one batched solve per step
+    takes every setting's gammas inside the step and then the next point of its path, in
+    decreasing order, each from the Taylor predictor of the fixed point before it
+    (:func:`_solve`); the label forms of all are taken at the end, together. The one-off
+    factorisations are SVDs (eigendecompositions for symmetric kernels) of the slope and mean
+    kernels; the slope kernel keeps at most 8 terms, which a subspace iteration gives for a
+    large non-symmetric block (:func:`_leading`).
 
 Flip symmetry
     Every kernel is a function of ``h(t, t')``, a bilinear form of ``xi_t, xi_t'``, so it is
@@ -88,7 +94,8 @@ Flip symmetry
     with the same iterates as on all of them (the Anderson fit counts each solved type twice),
     the Wigner profiles folded onto them. The label form's solution ``(x, k, e)`` is odd (its
     right-hand side ``y_t`` is), so only the mean kernel's odd block acts on it: the even one
-    is not decomposed. A rule of one's own without the symmetry is solved on all its types.
+    is not decomposed, and the label form's integrands are even: it is taken on the solved
+    types too. A rule of one's own without the symmetry is solved on all its types.
 """
 
 from __future__ import annotations
@@ -120,6 +127,8 @@ _NODES_MU = 3        # nodes along mu in a refined rule (20 x 20 x 3 and 20 x 20
 _PRUNE = 1e-12       # drop nodes whose weight is below this fraction of the largest
 _SLOPE_TOL = 1e-4    # keep slope terms with s_k >= _SLOPE_TOL * s_1 (1e-3 and 6 terms change E by < 1e-6)
 _SLOPE_MAX = 8
+_SKETCH = 24         # subspace of the slope kernel's leading terms (_leading): 3 x _SLOPE_MAX columns
+_SKETCH_POWER = 3    # its power iterations (2: Ritz residuals up to 3e-13 s_1 on the r = 3 maps, 3: 1e-15)
 _MEAN_TOL = 1e-8     # keep mean-kernel terms with singular value >= _MEAN_TOL * largest (1e-6: E moves < 1e-8)
 _STEP = 1e-30        # complex step (relative to gamma)
 _NO_BULK = 1e-12    # a bulk ||P_perp A P_perp||_F^2 below this fraction of ||A||_F^2 is rounding: none
@@ -135,6 +144,7 @@ _MIN_STEP = 1e-9     # a failing step shorter than this (relative) is not halved
 _BATCH_CELLS = 500_000  # models per batch: sum of 3 T^2 at most this (T types)
 _PROBLEM = "finite-size fixed point"
 _MEMORY = 12        # Anderson memory
+_LABEL_CELLS = 1_000_000  # label forms taken together: elements x solved types x (2L + r) at most this
 
 
 @dataclass(frozen=True)
@@ -416,10 +426,37 @@ def _halves(kernel: np.ndarray, flip: np.ndarray) -> np.ndarray:
     return np.concatenate([kernel, kernel[flip[h:]][:, flip]])
 
 
-def _decompose(A: np.ndarray, symmetric: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _leading(A: np.ndarray, terms: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The leading ``_SKETCH`` singular triplets of ``A`` by subspace iteration, or ``None``.
+
+    ``Q`` spans ``(A A^T)^q A Omega`` (``q = _SKETCH_POWER``, ``Omega`` a fixed Gaussian
+    ``n x _SKETCH`` matrix, orthonormalised at every step) and ``Q^T A = U_B diag(s) V^T`` gives
+    ``A ~ (Q U_B) diag(s) V^T`` (Rayleigh–Ritz). They are returned only when the first ``terms``
+    are singular triplets of ``A`` to ``1e-13 s_1`` (``|(I - Q Q^T) A v_k| <= 1e-13 s_1``; the
+    other side, ``A^T u_k = s_k v_k``, holds exactly), that is, the full SVD's to rounding; a
+    slowly decaying spectrum fails the test.
+    """
+    omega = np.random.default_rng(0).standard_normal((A.shape[1], _SKETCH))
+    Q = np.linalg.qr(A @ omega)[0]
+    for _ in range(_SKETCH_POWER):
+        Q = np.linalg.qr(A @ np.linalg.qr(A.T @ Q)[0])[0]
+    Ub, s, Vt = np.linalg.svd(Q.T @ A, full_matrices=False)
+    AV = A @ Vt[:terms].T
+    if not np.all(np.linalg.norm(AV - Q @ (Q.T @ AV), axis=0) <= 1e-13 * s[0]):
+        return None
+    return s, Q @ Ub, Vt.T
+
+
+def _decompose(A: np.ndarray, symmetric: bool, terms: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``A = U diag(s) V^T`` with ``s`` decreasing; for a symmetric ``A`` from the eigendecomposition
     of ``(A + A^T) / 2``, the same factors at a third of the cost: ``s = |lambda|``,
-    ``V = sign(lambda) U``."""
+    ``V = sign(lambda) U``. When only the first ``terms`` are kept and ``A`` is larger than
+    ``4 _SKETCH``, the leading ``_SKETCH`` triplets of a non-symmetric ``A`` by
+    :func:`_leading` (a fifth of the cost at ``216 x 216``), if they pass its test."""
+    if not symmetric and terms is not None and A.shape[0] > 4 * _SKETCH:
+        lead = _leading(A, terms)
+        if lead is not None:
+            return lead
     if symmetric:
         lam, U = np.linalg.eigh((A + A.T) / 2)
         order = np.argsort(-np.abs(lam), kind="stable")
@@ -436,9 +473,13 @@ def _factor(kernel: np.ndarray, weight: np.ndarray, rel_tol: float, max_terms: i
     is block-diagonal in the even and odd vectors ``(e_t +- e_pi(t)) / sqrt(2)`` of the first half
     of the types: the blocks ``A_tt' +- A_t,pi(t')`` (``T/2 x T/2``) are decomposed separately
     (a quarter of the cost) and their terms merged in decreasing ``s``. The kept terms are
-    those with ``s_k >= rel_tol * s_1``, at most ``max_terms``. A symmetric ``A`` (to rounding,
-    ``|A - A^T| <= 1e-14 max|A|``: every kernel of a symmetric ``M_r``, e.g. aligned weights)
-    is decomposed by eigendecompositions (:func:`_decompose`). ``odd=True`` (with a flip) keeps
+    those with ``s_k >= rel_tol * s_1``, at most ``max_terms``; a block whose Frobenius norm (a
+    bound on its ``s_1``) is below ``rel_tol`` times the other's ``s_1`` keeps none and is not
+    decomposed (the slope kernel of an odd ``f`` is even in ``h``: its odd block is rounding).
+    A symmetric ``A`` (to rounding, ``|A - A^T| <= 1e-14 max|A|``: every kernel of a symmetric
+    ``M_r``, e.g. aligned weights) is decomposed by eigendecompositions (:func:`_decompose`),
+    the slope kernel's leading terms of a large non-symmetric block by subspace iteration
+    (:func:`_leading`). ``odd=True`` (with a flip) keeps
     the odd terms only, those that act on an odd function (the label form's, :meth:`_Stack.label_form`),
     with the same cut-off: ``s_1`` is the largest of both blocks, the even block's computed
     (without vectors) only when its Frobenius norm, a bound on it, exceeds the odd block's.
@@ -447,12 +488,19 @@ def _factor(kernel: np.ndarray, weight: np.ndarray, rel_tol: float, max_terms: i
     A = sw[:, None] * kernel * sw[None, :]
     sym = bool(np.max(np.abs(A - A.T), initial=0.0) <= 1e-14 * np.max(np.abs(A), initial=0.0))
     if flip is None:
-        s, U, V = _decompose(A, sym)
+        s, U, V = _decompose(A, sym, max_terms)
         s_max = s[0]
     else:
         h = len(weight) // 2
         top, partner = A[:h, :h], A[:h, flip[:h]]
-        blocks = [(sign, _decompose(top + sign * partner, sym)) for sign in ((-1.0,) if odd else (1.0, -1.0))]
+        mats = [(sign, top + sign * partner) for sign in ((-1.0,) if odd else (1.0, -1.0))]
+        norms = [float(np.linalg.norm(X)) for _, X in mats]
+        blocks: list[tuple[float, tuple[np.ndarray, np.ndarray, np.ndarray]]] = []
+        for i in np.argsort(norms)[::-1]:   # the larger block first; the other only if it can keep a term
+            if blocks and norms[i] < rel_tol * max(float(b[0][0]) for _, b in blocks if len(b[0])):
+                continue
+            blocks.append((mats[i][0], _decompose(mats[i][1], sym, max_terms)))
+        blocks.sort(key=lambda b: -b[0])    # even block first
         s = np.concatenate([b[0] for _, b in blocks])
         parity = np.concatenate([np.full(len(b[0]), sign) for sign, b in blocks])
         s_max = np.max(s)
@@ -518,7 +566,7 @@ class _Model:
         self.flip = flip
 
     def solve_types(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
-                                   list[np.ndarray], np.ndarray, np.ndarray]:
+                                   list[np.ndarray], np.ndarray]:
         """The data of the fixed point on the types it is solved on (:class:`_Stack`).
 
         With the flip ``pi`` of the types (:func:`_flip`) the fixed point is even,
@@ -536,18 +584,16 @@ class _Model:
             ``phi k W`` of the Wigner profiles (:meth:`__init__`) on the solved types.
         parity : ndarray, shape (K,)
             ``+-1``: ``u_k(pi t) = parity_k u_k(t)`` (all ``+1`` without the flip).
-        expand : ndarray of int, shape (T,)
-            The solved type that stands for each type.
+
+        The solved types are the first ``T'`` types (``T' = T/2`` with the flip, ``T`` without).
         """
         T = len(self.delta)
         if self.flip is None:
-            return (self.law.weight, self.delta, self.u, self.v, self.noise, np.ones(len(self.s)),
-                    np.arange(T))
+            return self.law.weight, self.delta, self.u, self.v, self.noise, np.ones(len(self.s))
         h, pi = T // 2, self.flip
         parity = np.where([np.array_equal(x[pi[:h]], x[:h]) for x in self.u.T], 1.0, -1.0)
         noise = [k[:h, :h] + k[:h, pi[:h]] for k in self.noise]
-        return (2.0 * self.law.weight[:h], self.delta[:h], self.u[:h], self.v[:h], noise, parity,
-                np.concatenate([np.arange(h), pi[h:]]))
+        return 2.0 * self.law.weight[:h], self.delta[:h], self.u[:h], self.v[:h], noise, parity
 
 
 def _pad(arrays: list[np.ndarray], shape: tuple[int, ...], dtype=float) -> np.ndarray:
@@ -570,25 +616,7 @@ def _rdot(left: np.ndarray, X: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(left @ np.ascontiguousarray(X).view(np.float64)).view(complex)
 
 
-# cofactor (i, j) of a 3 x 3 matrix (row-major entries 0..8) is A[_CO[0]] A[_CO[1]] - A[_CO[2]] A[_CO[3]],
-# listed in the order of the adjugate (its transpose)
-_CO = np.array([[4, 2, 1, 5, 0, 2, 3, 1, 0],
-                [8, 7, 5, 6, 8, 3, 7, 6, 4],
-                [5, 1, 2, 3, 2, 0, 4, 0, 1],
-                [7, 8, 4, 8, 6, 5, 6, 7, 3]])
-
-
-def _inv3(A: np.ndarray) -> np.ndarray:
-    """Inverses of the ``3 x 3`` matrices ``A`` (shape ``(..., 3, 3)``) by cofactors (no LAPACK call per matrix)."""
-    a = A.reshape(*A.shape[:-2], 9)
-    f = a[..., _CO]
-    adj = f[..., 0, :] * f[..., 1, :] - f[..., 2, :] * f[..., 3, :]
-    det = (a[..., :3] * adj[..., ::3]).sum(axis=-1)
-    return (adj / det[..., None]).reshape(A.shape)
-
-
-_WIGNER = [3, 5, 0, 2]  # entries (k, x), (k, e), (x, x), (x, e) of a 3 x 3 matrix, row-major
-_SHARED = ("K", "jb", "cols")  # attributes of a _Stack common to all its models
+_SHARED = ("K", "jb", "ib")  # attributes of a _Stack common to all its models
 
 
 class _Stack:
@@ -601,27 +629,27 @@ class _Stack:
 
     Attributes (``E`` models, ``T`` solved types (:meth:`_Model.solve_types`), ``K`` slope terms, ``Pn = 1 + 2K``)
     ----------------------------------------------------------------------------------------------------------
-    P : ndarray, shape (E, 3 T, Pn)
+    beta : ndarray, shape (E, Pn, T)
         The coefficients ``P(t)`` of ``Z^T`` (rows ``x, k, e``, columns the p-blocks
-        ``u, v_k, q_k``; one entry ``beta_b(t)`` per column, in row ``jb[b]``), at rows ``3 t + i``.
-    beta : ndarray, shape (E, T, 1, Pn)
-        Those entries ``beta_b(t)``.
-    R : ndarray, shape (E, Pn, 3 T)
-        ``w_t R(t)``, the coefficients of ``Z`` (row ``b`` has one entry ``w_t alpha_b(t)``, in
-        column ``x`` for the blocks ``v``, ``k`` for ``u`` and ``e`` for ``q``), at columns ``3 t + i``.
-    palpha : ndarray, shape (E, T, 1, Pn)
-        ``-(p'/p) alpha_b(t)``; ``cols`` (Pn, 3) sums each p-block into its column of ``Z``.
-    noise : list of one or three ndarrays, shape (E, T, T)
+        ``u, v_k, q_k``): one entry ``beta_b(t)`` per column ``b``, in row ``jb[b]``.
+    walpha, palpha : ndarray, shape (E, Pn, T)
+        ``w_t alpha_b(t)`` and ``-(p'/p) alpha_b(t)``: the coefficients ``R(t)`` of ``Z`` have one
+        entry ``alpha_b(t)`` per row ``b``, in column ``ib[b]`` (``x`` for the blocks ``v``,
+        ``k`` for ``u`` and ``e`` for ``q``).
+    jb, ib : ndarray of int, shape (Pn,)
+    noise : ndarray, shape (E, 1 or 3, T, T)
         ``phi k W`` for the Wigner profiles ``k = sqrt(S2 S2^T), S2, S2^T`` (one for a
         symmetric ``S2``), folded onto the solved types.
     pmask : ndarray, shape (E, Pn, Pn)
         ``phi``, zero between slope terms of opposite parity under the flip.
-    om_coef : ndarray, shape (E, 4, 1)
+    om_coef : ndarray, shape (E, 4)
         The coefficients ``-1, c, c, -c^2`` of the noise self-energies in ``Lambda(t)``.
-    om_weight : ndarray, shape (E, 1)
+    om_weight : ndarray, shape (E,)
         ``sqrt(types / solved types)``: the weight of the noise self-energies in the Anderson fit.
-    w, y, xi, a, b, expand : ndarray, shapes (E, Tf), (E, Tf), (E, Tf, r), (E, Tf, L), (E, Tf, L), (E, Tf)
-        On all ``Tf`` types, for the label form; ``expand`` is the solved type of each.
+    w, y, xi, a, b : ndarray, shapes (E, T), (E, T), (E, T, r), (E, T, L), (E, T, L)
+        On the solved types, for the label form: with the flip its integrands are even (``G``
+        is, the mean kernel's odd terms ``a, b``, ``xi`` and ``y`` are odd), so the first half of
+        the types at twice their weight gives it.
     c, phi, pp, kappa, sp : ndarray, shape (E, 1)
         ``c``, ``n/p``, ``p'/p``, ``n/sqrt(p)`` and ``sqrt(p)``.
     """
@@ -630,8 +658,7 @@ class _Stack:
         if models is None:
             return
         red = [m.solve_types() for m in models]
-        T = max(len(x[0]) for x in red)               # solved types
-        Tf = max(len(m.delta) for m in models)        # all types (the label form)
+        T = max(len(x[0]) for x in red)               # solved types, the first T' of each model
         K = max(len(m.s) for m in models)
         L = max(len(m.S) for m in models)
         r = max(m.law.r for m in models)
@@ -641,11 +668,10 @@ class _Stack:
         self.c, self.phi, self.pp = (col([getattr(m, k) for m in models]) for k in ("c", "phi", "pp"))
         self.kappa = col([m.n / math.sqrt(m.p) for m in models])
         self.sp = col([math.sqrt(m.p) for m in models])
-        self.w = _pad([m.law.weight for m in models], (Tf,))
-        self.y = _pad([m.law.y for m in models], (Tf,))
-        self.xi = _pad([m.law.xi for m in models], (Tf, r))
-        self.expand = _pad([x[6] for x in red], (Tf,), dtype=int)
         ws = _pad([x[0] for x in red], (T,))
+        self.w = ws
+        self.y = _pad([m.law.y[:len(x[0])] for m, x in zip(models, red)], (T,))
+        self.xi = _pad([m.law.xi[:len(x[0])] for m, x in zip(models, red)], (T, r))
         self.delta = _pad([x[1] for x in red], (T,))
         s = _pad([m.s for m in models], (K,))[:, None, :]
         u = _pad([x[2] for x in red], (T, K))
@@ -654,7 +680,7 @@ class _Stack:
         # Anderson fit counts each solved type's noise self-energies once per type it stands for
         sign = np.concatenate([np.ones((E, 1)), *[_pad([x[5] for x in red], (K,))] * 2], axis=1)
         mask = (sign[:, :, None] * sign[:, None, :] > 0).astype(float)
-        self.om_weight = col([math.sqrt(len(m.delta) / len(x[0])) for m, x in zip(models, red)])
+        self.om_weight = np.array([math.sqrt(len(m.delta) / len(x[0])) for m, x in zip(models, red)])
         # Z^T has rows x, k, e; Z has columns x, k, e; p-blocks (u, v_k, q_k). Both are one entry per
         # p-block in each type: P(t)[j_b, b] = beta_b(t), R(t)[b, i_b] = alpha_b(t)
         self.K = K
@@ -667,27 +693,20 @@ class _Stack:
         alpha[:, :, 1:1 + K] = -v                                  # v_k = Z D_{v_k} x
         alpha[:, :, 1 + K:] = -u                                   # q_k = Z D_{u_k} e
         self.jb = np.array([2] + [1] * K + [0] * K)                # row of Z^T read by column b
-        ib = np.array([1] + [0] * K + [2] * K)                     # column of Z written by row b
-        self.beta = beta[:, :, None, :]
-        # P(t) as a (3, Pn) matrix per type, stacked to rows 3 t + i: (P Gamma)(t) in one product
-        P = np.zeros((E, T, 3, Pn))
-        P[:, :, self.jb, np.arange(Pn)] = beta
-        self.P = P.reshape(E, 3 * T, Pn)
-        self.palpha = -self.pp[:, :, None, None] * alpha[:, :, None, :]   # -(p'/p) alpha_b(t)
-        self.cols = np.zeros((Pn, 3), dtype=complex)               # sums the p-blocks of each column
-        self.cols[np.arange(Pn), ib] = 1.0
-        # w_t R(t) as rows b of a (Pn, 3 T) matrix (columns 3 t + i): E_pi[R G P] in one product
-        R = np.zeros((E, Pn, T, 3))
-        R[:, np.arange(Pn), :, ib] = (ws[:, :, None] * alpha).transpose(2, 0, 1)
-        self.R = R.reshape(E, Pn, 3 * T)
+        self.ib = np.array([1] + [0] * K + [2] * K)                # column of Z written by row b
+        # types on the last axis (the compiled iteration's loops run over them)
+        self.beta = np.ascontiguousarray(beta.transpose(0, 2, 1))
+        self.palpha = np.ascontiguousarray((-self.pp[:, :, None] * alpha).transpose(0, 2, 1))   # -(p'/p) alpha_b(t)
+        self.walpha = np.ascontiguousarray((ws[:, :, None] * alpha).transpose(0, 2, 1))        # w_t alpha_b(t)
         self.pmask = self.phi[:, :, None] * mask
         # the Wigner terms of Lambda(t): entries (k, x), (k, e), (x, x), (x, e) from om_0..3
-        self.om_coef = np.stack([-np.ones_like(self.c), self.c, self.c, -self.c ** 2], axis=1)
+        self.om_coef = np.concatenate([-np.ones_like(self.c), self.c, self.c, -self.c ** 2], axis=1)
         same = all(len(x[4]) == 1 for x in red)   # symmetric S2 in every model: one profile
-        self.noise = [_pad([x[4][j % len(x[4])] for x in red], (T, T)) for j in range(1 if same else 3)]
+        self.noise = np.stack([_pad([x[4][j % len(x[4])] for x in red], (T, T)) for j in range(1 if same else 3)],
+                              axis=1)
         self.S = _pad([m.S for m in models], (L,))[:, None, :]
-        self.a = _pad([m.a for m in models], (Tf, L))
-        self.b = _pad([m.b for m in models], (Tf, L))
+        self.a = _pad([m.a[:len(x[0])] for m, x in zip(models, red)], (T, L))
+        self.b = _pad([m.b[:len(x[0])] for m, x in zip(models, red)], (T, L))
 
     @property
     def size(self) -> int:
@@ -696,7 +715,7 @@ class _Stack:
     @property
     def npar(self) -> int:
         """``Pn = 1 + 2K``, the size of ``Gamma``."""
-        return self.P.shape[2]
+        return self.beta.shape[1]
 
     def take(self, idx: np.ndarray) -> "_Stack":
         """The models ``idx`` (one row per element of a batch; a shared model is broadcast)."""
@@ -704,57 +723,9 @@ class _Stack:
             return self
         out = _Stack()
         for k, x in self.__dict__.items():
-            if k == "noise":
-                x = [a[idx] for a in x]
-            elif k not in _SHARED:
+            if k not in _SHARED:
                 x = x[idx]
             out.__dict__[k] = x
-        return out
-
-    def base(self, gamma: np.ndarray) -> np.ndarray:
-        """``H0(t)`` (rows and columns x, k, e) at the complex ``gamma`` (shape (E,)), shape (E, T, 3, 3)."""
-        T = self.delta.shape[1]
-        H0 = np.zeros((len(gamma), T, 3, 3), dtype=complex)
-        H0[:, :, 0, 0] = gamma[:, None]
-        H0[:, :, 0, 2] = -self.c * self.delta
-        H0[:, :, 1, 0] = self.delta
-        H0[:, :, 1, 1] = 1.0
-        H0[:, :, 2, 2] = 1.0
-        return H0
-
-    def resolvent(self, H0: np.ndarray, z: np.ndarray) -> np.ndarray:
-        """``G(t) = Lambda(t)^{-1}``, shape (E, T, 3, 3), for the states ``z = (Gamma, om)`` (E, N)."""
-        E, Pn, T = len(z), self.npar, H0.shape[1]
-        Gam, om = z[:, :Pn * Pn].reshape(E, Pn, Pn), z[:, Pn * Pn:].reshape(E, 4, T)
-        # (P Gamma R)(t)[i, j] = sum_b (P Gamma)(t)[i, b] alpha_b(t) over the p-blocks b writing column j
-        Y = _rdot(self.P, Gam).reshape(E, T, 3, Pn) * self.palpha
-        Lam = H0 + (Y.reshape(-1, Pn) @ self.cols).reshape(E, T, 3, 3)
-        # Wigner terms: (k, x) -E[sigma sigma' G_xk], (k, e) -c E[S2(t, t') G_xx],
-        # (x, x) -c E[S2(t', t) G_ek], (x, e) c^2 E[sigma sigma' G_ex]
-        Lam.reshape(E, T, 9)[:, :, _WIGNER] += (self.om_coef * om).transpose(0, 2, 1)
-        return _inv3(Lam)
-
-    def update(self, G: np.ndarray) -> np.ndarray:
-        """The new state ``(Gamma, om)`` from ``G``, shape (E, N), ``N = Pn^2 + 4 T``."""
-        E, T, Pn = G.shape[0], G.shape[1], self.npar
-        out = np.empty((E, Pn * Pn + 4 * T), dtype=complex)
-        om = out[:, Pn * Pn:].reshape(E, 4, T)
-        G9 = G.reshape(E, T, 9)
-        if len(self.noise) == 1:   # om_0..3 from G_xk, G_xx, G_ek, G_ex through one profile
-            om[:] = _rdot(self.noise[0], G9[:, :, [1, 0, 7, 6]]).transpose(0, 2, 1)
-        else:
-            sig, s2, s2t = self.noise
-            om[:, ::3] = _rdot(sig, G9[:, :, [1, 6]]).transpose(0, 2, 1)   # G_xk, G_ex
-            om[:, 1] = _rdot(s2, G9[:, :, [0]])[:, :, 0]                  # G_xx
-            om[:, 2] = _rdot(s2t, G9[:, :, [7]])[:, :, 0]                 # G_ek
-        # E_pi[R G P] = sum_t w_t R(t) (G(t) P(t)), with (G P)(t)[i, b] = G(t)[i, j_b] beta_b(t)
-        RGP = _rdot(self.R, (G[:, :, :, self.jb] * self.beta).reshape(E, 3 * T, Pn))
-        # Gamma = A^{-1}, A = I - phi E_pi[R G P] = A_r + i A_i with A_i of the order of the complex
-        # step: A^{-1} = A_r^{-1} - i A_r^{-1} A_i A_r^{-1} to rounding, in real arithmetic
-        A = np.eye(Pn) - RGP * self.pmask
-        Ar = np.linalg.inv(A.real)
-        Gam = out[:, :Pn * Pn].reshape(E, Pn, Pn)
-        Gam.real, Gam.imag = Ar, -(Ar @ A.imag @ Ar)
         return out
 
     def cold(self, E: int) -> np.ndarray:
@@ -768,8 +739,9 @@ class _Stack:
         """``E_pi[y_t x(t)]`` with the mean kernel and latent Gram kept exactly (module docstring), shape (E,).
 
         With the flip the mean kernel's factors are its odd terms, the only ones that act on the
-        odd solution (module docstring, "Flip symmetry")."""
-        G = np.take_along_axis(G, self.expand[:, :, None, None], axis=1)   # on all the types
+        odd solution (module docstring, "Flip symmetry"); it is taken on the solved types.
+        The ``(2L + r)``-system is solved in real arithmetic to first order in the complex step
+        (exact to rounding): ``(I - A_r) z_r = b_r``, ``(I - A_r) z_i = b_i + A_i z_r``."""
         c, w, y, xi, kappa = self.c[:, :, None], self.w, self.y, self.xi, self.kappa[:, :, None]
         # unknowns z = (alpha = <b, x>_w, beta = <a, e>_w, omega = kappa E[xi k])
         # (x, k, e)(t) = G(t) [y_t - c kappa b(t) S beta, kappa a(t) S alpha, xi_t . omega / sqrt(p)]
@@ -785,104 +757,67 @@ class _Stack:
         which = (0, 2, 1)                                           # the row of (x, k, e) each reads
         A = np.concatenate([_rdot(rw, resp[:, :, i, :]) for rw, i in zip(rows, which)], axis=1)
         rhs = np.concatenate([_rdot(rw, base[:, :, i, None]) for rw, i in zip(rows, which)], axis=1)
-        z = np.linalg.solve(np.eye(A.shape[1]) - A, rhs)
+        Ar = np.eye(A.shape[1]) - A.real
+        zr = np.linalg.solve(Ar, rhs.real)
+        z = zr + 1j * np.linalg.solve(Ar, rhs.imag + A.imag @ zr)
         x = base[:, :, 0] + (resp[:, :, 0, :] @ z)[:, :, 0]
         return np.sum(w * y * x, axis=1)
 
 
-def _parts_max(x: np.ndarray) -> np.ndarray:
-    """``max |Re x|`` and ``max |Im x|`` of each row of ``x`` (E, N), shape (E, 2)."""
-    return np.stack([np.abs(x.real).max(axis=1), np.abs(x.imag).max(axis=1)], axis=1)
-
-
-def _anderson(st: _Stack, gamma: np.ndarray, z0: np.ndarray, max_iter: int | None = None):
+def _anderson(st: _Stack, gamma: np.ndarray, z0: np.ndarray, max_iter: int | None = None,
+              chain: np.ndarray | None = None, rows: np.ndarray | None = None):
     """Fixed points at ``gamma + i eps`` (complex step) of a batch by Anderson acceleration.
 
     The state ``z`` (``Gamma`` and the noise self-energies) is complex; its imaginary part divided
     by ``eps`` is the gamma-derivative. Anderson's mixing coefficients are real and fitted, per
     element, to the residuals of both parts (the imaginary part scaled by ``1/eps``), so the
-    iteration solves the fixed-point equation and its tangent equation together. Converged
-    elements leave the batch (their ``G`` kept); the label forms of all are taken at the end,
-    in one batch.
+    iteration solves the fixed-point equation and its tangent equation together. Each element
+    iterates until it converges, in one compiled call for the batch
+    (:func:`attn_lib.theory._finite_size_iteration.anderson`).
 
     Parameters
     ----------
     st : _Stack
-        One model per element, or one shared model.
+        The models.
     gamma : ndarray, shape (E,)
     z0 : ndarray, shape (E, N)
         Starting states (complex: the tangent part is ``i eps dz``).
     max_iter : int, optional
         Iteration cap (default ``_MAX_ITER``).
+    chain : ndarray of bool, shape (E,), optional
+        Where true, an element starts from the Taylor predictor of the fixed point of the element
+        before it (second order when that one is chained too), if that one converged, instead
+        of ``z0``.
+    rows : ndarray of int, shape (E,), optional
+        The model of each element (default: one model per element, or the one model of ``st``).
 
     Returns
     -------
     ok : ndarray of bool, shape (E,)
-    label : ndarray of complex, shape (E,)
-        The label form at the fixed point (valid where ``ok``).
+    G : ndarray of complex, shape (E, T, 3, 3)
+        ``G(t)`` at the fixed point, for the label form (valid where ``ok``).
     z, dz : ndarray, shape (E, N)
         The fixed point and its gamma-derivative (valid where ``ok``).
     err : ndarray, shape (E,)
         The last relative residual.
     """
-    E, T = len(gamma), st.delta.shape[1]
+    from . import _finite_size_iteration   # imports Numba on the first solve, not with attn_lib
+
+    E, N = z0.shape
+    T = st.delta.shape[1]
     eps = _STEP * gamma
     ok, err = np.zeros(E, dtype=bool), np.full(E, np.inf)
-    z_out, dz_out = np.zeros(z0.shape), np.zeros(z0.shape)
-    G_out = np.zeros((E, T, 3, 3), dtype=complex)   # G at each fixed point, for the label form
-    act, st0 = np.arange(E), st
-    H0 = st.base(gamma + 1j * eps)
-    z, ep = z0, eps[:, None]
-    # Anderson history, a ring of _MEMORY columns: residual differences D and updates U (both in
-    # the real form, real and imaginary parts interleaved) and the Gram matrix D^T D of the
-    # least-squares fit, updated one column at a time
-    N, Pn2 = z0.shape[1], st.npar ** 2
-    D = np.zeros((E, _MEMORY, 2 * N))
-    U = np.zeros((E, _MEMORY, 2 * N))
-    gram = np.zeros((E, _MEMORY, _MEMORY))
-    reg = 1.0 + 1e-12 * np.eye(_MEMORY)   # regularises the normal equations
-    gz_prev: Any = None   # the previous update and residual (arrays from it = 1)
-    r_prev: Any = None
-    for it in range(_MAX_ITER if max_iter is None else max_iter):
-        G = st.resolvent(H0, z)
-        gz = st.update(G)
-        f = gz - z
-        scale = np.maximum(_parts_max(gz), 1e-300)
-        if it == 0:   # value and derivative count alike; the noise self-energies by om_weight
-            wts = np.ones((E, N, 1)) / scale[:, None, :]
-            wts[:, Pn2:] *= st.om_weight[:, :, None]
-            wts = wts.reshape(E, 2 * N)
-        r = f.view(np.float64) * wts   # (E, 2N): real and imaginary parts interleaved
-        e = (_parts_max(f) / scale).max(axis=1)
-        err[act] = e
-        done = e < _TOL
-        if np.any(done):
-            i = act[done]
-            ok[i], z_out[i], dz_out[i], G_out[i] = True, gz[done].real, gz[done].imag / ep[done], G[done]
-            if np.all(done):
-                break
-            keep = ~done           # converged elements leave the batch
-            act, z, f, r, gz, H0, ep, wts = act[keep], z[keep], f[keep], r[keep], gz[keep], H0[keep], ep[keep], wts[keep]
-            D, U, gram = D[keep], U[keep], gram[keep]
-            if it:
-                gz_prev, r_prev = gz_prev[keep], r_prev[keep]
-            st = st.take(keep)
-        z_new = z + f
-        if it:
-            k = (it - 1) % _MEMORY
-            np.subtract(r, r_prev, out=D[:, k])
-            np.subtract(gz.view(np.float64), gz_prev.view(np.float64), out=U[:, k])
-            prod = D @ np.stack([D[:, k], r], axis=2)   # (E, _MEMORY, 2): D^T d_k and D^T r
-            gram[:, k, :], gram[:, :, k] = prod[:, :, 0], prod[:, :, 0]
-            m = min(it, _MEMORY)
-            theta = np.linalg.solve(gram[:, :m, :m] * reg[:m, :m], prod[:, :m, 1:])
-            z_new -= (theta.transpose(0, 2, 1) @ U[:, :m])[:, 0].view(complex)
-        gz_prev, r_prev, z = gz, r, z_new
-    label = np.zeros(E, dtype=complex)
-    if np.any(ok):
-        idx = np.flatnonzero(ok)
-        label[idx] = st0.take(idx).label_form(G_out[idx])
-    return ok, label, z_out, dz_out, err
+    z, G = np.zeros((E, N), dtype=complex), np.zeros((E, 9, T), dtype=complex)
+    if rows is None:
+        rows = np.zeros(E, dtype=np.int64) if st.size == 1 else np.arange(E, dtype=np.int64)
+    chain = np.zeros(E, dtype=bool) if chain is None else chain
+    C = np.ascontiguousarray
+    _finite_size_iteration.anderson(gamma + 1j * eps, C(z0, dtype=complex), chain, C(rows, dtype=np.int64),
+                                    C(st.c[:, 0]), C(st.delta),
+                                    C(st.beta), C(st.palpha), C(st.walpha), C(st.jb), C(st.ib), C(st.pmask),
+                                    C(st.om_coef), C(st.om_weight), C(st.noise),
+                                    _TOL, _MAX_ITER if max_iter is None else max_iter, _MEMORY, ok, err, z, G)
+    return ok, G.transpose(0, 2, 1).reshape(E, T, 3, 3), z.real.copy(), z.imag / eps[:, None], err
 
 
 def _solve(st: _Stack, targets: list[np.ndarray], label: Callable[[int], str]) -> list[np.ndarray]:
@@ -890,10 +825,13 @@ def _solve(st: _Stack, targets: list[np.ndarray], label: Callable[[int], str]) -
 
     Continuation (module docstring of :mod:`attn_lib.theory._continuation` for the rule): each
     model follows one path from ``max(gamma_max, 10)`` (cold start) down in steps of ratio at
-    most ``_MAX_RATIO``, halved in ``log gamma`` on failure (``_MAX_ATTEMPTS`` attempts). One
-    batched Anderson solve per step takes, for every model, the path's next point and all its
-    targets inside the step, each started from the Taylor predictor of the path's last point
-    (second order once two points are known).
+    most ``_MAX_RATIO`` (to its smallest target within that ratio, if any), halved in ``log gamma``
+    on failure (``_MAX_ATTEMPTS`` attempts). One
+    batched Anderson solve per step takes, for every model, all its targets inside the step in
+    decreasing order and then the path's next point, each started from the Taylor predictor of
+    the fixed point before it in that order (the path's last point for the first; second order
+    once two points are known): the compiled iteration solves them in turn. The label forms of
+    all targets are taken at the end, together.
 
     Parameters
     ----------
@@ -909,37 +847,41 @@ def _solve(st: _Stack, targets: list[np.ndarray], label: Callable[[int], str]) -
     list of M complex ndarrays shaped like ``targets``.
     """
     M = st.size
-    out = [np.zeros(len(g), dtype=complex) for g in targets]
+    fixed: list[list[Any]] = [[None] * len(g) for g in targets]   # G(t) at each target's fixed point
     todo = [list(np.argsort(-g, kind="stable")) for g in targets]   # indices, decreasing gamma
     # cold starts at max(gamma_max, _GAMMA_COLD); those that fail start again at _GAMMA_START
     t = np.array([max(float(np.max(g)), _GAMMA_COLD) for g in targets])
-    ok, lab, z, dz, err = _anderson(st, t, st.cold(M), _COLD_ITER)
+    ok, Gf, z, dz, err = _anderson(st, t, st.cold(M), _COLD_ITER)
     if not np.all(ok):
         bad = np.flatnonzero(~ok)
         t[bad] = np.maximum(t[bad], _GAMMA_START)
-        ok[bad], lab[bad], z[bad], dz[bad], err[bad] = _anderson(st.take(bad), t[bad], st.cold(len(bad)))
+        ok[bad], Gf[bad], z[bad], dz[bad], err[bad] = _anderson(st, t[bad], st.cold(len(bad)), None, None, bad)
     check_converged(ok, err, t, problem=_PROBLEM, label=label, reason=f"{_MAX_ITER} iterations")
     d2z = np.zeros_like(z)                                         # first order from the cold start
 
     def settle(m, at, value):
-        """Targets of model m at ``at`` (relative 1e-15) take the value of the fixed point there."""
+        """Targets of model m at ``at`` (relative 1e-15) take the fixed point there."""
         while todo[m] and targets[m][todo[m][0]] >= at * (1 - _SAME):
-            out[m][todo[m].pop(0)] = value
+            fixed[m][todo[m].pop(0)] = value
+
+    def next_goal(m):
+        """The path's next point: its smallest target within the ratio ``_MAX_RATIO`` below ``t[m]``
+        (a point of the path that is a target costs no extra solve), else ``t[m] / _MAX_RATIO``."""
+        low = t[m] / _MAX_RATIO
+        inside = [targets[m][j] for j in todo[m] if targets[m][j] >= low]
+        return min(inside) if inside else low
 
     for m in range(M):
-        settle(m, t[m], lab[m])
-    goal = np.array([max(targets[m][todo[m][-1]], t[m] / _MAX_RATIO) if todo[m] else t[m] for m in range(M)])
+        settle(m, t[m], Gf[m])
+    goal = np.array([next_goal(m) if todo[m] else t[m] for m in range(M)])
     attempts = np.zeros(M, dtype=int)
     while any(todo):
         paths = [m for m in range(M) if todo[m]]
-        # elements: each path's next point, then its targets strictly inside (goal, t)
+        # elements: each path's targets strictly inside (goal, t), decreasing, then its next point
         owners: list[int] = []
         gams: list[float] = []
         tgt: list[int] = []
         for m in paths:
-            owners.append(m)
-            gams.append(goal[m])
-            tgt.append(-1)
             for j in todo[m]:
                 gj = targets[m][j]
                 if gj <= goal[m] * (1 + _SAME):
@@ -947,17 +889,21 @@ def _solve(st: _Stack, targets: list[np.ndarray], label: Callable[[int], str]) -
                 owners.append(m)
                 gams.append(gj)
                 tgt.append(j)
+            owners.append(m)
+            gams.append(goal[m])
+            tgt.append(-1)
         owner, gam = np.array(owners), np.array(gams)
         step = (gam - t[owner])[:, None]
         z0 = (z[owner] + step * dz[owner] + 0.5 * step ** 2 * d2z[owner]
               + 1j * (_STEP * gam)[:, None] * (dz[owner] + step * d2z[owner]))
-        ok_e, lab_e, z_e, dz_e, err_e = _anderson(st.take(owner), gam, z0)
+        chain = np.concatenate([[False], owner[1:] == owner[:-1]])
+        ok_e, G_e, z_e, dz_e, err_e = _anderson(st, gam, z0, None, chain, owner)
         first = {}
         for e, (m, j) in enumerate(zip(owner, tgt)):
             if j < 0:
                 first[m] = e
             elif ok_e[e]:
-                out[m][j] = lab_e[e]
+                fixed[m][j] = G_e[e]
                 todo[m].remove(j)
         for m in paths:
             e = first[m]
@@ -965,9 +911,9 @@ def _solve(st: _Stack, targets: list[np.ndarray], label: Callable[[int], str]) -
             if ok_e[e] and not inside:               # the step succeeded
                 d2z[m] = (dz_e[e] - dz[m]) / (goal[m] - t[m])
                 t[m], z[m], dz[m], attempts[m] = goal[m], z_e[e], dz_e[e], 0
-                settle(m, t[m], lab_e[e])
+                settle(m, t[m], G_e[e])
                 if todo[m]:
-                    goal[m] = max(targets[m][todo[m][-1]], t[m] / _MAX_RATIO)
+                    goal[m] = next_goal(m)
                 continue
             attempts[m] += 1
             res = err_e[e] if not ok_e[e] else max(err_e[f] for f in range(len(owner))
@@ -980,7 +926,22 @@ def _solve(st: _Stack, targets: list[np.ndarray], label: Callable[[int], str]) -
                 raise not_converged(_PROBLEM, label(m), _gamma(goal[m]), float(res),
                                     f"step from {_gamma(t[m])} below a relative 1e-9")
             goal[m] = new
-    return out
+    # the label forms of the distinct fixed points (targets settled at one point share it), together,
+    # in chunks of at most _LABEL_CELLS elements x T x J
+    where: dict[int, int] = {}
+    whose: list[int] = []
+    Gs: list[np.ndarray] = []
+    for m, row in enumerate(fixed):
+        for G in row:
+            if id(G) not in where:
+                where[id(G)] = len(Gs)
+                whose.append(m)
+                Gs.append(G)
+    owner = np.array(whose, dtype=int)
+    k = max(1, _LABEL_CELLS // (st.delta.shape[1] * max(1, 2 * st.a.shape[2] + st.xi.shape[2])))
+    vals = np.concatenate([st.take(owner[i:i + k]).label_form(np.stack(Gs[i:i + k]))
+                           for i in range(0, len(Gs), k)] or [np.zeros(0, dtype=complex)])
+    return [vals[[where[id(G)] for G in row]] for row in fixed]
 
 
 def _chunks(models: list[_Model]) -> list[list[int]]:

@@ -61,14 +61,15 @@ class ShiftFunctions:
 
     def _values(self, h: np.ndarray, which: tuple[int, ...]) -> list[np.ndarray]:
         """Entries ``which`` of ``(F0, F1, S2, F2)`` at ``h``: splines inside the table (one
-        lookup of the interval on the uniform grid for all of them), direct quadrature
-        (:func:`expectations`) outside it."""
+        lookup of the interval on the uniform grid for all of them, compiled:
+        :func:`attn_lib.theory._spline.evaluate`), direct quadrature (:func:`expectations`)
+        outside it."""
+        from ._spline import evaluate   # imports Numba on first use, not with attn_lib
+
         h = np.asarray(h, dtype=float)
-        k = np.clip(np.floor((h + self.h_max) / _STEP), 0, len(self.coef) - 1).astype(np.intp)
-        d = (h - (k * _STEP - self.h_max))[..., None]
-        c = np.take(self.coef[:, :, list(which)], k, axis=0, mode="clip")   # (..., 4, len(which))
-        v = ((c[..., 0, :] * d + c[..., 1, :]) * d + c[..., 2, :]) * d + c[..., 3, :]
-        vals = [v[..., j] for j in range(len(which))]
+        v = np.empty((len(which), h.size))
+        evaluate(self.coef, self.h_max, _STEP, np.ascontiguousarray(h).reshape(-1), np.array(which), v)
+        vals = [v[j].reshape(h.shape) for j in range(len(which))]
         out = np.abs(h) > self.h_max
         if np.any(out):
             direct = expectations(self.g, self.breaks, h[out])
