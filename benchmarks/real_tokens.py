@@ -569,17 +569,23 @@ def fscov(trials: int) -> dict:
 
 
 LATENT_K = (1, 4, 16, 64)
+LATENT_MEAN = 16                   # the k whose slope and residual variance are also averaged
+LATENT_RANKS = (2, 8, 32)          # ranks of that k's non-linear mean kept with the averaged equivalent
 
 
 def _reading(f: str, rho: float, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``f`` read at the logits ``t`` (any shape) with a Gaussian rest of variance ``rho^2``:
     ``(E f(t + rho xi), E[xi f(t + rho xi)] / rho, Var f(t + rho xi) - (E[xi f(t + rho xi)])^2)``,
-    the mean, slope and residual variance of the conditional law; from a table of 401 points over
-    the range of ``t`` (``attn_lib.theory._covariance._moments``, breaks of ``f`` integrated
-    exactly), linear in between."""
+    the mean, slope and residual variance of the conditional law; from a table over the range of
+    ``t`` (``attn_lib.theory._covariance._moments``, breaks of ``f`` integrated exactly), linear in
+    between: 401 points, and 161 within ``8 rho`` of each break of ``f`` (where they vary on the
+    scale ``rho``)."""
+    from attn_lib.model.nonlinearity import check_nonlinearity
     from attn_lib.theory._covariance import _moments
 
-    grid = np.linspace(float(t.min()), float(t.max()) + 1e-12, 401)
+    lo, hi = float(t.min()), float(t.max()) + 1e-12
+    near = [b + rho * np.linspace(-8.0, 8.0, 161) for b in check_nonlinearity(f).breaks]
+    grid = np.unique(np.clip(np.concatenate([np.linspace(lo, hi, 401), *near]), lo, hi))
     hs = [_moments(f, rho, float(x)) for x in grid]
     a0, a1, nu = (np.array([getattr(h, k) for h in hs]) for k in ("a0", "a1", "nu"))
     return (np.interp(t, grid, a0), np.interp(t, grid, a1) / rho,
@@ -600,6 +606,10 @@ def _latent_trials(s: al.CovarianceSetting, n: int, gam: np.ndarray, trials: int
       variance ``rho_K^2 = sum_{k > K} S_k^2 / p``, and the latent logit ``T_top = T - T_rest``
       (the signal, cross terms and top directions, exact):
       ``(F0(T_top) - a0 + F1(T_top) T_rest + sqrt(F2(T_top)) W) / sqrt(p)`` (:func:`_reading`).
+      At ``K = LATENT_MEAN`` also ``k = K, mean``: ``F1`` and ``F2`` replaced by their averages
+      over the pairs (the latent law in the kernel's mean only), and ``ge + rank R``: that averaged
+      equivalent ``F1bar T + sqrt(F2bar) W`` plus the mean's non-linear part
+      ``N = F0(T_top) - a0 - F1bar T_top`` (symmetrised) at its ``R`` largest eigenvalues in modulus.
 
     Returns ``{name: Stats}`` of the errors and of ``real - name`` (``"real-" + name``)."""
     from attn_lib.model import data, hermite
@@ -639,6 +649,16 @@ def _latent_trials(s: al.CovarianceSetting, n: int, gam: np.ndarray, trials: int
             Tr = (a[k:].T * S[k:]) @ b[k:] / np.sqrt(p)
             F0, F1, F2 = _reading(f, rest[k], T - Tr)
             mats[f"k = {k}"] = kern(F0 - h.a0 + F1 * Tr + np.sqrt(F2) * W)
+            if k == LATENT_MEAN:
+                mats[f"k = {k}, mean"] = kern(F0 - h.a0 + F1.mean() * Tr + np.sqrt(F2.mean()) * W)
+                # the mean's part beyond the average slope, N = F0(T_top) - a0 - F1bar T_top, at rank R
+                lin = F1.mean() * T + np.sqrt(F2.mean()) * W
+                N = F0 - h.a0 - F1.mean() * (T - Tr)
+                ev, EV = np.linalg.eigh((N + N.T) / 2.0)
+                order = np.argsort(-np.abs(ev))
+                for rank in LATENT_RANKS:
+                    E = EV[:, order[:rank]]
+                    mats[f"ge + rank {rank}"] = kern(lin + (E * ev[order[:rank]]) @ E.T)
         names = list(mats)
         errs = dict(zip(names, interpolation_errors([X @ mats[q] for q in names], y, [gam] * len(names))))
         return errs | {"real-" + q: errs["real"] - errs[q] for q in names[1:]}
