@@ -37,6 +37,14 @@ Parts (``--part``, default all, in this order):
   setting's partial s.e.): max ``|theory - MC|`` with its s.e., per ``c``, spectrum, ``f`` and
   ``M``. ``--n 2048`` runs every ``c`` at that ``n`` instead (``c = 4``: ``p = 8192``), ``--c``
   a subset of the ``c``, ``--rounds R`` at most ``R`` rounds (a summary of what the cache holds).
+* ``latent``: which conditional law of the kernel carries the miss of a heavy spectrum
+  (common draws, paired differences): the real kernel on Gaussian tokens against (i) its
+  Gaussian equivalent, (ii) the equivalent typed by the tokens' own logit scales (``f`` read at
+  ``sigma_ij^2 = s_i s'_j / sigma^2``: its mean, slope and residual variance) and (iii) the
+  equivalent with the top ``k`` directions of ``C^{1/2} M C^{1/2}`` kept as latent coordinates
+  (``f`` read at their logit ``T_top``, the rest Gaussian of variance ``rho_k^2``); on the
+  power-law spectrum (c = 0.25, n = 2048, M = I; relu, tanh, sign; 16 draws) and on the Gaussian
+  surrogate of MNIST 3 vs 8 (n = 392, identity and aligned ``M``, the four f, 16 draws).
 
 Usage: ``python benchmarks/real_tokens.py [--part identity speed real synthetic] [--trials 16]
 [--n N] [--c 0.25 1 4] [--rounds 6] [--out FILE]`` (JSON of every number). Run it alone:
@@ -622,12 +630,140 @@ def ceiling(trials: int) -> dict:
     return out
 
 
+LATENT_K = (1, 4, 16, 64)
+LATENT_MEAN = 16                   # the k whose slope and residual variance are also averaged
+LATENT_RANKS = (2, 8, 32)          # ranks of that k's non-linear mean kept with the averaged equivalent
+
+
+def _reading(f: str, rho: float, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``f`` read at the logits ``t`` (any shape) with a Gaussian rest of variance ``rho^2``:
+    ``(E f(t + rho xi), E[xi f(t + rho xi)] / rho, Var f(t + rho xi) - (E[xi f(t + rho xi)])^2)``,
+    the mean, slope and residual variance of the conditional law; from a table over the range of
+    ``t`` (``attn_lib.theory._covariance._moments``, breaks of ``f`` integrated exactly), linear in
+    between: 401 points, and 161 within ``8 rho`` of each break of ``f`` (where they vary on the
+    scale ``rho``)."""
+    from attn_lib.model.nonlinearity import check_nonlinearity
+    from attn_lib.theory._covariance import _moments
+
+    lo, hi = float(t.min()), float(t.max()) + 1e-12
+    near = [b + rho * np.linspace(-8.0, 8.0, 161) for b in check_nonlinearity(f).breaks]
+    grid = np.unique(np.clip(np.concatenate([np.linspace(lo, hi, 401), *near]), lo, hi))
+    hs = [_moments(f, rho, float(x)) for x in grid]
+    a0, a1, nu = (np.array([getattr(h, k) for h in hs]) for k in ("a0", "a1", "nu"))
+    return (np.interp(t, grid, a0), np.interp(t, grid, a1) / rho,
+            np.clip(np.interp(t, grid, nu - a1 ** 2), 0.0, None))
+
+
+def _latent_trials(s: al.CovarianceSetting, n: int, gam: np.ndarray, trials: int, seed: int) -> dict:
+    """Common draws of Gaussian tokens ``x_i = y_i mu + R z_i`` (``R = C^{1/2}``) of ``s``: the
+    errors at the raw ``gam`` of the real kernel ``(f(T) - a0) / sqrt(p)`` (``a0 = E f(sigma xi)``)
+    and of three equivalents with the same GOE ``W`` (zero diagonal each):
+
+    * ``ge``: ``(a1 T + sqrt(b2) W) / sqrt(p)``, ``f``'s data at the common scale ``sigma``;
+    * ``scales``: ``(m(sigma_ij) - a0 + a1(sigma_ij) / sigma_ij T + sqrt(b2(sigma_ij)) W) / sqrt(p)``,
+      ``sigma_ij^2 = s_i s'_j / sigma^2`` with the tokens' own logit variances
+      ``s_i = x_i^T M C M^T x_i / p``, ``s'_j = x_j^T M^T C M x_j / p``;
+    * ``k = K``: ``A = R M R = U S V^T``, the rest of the noise logit beyond the top ``K``
+      directions ``T_rest = sum_{k > K} S_k (u_k^T z_i) (v_k^T z_j) / sqrt(p)``, taken Gaussian of
+      variance ``rho_K^2 = sum_{k > K} S_k^2 / p``, and the latent logit ``T_top = T - T_rest``
+      (the signal, cross terms and top directions, exact):
+      ``(F0(T_top) - a0 + F1(T_top) T_rest + sqrt(F2(T_top)) W) / sqrt(p)`` (:func:`_reading`).
+      At ``K = LATENT_MEAN`` also ``k = K, mean``: ``F1`` and ``F2`` replaced by their averages
+      over the pairs (the latent law in the kernel's mean only), and ``ge + rank R``: that averaged
+      equivalent ``F1bar T + sqrt(F2bar) W`` plus the mean's non-linear part
+      ``N = F0(T_top) - a0 - F1bar T_top`` (symmetrised) at its ``R`` largest eigenvalues in modulus.
+
+    Returns ``{name: Stats}`` of the errors and of ``real - name`` (``"real-" + name``)."""
+    from attn_lib.model import data, hermite
+    from attn_lib.model.nonlinearity import check_nonlinearity
+    from attn_lib.simulation.resolvent import interpolation_errors
+    from attn_lib.simulation.trials import Trials
+
+    p, f = s.p(), str(s.f)
+    M, R, sigma = np.asarray(s.M), s.noise_factor, s.logit_scale
+    fn = check_nonlinearity(f)
+    h = hermite.coefficients(f, sigma)
+    U, S, Vt = np.linalg.svd(R @ M @ R)
+    rest = {k: float(np.sqrt(np.sum(S[k:] ** 2) / p)) for k in LATENT_K}
+    sg = np.geomspace(1e-3, 30.0, 240) * sigma
+    hs = [hermite.coefficients(f, x) for x in sg]
+    A0, A1, B2 = (np.array([getattr(q, k) for q in hs]) for k in ("a0", "a1", "b2"))
+
+    def kern(F: np.ndarray) -> np.ndarray:
+        F = F / np.sqrt(p)
+        np.fill_diagonal(F, 0.0)
+        return F
+
+    def trial(r: np.random.Generator) -> dict:
+        y = data.labels(n, r)
+        Z0 = r.standard_normal((p, n))
+        X = np.outer(s.mu, y) + R @ Z0
+        T = X.T @ M @ X / np.sqrt(p)
+        W = data.goe(n, r)
+        mats = {"real": kern(np.asarray(fn(T)) - h.a0), "ge": kern(h.a1 * T + np.sqrt(h.b2) * W)}
+        srow = np.sum((R @ (M.T @ X)) ** 2, axis=0) / p
+        scol = np.sum((R @ (M @ X)) ** 2, axis=0) / p
+        lsij = 0.5 * (np.log(srow)[:, None] + np.log(scol)[None, :]) - np.log(sigma)
+        a0, a1, b2 = (np.interp(lsij, np.log(sg), q) for q in (A0, A1, B2))
+        mats["scales"] = kern(a0 - h.a0 + a1 / np.exp(lsij) * T + np.sqrt(b2) * W)
+        a, b = U.T @ Z0, Vt @ Z0
+        for k in LATENT_K:
+            Tr = (a[k:].T * S[k:]) @ b[k:] / np.sqrt(p)
+            F0, F1, F2 = _reading(f, rest[k], T - Tr)
+            mats[f"k = {k}"] = kern(F0 - h.a0 + F1 * Tr + np.sqrt(F2) * W)
+            if k == LATENT_MEAN:
+                mats[f"k = {k}, mean"] = kern(F0 - h.a0 + F1.mean() * Tr + np.sqrt(F2.mean()) * W)
+                # the mean's part beyond the average slope, N = F0(T_top) - a0 - F1bar T_top, at rank R
+                lin = F1.mean() * T + np.sqrt(F2.mean()) * W
+                N = F0 - h.a0 - F1.mean() * (T - Tr)
+                ev, EV = np.linalg.eigh((N + N.T) / 2.0)
+                order = np.argsort(-np.abs(ev))
+                for rank in LATENT_RANKS:
+                    E = EV[:, order[:rank]]
+                    mats[f"ge + rank {rank}"] = kern(lin + (E * ev[order[:rank]]) @ E.T)
+        names = list(mats)
+        errs = dict(zip(names, interpolation_errors([X @ mats[q] for q in names], y, [gam] * len(names))))
+        return errs | {"real-" + q: errs["real"] - errs[q] for q in names[1:]}
+
+    res = Trials.run(trial, trials=trials, seed=seed, gammas=gam, n=n, p=p)
+    return {q: res.stats(q) for q in res.values}
+
+
+def latent(trials: int) -> dict:
+    """The conditional law that carries a heavy spectrum's miss (:func:`_latent_trials`): the
+    power-law spectrum ``k^{-0.7}`` (c = 0.25, n = 2048, M = I; relu, tanh, sign) and the Gaussian
+    surrogate of MNIST 3 vs 8 (n = 392, identity and aligned matrix, the four f; ``g = gamma / tau``
+    with the predicted ``tau``): real kernel minus each equivalent (paired), and the theory."""
+    out: dict = {}
+    cases = [("power", _synthetic_setting(0.25, 2048, "power", "identity", f), 2048, G) for f in FS3]
+    for kind in ("identity", "aligned"):
+        for f in FS:
+            s = rt.setting("mnist", (3, 8), 392, f, kind)
+            cases.append((f"mnist (3, 8) {kind}", s, 392, simulate.raw_gammas(s, G, 392, relative=True)[0]))
+    for name, s, n, gam in cases:
+        st = _latent_trials(s, n, gam, trials, seed=5)
+        th = al.theory.attention_error(s, gam)
+        S = np.linalg.svd(s.noise_factor @ np.asarray(s.M) @ s.noise_factor, compute_uv=False)
+        share = S[:4] ** 2 / np.sum(S ** 2)
+        row = {"case": name, "f": str(s.f), "n": n, "spread": scale_spread(s), "top_share": share.tolist(),
+               "theory": th.tolist(), **{q: v.mean.tolist() for q, v in st.items()},
+               **{q + " se": v.sem.tolist() for q, v in st.items()}}
+        out[f"{name} {s.f}"] = row
+        print(f"latent {name} {s.f} (n = {n}, {trials} draws; logit-scale spread {row['spread']:.2f}, share of "
+              f"tr(B) in the top four directions {np.round(share, 3)}): real kernel {np.round(st['real'].mean, 4)}, "
+              f"theory {np.round(th, 4)}", flush=True)
+        for q in [q for q in st if q.startswith("real-")]:
+            print(f"    {q:12s} {np.round(st[q].mean, 4)} ± {np.round(st[q].sem, 4)}   ({q[5:]} - theory "
+                  f"{np.round(st[q[5:]].mean - th, 4)})", flush=True)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--part", nargs="+", default=["identity", "speed", "real", "synthetic", "cause", "classes",
-                                                  "twocov", "fscov", "ceiling"],
+                                                  "twocov", "fscov", "ceiling", "latent"],
                     choices=["identity", "speed", "real", "synthetic", "cause", "classes", "twocov", "fscov",
-                             "ceiling"])
+                             "ceiling", "latent"])
     ap.add_argument("--trials", type=int, default=16, help="subsets and surrogate draws per real setting")
     ap.add_argument("--n", type=int, help="synthetic: every c at this n (default n = 2048, 1024, 512 "
                     "for c = 0.25, 1, 4)")
@@ -647,7 +783,8 @@ def main() -> None:
                          synthetic(args.n, tuple(args.c), args.rounds) if part == "synthetic"
                          else cause(args.trials) if part == "cause" else classes(args.trials)
                          if part == "classes" else twocov(args.trials) if part == "twocov"
-                         else fscov(args.trials) if part == "fscov" else ceiling(args.trials))
+                         else fscov(args.trials) if part == "fscov" else ceiling(args.trials)
+                         if part == "ceiling" else latent(args.trials))
             print(f"[{part}: {time.perf_counter() - t:.0f} s]", flush=True)
     if args.out:
         with open(args.out, "w") as fh:

@@ -328,6 +328,18 @@ def test_class_setting_form_shapes():
         _covariance.class_setting_form(s, np.eye(7), np.eye(8), GAMMAS)
 
 
+@pytest.mark.parametrize("shift", [3.0, 20.0, -40.0])
+def test_moments_at_a_shift_far_from_the_break(shift):
+    """``f`` read at a shift whose break lies far in the Gaussian tail is linear there: relu at
+    ``shift + 0.1 xi`` has the mean ``max(shift, 0)``, slope ``0.1`` or ``0`` and variance
+    ``0.01`` or ``0`` (a break at ``-200`` standard deviations once made the quadrature miss
+    the mass near zero)."""
+    h = _covariance._moments("relu", 0.1, shift)
+    up = shift > 0
+    assert abs(h.a0 - max(shift, 0.0)) < 1e-12 * max(1.0, abs(shift))
+    assert abs(h.a1 - (0.1 if up else 0.0)) < 1e-12 and abs(h.nu - (0.01 if up else 0.0)) < 1e-12
+
+
 def test_domain_names_the_token_scales():
     """A spectrum whose tokens' logit scales spread (the power law ``k^{-0.7}``: 0.54 at
     ``p = 512``) is outside both covariance theories' domain; the spiked one (0.31) is inside."""
