@@ -57,6 +57,7 @@ import argparse
 import json
 import time
 import warnings
+from collections.abc import Iterator
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -165,6 +166,24 @@ def real(trials: int) -> dict:
 
 SYNTHETIC_N = {0.25: 2048, 1.0: 1024, 4.0: 512}   # the default grid's n per c (p at most 2048)
 COVS, KINDS, FS3 = ("spiked", "power"), ("identity", "aligned", "random"), ("tanh", "relu", "sign")
+
+
+def _mnist_grids(trials: int) -> dict[str, tuple[list[tuple[tuple[int, int], tuple[int, ...]]], int, int]]:
+    """The MNIST grids ``{name: (pairs with their n, seed, subsets)}``: the chapter's pairs of
+    ``real`` (seed 0, ``trials`` subsets) and the held-out pairs 2-7 and 5-6 (seed 1, 8)."""
+    return {"chapter": ([(pair, ns) for _, pair, ns in REAL[:3]], 0, trials),
+            "held out": ([((2, 7), (196, 392, 784)), ((5, 6), (196, 392, 784))], 1, 8)}
+
+
+def _mnist_points(pairs: list[tuple[tuple[int, int], tuple[int, ...]]]
+                  ) -> Iterator[tuple[tuple[int, int], int, str, str, np.ndarray, np.ndarray, al.CovarianceSetting]]:
+    """``(pair, n, kind, f, X, y, setting)`` for every pair, ``n``, matrix and ``f`` of a grid."""
+    for pair, ns in pairs:
+        X, y = rt.tokens("mnist", *pair)
+        for n in ns:
+            for kind in rt.MATRICES:
+                for f in FS:
+                    yield pair, n, kind, f, X, y, rt.setting("mnist", pair, n, f, kind)
 
 
 def _grid_vectors(p: int, cov: str, kind: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
@@ -499,29 +518,22 @@ def fscov(trials: int) -> dict:
         per = ", ".join(f"{f} {np.mean(d[[r['f'] == f for r in rows]] <= 0.02):.0%}" for f in FS)
         print(f"  {label}: within 0.02 {np.mean(d <= 0.02):.0%} ({per}); median {np.median(d):.4f}, max {d.max():.4f}")
 
-    grids = {"chapter": ([(pair, ns) for _, pair, ns in REAL[:3]], 0, trials),
-             "held out": ([((2, 7), (196, 392, 784)), ((5, 6), (196, 392, 784))], 1, 8)}
-    for name, (pairs, seed, t) in grids.items():
+    for name, (pairs, seed, t) in _mnist_grids(trials).items():
         rows = []
-        for pair, ns in pairs:
-            X, y = rt.tokens("mnist", *pair)
-            for n in ns:
-                for kind in rt.MATRICES:
-                    for f in FS:
-                        s = rt.setting("mnist", pair, n, f, kind)
-                        sh = rt.finite_shift("mnist", pair, n, f, kind, G)
-                        two = rt.class_theory("mnist", pair, n, f, kind, G)
-                        row = {"pair": pair, "n": n, "kind": kind, "f": f, "two": two, "shift": sh}
-                        if name == "chapter":
-                            c = rt.compare("mnist", pair, n, f, kind, G, t, seed)
-                            assert c.theory is not None
-                            row.update(real=c.real, surrogate=c.surrogate, one=c.theory)
-                        else:
-                            real = cache.cached(simulate.subset_errors, setting=s, X=X, y=y, gammas=G, n=n,
-                                                trials=t, seed=seed, relative=True)
-                            assert real.attention is not None
-                            row.update(real=real.attention.mean)
-                        rows.append(row)
+        for pair, n, kind, f, X, y, s in _mnist_points(pairs):
+            sh = rt.finite_shift("mnist", pair, n, f, kind, G)
+            two = rt.class_theory("mnist", pair, n, f, kind, G)
+            row = {"pair": pair, "n": n, "kind": kind, "f": f, "two": two, "shift": sh}
+            if name == "chapter":
+                c = rt.compare("mnist", pair, n, f, kind, G, t, seed)
+                assert c.theory is not None
+                row.update(real=c.real, surrogate=c.surrogate, one=c.theory)
+            else:
+                real = cache.cached(simulate.subset_errors, setting=s, X=X, y=y, gammas=G, n=n,
+                                    trials=t, seed=seed, relative=True)
+                assert real.attention is not None
+                row.update(real=real.attention.mean)
+            rows.append(row)
         flat = [{k: (v[i] if isinstance(v, np.ndarray) else v) for k, v in r.items()} | {"g": float(G[i])}
                 for r in rows for i in range(len(G))]
         for r in flat:
@@ -583,28 +595,19 @@ def ceiling(trials: int) -> dict:
     (decided), and, of the points the two-covariance theory with its finite-size shift misses by
     more than 0.02, the share the class surrogate misses too."""
     out: dict = {}
-    grids = {"chapter": ([(pair, ns) for _, pair, ns in REAL[:3]], 0, trials),
-             "held out": ([((2, 7), (196, 392, 784)), ((5, 6), (196, 392, 784))], 1, 8)}
-    for name, (pairs, seed, t) in grids.items():
+    for name, (pairs, seed, t) in _mnist_grids(trials).items():
         rows = []
-        for pair, ns in pairs:
-            X, y = rt.tokens("mnist", *pair)
-            for n in ns:
-                for kind in rt.MATRICES:
-                    for f in FS:
-                        s = rt.setting("mnist", pair, n, f, kind)
-                        real = cache.cached(simulate.subset_errors, setting=s, X=X, y=y, gammas=G, n=n,
-                                            trials=t, seed=seed, relative=True).attention
-                        cls = rt.class_surrogate("mnist", pair, n, f, kind, G, t, seed)
-                        theory = (rt.class_theory("mnist", pair, n, f, kind, G)
-                                  + rt.finite_shift("mnist", pair, n, f, kind, G))
-                        assert real is not None
-                        for k in range(len(G)):
-                            rows.append({"pair": pair, "n": n, "kind": kind, "f": f, "g": float(G[k]),
-                                         "real": float(real.mean[k]), "real_se": float(real.sem[k]),
-                                         "class_surrogate": float(cls.mean[k]), "class_se": float(cls.sem[k]),
-                                         "theory": float(theory[k])})
-            print(f"  ceiling {name} {pair}: done", flush=True)
+        for pair, n, kind, f, X, y, s in _mnist_points(pairs):
+            real = cache.cached(simulate.subset_errors, setting=s, X=X, y=y, gammas=G, n=n,
+                                trials=t, seed=seed, relative=True).attention
+            cls = rt.class_surrogate("mnist", pair, n, f, kind, G, t, seed)
+            theory = rt.class_theory("mnist", pair, n, f, kind, G) + rt.finite_shift("mnist", pair, n, f, kind, G)
+            assert real is not None
+            for k in range(len(G)):
+                rows.append({"pair": pair, "n": n, "kind": kind, "f": f, "g": float(G[k]),
+                             "real": float(real.mean[k]), "real_se": float(real.sem[k]),
+                             "class_surrogate": float(cls.mean[k]), "class_se": float(cls.sem[k]),
+                             "theory": float(theory[k])})
         d = np.array([r["class_surrogate"] - r["real"] for r in rows])
         se = np.hypot([r["real_se"] for r in rows], [r["class_se"] for r in rows])
         miss = np.abs(np.array([r["theory"] - r["real"] for r in rows])) > 0.02
