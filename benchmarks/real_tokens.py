@@ -107,7 +107,7 @@ def speed() -> dict:
         simulate.subset_errors(s, X, y, G, 784, trials=1)
         trial = time.perf_counter() - t
         out[kind] = {"theory_s": theory, "trial_s": trial, "ratio": theory / trial}
-        print(f"speed ({kind} M, p = 784, 3 gammas, one BLAS thread, under load): theory "
+        print(f"speed ({kind} M, p = 784, 3 gammas, one BLAS thread): theory "
               f"{theory:.2f} s cold, one Monte Carlo trial (n = 784) {trial:.2f} s, ratio "
               f"{theory / trial:.2f}")
     return out
