@@ -59,8 +59,11 @@ class Hermite:
 
 
 def _gauss_expect(g: Callable[[float], float], breaks: tuple[float, ...], strict: bool) -> float:
-    """``E[g(xi)]``, ``xi ~ N(0,1)``, integrating ``g * phi`` piecewise between ``breaks``."""
-    pts = sorted(set(breaks) | ({-8.0, 8.0} if not breaks else set()))
+    """``E[g(xi)]``, ``xi ~ N(0,1)``, integrating ``g * phi`` piecewise between ``breaks``.
+
+    A break beyond ``+-8`` (Gaussian weight below ``1e-14``) is split at ``+-8`` instead: an
+    infinite piece that starts far in the tail is one on which ``quad`` misses the mass near 0."""
+    pts = sorted({float(np.clip(b, -8.0, 8.0)) for b in breaks} | ({-8.0, 8.0} if not breaks else set()))
     edges = [-np.inf, *pts, np.inf]
 
     def weighted(x: float) -> float:

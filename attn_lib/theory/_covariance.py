@@ -458,9 +458,7 @@ def _moments(f: NonlinearityLike, sigma: float, shift: float) -> hermite.Hermite
     def fs(x: float) -> float:
         return float(np.asarray(func(np.array([shift + sigma * x])), dtype=float)[0])
 
-    # a break far in the Gaussian tail is split at +-8 instead (the weight beyond is below 1e-14):
-    # quad over [-50, inf] misses the mass near 0
-    br = tuple(float(np.clip((b - shift) / sigma, -8.0, 8.0)) for b in func.breaks)
+    br = tuple((b - shift) / sigma for b in func.breaks)
     strict = not isinstance(f, str)
     a0 = hermite._gauss_expect(fs, br, strict)
     a1 = hermite._gauss_expect(lambda x: x * fs(x), br, strict)
