@@ -242,7 +242,7 @@ def gap(*, pair: str, n: int, fs: Sequence[str], kinds: Sequence[str], g: float,
     d = base.real_values[:, 0] - base.ridge_real_values[:, 0]
     se = float(standard_error(d, 0))
     claim = exceeds("rt_gap_identity", float(d.mean()), se, wording=(
-        "is above", "is below", "is not distinguishable from"), draws=trials)
+        "is above", "is below", "is not distinguishable, at this profile's draws, from"), draws=trials)
     dal = values[f0, "aligned"] - values[f0, "identity"]
     se_al = float(standard_error(dal, 0))
     align = exceeds("rt_align", float(dal.mean()), se_al, wording=(
