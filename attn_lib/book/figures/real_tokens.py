@@ -211,7 +211,7 @@ def gap(*, pair: str, n: int, fs: Sequence[str], kinds: Sequence[str], g: float,
 
     Numbers: ``rt_gap_identity`` (claim: attention - ridge > 0 for ``M = I`` and the first ``f``),
     ``rt_align`` (claim: aligned minus identity for the first ``f``, attention, paired; wording
-    "raises", "lowers", "does not decide"), ``rt_gap_text`` (the identity gap ``d ± se``),
+    "raises", "lowers", or, undecided, "moves, in a direction this profile's draws do not decide,"), ``rt_gap_text`` (the identity gap ``d ± se``),
     ``rt_align_text``, ``rt_gap_g``, ``rt_gap_trials``, ``rt_gap_n``.
     """
     data, classes = parse_pair(pair)
@@ -246,7 +246,8 @@ def gap(*, pair: str, n: int, fs: Sequence[str], kinds: Sequence[str], g: float,
     dal = values[f0, "aligned"] - values[f0, "identity"]
     se_al = float(standard_error(dal, 0))
     align = exceeds("rt_align", float(dal.mean()), se_al, wording=(
-        "raises", "lowers", "does not decide the sign of"), draws=trials, required=False)
+        "raises", "lowers", "moves, in a direction this profile's draws do not decide,"), draws=trials,
+        required=False)
     return Figure(fig, {"rt_gap_identity": claim, "rt_align": align,
                         "rt_gap_text": f"{d.mean():+.3f} ± {se:.3f}",
                         "rt_align_text": f"{dal.mean():+.3f} ± {se_al:.3f}",
