@@ -45,6 +45,11 @@ Parts (``--part``, default all, in this order):
   (``f`` read at their logit ``T_top``, the rest Gaussian of variance ``rho_k^2``); on the
   power-law spectrum (c = 0.25, n = 2048, M = I; relu, tanh, sign; 16 draws) and on the Gaussian
   surrogate of MNIST 3 vs 8 (n = 392, identity and aligned ``M``, the four f, 16 draws).
+* ``topk``: the covariance limit plus the finite-size shift of a reduced model that keeps the top
+  ``k`` directions of ``C^{1/2} M C^{1/2}`` (and ``mu``, the cross terms) as latent coordinates
+  with their exact law, an isotropic complement and a quasi-Monte Carlo rule for the types
+  (``k = 0, 1, 2, 4, 8, 16``), against the Monte Carlo of ``synthetic`` (c = 0.25 and 1); the
+  rule's quadrature error first.
 
 Usage: ``python benchmarks/real_tokens.py [--part identity speed real synthetic] [--trials 16]
 [--n N] [--c 0.25 1 4] [--rounds 6] [--out FILE]`` (JSON of every number). Run it alone:
@@ -235,6 +240,32 @@ def _finite_size_white(c: float, n: int) -> dict:
     return {"white_finite_size": worst, "spread": spread}
 
 
+def _synthetic_mc(c: float, n: int, keys: list[tuple[str, str, str]], rounds: int,
+                  theory: dict[tuple[str, str, str], np.ndarray] | None = None
+                  ) -> tuple[dict[tuple[str, str, str], np.ndarray], dict[tuple[str, str, str], np.ndarray]]:
+    """Monte Carlo of the synthetic settings ``keys`` (``(cov, kind, f)``) at ``c``, ``n``: rounds of
+    8 draws (round ``r``: ``simulate.errors`` with ``seed = 100 + r``, cached), breadth first
+    over the settings whose s.e. is still above 0.003, at most ``rounds``; each round's s.e. (and
+    ``|theory - MC|`` with ``theory``) printed. Returns the draws (shape ``(draws, 3)``) and the
+    s.e. of each setting."""
+    parts: dict = {k: [] for k in keys}
+    sem: dict = {}
+    for r in range(rounds):
+        todo = [k for k in keys if k not in sem or sem[k].max() > 0.003]
+        if not todo:
+            break
+        for k in todo:
+            s = _synthetic_setting(c, n, *k)
+            res = cache.cached(al.simulate.errors, setting=s, gammas=G, n=n, trials=8, seed=100 + r)
+            parts[k].append(res.attention.values)
+            v = np.concatenate(parts[k])
+            sem[k] = v.std(axis=0, ddof=1) / np.sqrt(len(v))
+            miss = "" if theory is None else f", |theory - MC| max {np.abs(theory[k] - v.mean(axis=0)).max():.4f}"
+            print(f"    round {r + 1}: {k[0]} c = {c} n = {n} {k[1]} {k[2]}: {len(v)} draws, s.e. max "
+                  f"{sem[k].max():.4f}{miss}", flush=True)
+    return {k: np.concatenate(v) for k, v in parts.items()}, sem
+
+
 def synthetic(n_all: int | None = None, cs: tuple[float, ...] = (0.25, 1.0, 4.0), rounds: int = 6) -> dict:
     """The synthetic grid at ``n = SYNTHETIC_N[c]`` (default) or at ``n_all`` for every ``c``.
 
@@ -246,26 +277,11 @@ def synthetic(n_all: int | None = None, cs: tuple[float, ...] = (0.25, 1.0, 4.0)
     for c in cs:
         n = n_all or SYNTHETIC_N[c]
         keys = [(cov, kind, f) for cov in COVS for kind in KINDS for f in FS3]
-        th: dict = {}
-        vals: dict = {k: [] for k in keys}
-        sem: dict = {}
-        for r in range(rounds):
-            todo = [k for k in keys if k not in sem or sem[k].max() > 0.003]
-            if not todo:
-                break
-            for k in todo:
-                s = _synthetic_setting(c, n, *k)
-                if k not in th:
-                    th[k] = cache.cached(al.theory.attention_error, setting=s, gammas=G)
-                res = cache.cached(al.simulate.errors, setting=s, gammas=G, n=n, trials=8, seed=100 + r)
-                vals[k].append(res.attention.values)
-                v = np.concatenate(vals[k])
-                sem[k] = v.std(axis=0, ddof=1) / np.sqrt(len(v))
-                print(f"    round {r + 1}: {k[0]} c = {c} n = {n} {k[1]} {k[2]}: {len(v)} draws, s.e. max "
-                      f"{sem[k].max():.4f}, |theory - MC| max {np.abs(th[k] - v.mean(axis=0)).max():.4f}",
-                      flush=True)
+        th = {k: cache.cached(al.theory.attention_error, setting=_synthetic_setting(c, n, *k), gammas=G)
+              for k in keys}
+        vals, sem = _synthetic_mc(c, n, keys, rounds, th)
         for k in keys:
-            v = np.concatenate(vals[k])
+            v = vals[k]
             mc = v.mean(axis=0)
             rows.append({"cov": k[0], "c": c, "n": n, "kind": k[1], "f": k[2], "theory": th[k].tolist(),
                          "mc": mc.tolist(), "se": sem[k].tolist(), "trials": len(v)})
@@ -761,17 +777,85 @@ def latent(trials: int) -> dict:
     return out
 
 
+TOPK = (0, 1, 2, 4, 8, 16)      # top directions of B kept by the reduced model of part topk
+TOPK_TYPES = 2048                # its quasi-Monte Carlo types
+SYNTHETIC_TOPK_C = (0.25, 1.0)   # the c of part topk
+
+
+def topk(cs: tuple[float, ...] = (0.25, 1.0), rounds: int = 6) -> dict:
+    """The covariance limit plus the finite-size shift of the reduced model that keeps the top
+    ``k`` directions of ``B = C^{1/2} M C^{1/2}`` exactly
+    (``attn_lib.theory._covariance_shift.top_covariance_shift``, ``TOPK_TYPES`` Sobol types) on the
+    synthetic grid (:func:`synthetic`'s settings and Monte Carlo, :func:`_synthetic_mc`), for
+    ``k`` in ``TOPK``; with the limit and the library's finite-size theory (the isotropic
+    rank-3 shift). First the rule's quadrature error: ``T`` against ``2 T`` types and another
+    scrambling seed, on the power law, c = 0.25, M = I, k = 8 and 16."""
+    from attn_lib.theory._covariance_shift import top_covariance_model, top_covariance_shift
+
+    out: dict = {"quadrature": {}, "rows": []}
+    for f in FS3:
+        s = _synthetic_setting(0.25, 2048, "power", "identity", f)
+        for k in (8, 16):
+            t = time.perf_counter()
+            base = top_covariance_shift(s, G, 2048, k, TOPK_TYPES, 0)
+            dt = time.perf_counter() - t
+            other = {"2T": top_covariance_shift(s, G, 2048, k, 2 * TOPK_TYPES, 0),
+                     "seed 1": top_covariance_shift(s, G, 2048, k, TOPK_TYPES, 1)}
+            out["quadrature"][f"{f} {k}"] = {q: (v - base).tolist() for q, v in other.items()}
+            print(f"topk quadrature (power, c = 0.25, n = 2048, M = I, {f}, k = {k}, r = "
+                  f"{len(top_covariance_model(s, 2048, k).mu_r)}): shift {np.round(base, 4)} ({dt:.1f} s, "
+                  f"T = {TOPK_TYPES}); T = {2 * TOPK_TYPES} minus it {np.round(other['2T'] - base, 4)}, "
+                  f"seed 1 minus it {np.round(other['seed 1'] - base, 4)}", flush=True)
+    for c in cs:
+        n = SYNTHETIC_N[c]
+        keys = [(cov, kind, f) for cov in COVS for kind in KINDS for f in FS3]
+        vals, sem = _synthetic_mc(c, n, keys, rounds)
+        for key in keys:
+            s = _synthetic_setting(c, n, *key)
+            mc = vals[key].mean(axis=0)
+            lim = cache.cached(al.theory.attention_error, setting=s, gammas=G)
+            fs = al.theory.attention_error(s, G, n=n)
+            row = {"cov": key[0], "c": c, "n": n, "kind": key[1], "f": key[2], "mc": mc.tolist(),
+                   "se": sem[key].tolist(), "draws": len(vals[key]), "limit": (lim - mc).tolist(),
+                   "finite": (fs - mc).tolist(), "top": {}, "seconds": {}}
+            for k in TOPK:
+                t = time.perf_counter()
+                row["top"][k] = (lim + top_covariance_shift(s, G, n, k, TOPK_TYPES) - mc).tolist()
+                row["seconds"][k] = time.perf_counter() - t
+            out["rows"].append(row)
+            tops = ", ".join(f"k = {k} {np.round(v, 3)}" for k, v in row["top"].items())
+            print(f"  {key[0]} c = {c} n = {n} {key[1]} {key[2]} ({len(vals[key])} draws, s.e. <= "
+                  f"{sem[key].max():.4f}; theory - MC at g = {G.tolist()}): limit {np.round(lim - mc, 3)}, "
+                  f"finite (rank 3) {np.round(fs - mc, 3)}, top {tops} "
+                  f"({max(row['seconds'].values()):.1f} s per call at most)", flush=True)
+    for c in cs:
+        for cov in COVS:
+            sub = [r for r in out["rows"] if r["c"] == c and r["cov"] == cov]
+            se = max(max(r["se"]) for r in sub)
+            line = [f"limit {max(np.abs(r['limit']).max() for r in sub):.4f}",
+                    f"finite {max(np.abs(r['finite']).max() for r in sub):.4f}"]
+            line += [f"k = {k} {max(np.abs(r['top'][k]).max() for r in sub):.4f}" for k in TOPK]
+            print(f"topk c = {c} {cov}: max |theory - MC| over 9 settings x 3 g (s.e. <= {se:.4f}): "
+                  + ", ".join(line))
+            for f in FS3:
+                sf = [r for r in sub if r["f"] == f]
+                print(f"    {f:4s}: " + ", ".join(f"k = {k} {max(np.abs(r['top'][k]).max() for r in sf):.4f}"
+                                           for k in TOPK)
+                      + f"; limit {max(np.abs(r['limit']).max() for r in sf):.4f}")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--part", nargs="+", default=["identity", "speed", "real", "synthetic", "cause", "classes",
-                                                  "twocov", "fscov", "ceiling", "latent"],
+                                                  "twocov", "fscov", "ceiling", "latent", "topk"],
                     choices=["identity", "speed", "real", "synthetic", "cause", "classes", "twocov", "fscov",
-                             "ceiling", "latent"])
+                             "ceiling", "latent", "topk"])
     ap.add_argument("--trials", type=int, default=16, help="subsets and surrogate draws per real setting")
     ap.add_argument("--n", type=int, help="synthetic: every c at this n (default n = 2048, 1024, 512 "
                     "for c = 0.25, 1, 4)")
     ap.add_argument("--c", type=float, nargs="+", default=[0.25, 1.0, 4.0], choices=[0.25, 1.0, 4.0],
-                    help="synthetic: the c of the grid")
+                    help="synthetic, topk: the c of the grid (topk: 0.25 and 1 only)")
     ap.add_argument("--rounds", type=int, default=6, choices=range(1, 7),
                     help="synthetic: at most this many rounds of 8 draws")
     ap.add_argument("--out", help="write every number as JSON")
@@ -787,7 +871,8 @@ def main() -> None:
                          else cause(args.trials) if part == "cause" else classes(args.trials)
                          if part == "classes" else twocov(args.trials) if part == "twocov"
                          else fscov(args.trials) if part == "fscov" else ceiling(args.trials)
-                         if part == "ceiling" else latent(args.trials))
+                         if part == "ceiling" else latent(args.trials) if part == "latent"
+                         else topk(tuple(c for c in args.c if c in SYNTHETIC_TOPK_C), args.rounds))
             print(f"[{part}: {time.perf_counter() - t:.0f} s]", flush=True)
     if args.out:
         with open(args.out, "w") as fh:
