@@ -785,12 +785,12 @@ SYNTHETIC_TOPK_C = (0.25, 1.0)   # the c of part topk
 def topk(cs: tuple[float, ...] = (0.25, 1.0), rounds: int = 6) -> dict:
     """The covariance limit plus the finite-size shift of the reduced model that keeps the top
     ``k`` directions of ``B = C^{1/2} M C^{1/2}`` exactly
-    (``attn_lib.theory._covariance_shift.top_covariance_shift``, ``TOPK_TYPES`` Sobol types) on the
+    (``covariance_top.top_covariance_shift``, ``TOPK_TYPES`` Sobol types) on the
     synthetic grid (:func:`synthetic`'s settings and Monte Carlo, :func:`_synthetic_mc`), for
     ``k`` in ``TOPK``; with the limit and the library's finite-size theory (the isotropic
     rank-3 shift). First the rule's quadrature error: ``T`` against ``2 T`` types and another
     scrambling seed, on the power law, c = 0.25, M = I, k = 8 and 16."""
-    from attn_lib.theory._covariance_shift import top_covariance_model, top_covariance_shift
+    from covariance_top import top_covariance_model, top_covariance_shift   # a sibling, as a script imports it
 
     out: dict = {"quadrature": {}, "rows": []}
     for f in FS3:

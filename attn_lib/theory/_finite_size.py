@@ -115,7 +115,7 @@ from ._errors import ConvergenceError, _gamma, check_converged, not_converged
 from .shift import shift_functions
 
 __all__ = ["finite_size_resolvent_form", "finite_size_resolvent_form_batch", "LatentLaw", "latent_law",
-           "sobol_latent_law", "sobol_types", "reduced_setting", "REDUCED_KINDS"]
+           "reduced_setting", "REDUCED_KINDS"]
 
 _GH_NODES = {0: 1, 1: 32, 2: 10, 3: 6}   # Gauss–Hermite nodes per latent dimension
 # type rule for r = 3 (_type_rule): nodes added along a weight axis per monotone piece of F0 or F1
@@ -317,74 +317,6 @@ def latent_law(setting: Setting | RankSetting, p: int,
     y = np.repeat([1.0, -1.0], len(wz))
     xi = np.concatenate([zeta + mu_r, zeta - mu_r])
     return LatentLaw(xi=xi, y=y, weight=np.concatenate([wz, wz]) / 2.0, M=M, p=p)
-
-
-def sobol_types(r: int, types: int, seed: int = 0) -> np.ndarray:
-    r"""Standard Gaussian quasi-Monte Carlo points for half of a flip-symmetric rule of ``types`` types.
-
-    ``zeta_i = Phi^{-1}(u_i)`` (componentwise) for the ``types / 2`` points ``u_i`` of a
-    scrambled Sobol sequence in ``[0, 1)^r`` (:class:`scipy.stats.qmc.Sobol`, seeded): a rule
-    whose size does not grow with ``r`` (a tensor rule's does), with an error decreasing like
-    ``types^{-1}`` up to logarithms for smooth integrands.
-
-    Parameters
-    ----------
-    r : int
-        Dimension, at least 1.
-    types : int
-        ``2^j`` for an integer ``j >= 2``.
-    seed : int, optional
-        Seed of the scrambling.
-
-    Returns
-    -------
-    ndarray, shape (types // 2, r)
-
-    Raises
-    ------
-    ValueError
-        For ``r < 1`` or ``types`` not a power of two of at least 4.
-    """
-    from scipy.stats import norm, qmc
-
-    if not (isinstance(types, (int, np.integer)) and types >= 4 and types & (types - 1) == 0):
-        raise ValueError(f"types must be a power of two >= 4, got {types!r}")
-    if not (isinstance(r, (int, np.integer)) and r >= 1):
-        raise ValueError(f"r must be a positive integer, got {r!r}")
-    u = qmc.Sobol(d=int(r), scramble=True, seed=seed).random_base2(int(types).bit_length() - 2)
-    return cast(np.ndarray, norm.ppf(u))
-
-
-def sobol_latent_law(setting: Setting | RankSetting, p: int, types: int, seed: int = 0) -> LatentLaw:
-    r"""A quasi-Monte Carlo rule for the types of a setting of any latent dimension ``r``.
-
-    With the points ``zeta_i`` of :func:`sobol_types` (``types / 2`` of them, weight
-    ``1 / types`` each): the label ``+1`` at ``xi = mu_r + zeta_i`` and the label ``-1`` at its
-    flip ``xi = -(mu_r + zeta_i)``, so that the rule is symmetric under ``(y, xi) -> -(y, xi)``
-    (:func:`_flip`) and the solver halves it. Unlike the tensor rules of :func:`latent_law`
-    (``r <= 3``) it takes any ``r``.
-
-    Parameters
-    ----------
-    setting : Setting or RankSetting
-        Canonical (``alpha = 1``); the latent coordinates of
-        :func:`attn_lib.model.data.latent_coordinates`, ``M_r = I_r + W_{K,r} W_{Q,r}^T``.
-    p : int
-        Token dimension.
-    types : int
-        Number of types ``T``, a power of two of at least 4.
-    seed : int, optional
-        Seed of the scrambling.
-
-    Returns
-    -------
-    LatentLaw
-        ``xi`` of shape ``(types, r)``, the labels ``+1`` first.
-    """
-    coords = latent_coordinates(setting)          # (r, 1 + 2k)
-    xi = sobol_types(coords.shape[0], types, seed) + coords[:, 0]
-    return LatentLaw(xi=np.concatenate([xi, -xi]), y=np.repeat([1.0, -1.0], types // 2),
-                     weight=np.full(types, 1.0 / types), M=_restricted(coords), p=p)
 
 
 #: The directions a reduced model keeps exactly (:func:`reduced_setting`).
