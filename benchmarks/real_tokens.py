@@ -37,6 +37,15 @@ Parts (``--part``, default all, in this order):
   setting's partial s.e.): max ``|theory - MC|`` with its s.e., per ``c``, spectrum, ``f`` and
   ``M``. ``--n 2048`` runs every ``c`` at that ``n`` instead (``c = 4``: ``p = 8192``), ``--c``
   a subset of the ``c``, ``--rounds R`` at most ``R`` rounds (a summary of what the cache holds).
+* ``elliptic``: the tokens' own norms. The spread (coefficient of variation) over each class's
+  real tokens of the norm ``|x_i - m_y|`` and of the logit variance ``e_i^T M C M^T e_i``
+  (``e_i = x_i - m_y``), and the kurtosis of ``e_i`` along the top four eigenvectors of
+  ``M C M^T``, against the Gaussian class surrogate and the surrogate with the real tokens' norms
+  (``rt.scale_noise``: Gaussian directions with the class covariance, norms drawn from the real
+  ones; 4000 draws per class); then that surrogate (``rt.scale_surrogate``, on the draws of the
+  class surrogate: paired) against the real error on the MNIST grid and held-out pairs of
+  ``ceiling``: the shares within 0.02 (overall, per f, matrix and g), beyond 0.02 by two s.e.,
+  the mean signed differences, and the share of the class surrogate's gap the norms remove.
 * ``latent``: which conditional law of the kernel carries the miss of a heavy spectrum
   (common draws, paired differences): the real kernel on Gaussian tokens against (i) its
   Gaussian equivalent, (ii) the equivalent typed by the tokens' own logit scales (``f`` read at
@@ -633,6 +642,90 @@ def ceiling(trials: int) -> dict:
     return out
 
 
+def _spreads(pair: tuple[int, int]) -> dict:
+    """The tokens' norms and logit variances of a pair, real against the two surrogates (see the
+    module's ``elliptic``): ``{(class, model): {statistic: value}}``."""
+    X, y = rt.tokens("mnist", *pair)
+    rng = np.random.default_rng(11)
+    mats = {kind: np.asarray(rt.setting("mnist", pair, 392, "tanh", kind).M) for kind in rt.MATRICES}
+    C = np.asarray(rt.setting("mnist", pair, 392, "tanh", "identity").C)
+    out: dict = {}
+    for sign in (1, -1):
+        part = X[:, y == sign]
+        yy = np.full(4000, sign)
+        Z = rng.standard_normal((X.shape[0], yy.size))
+        noise = {"real": part - part.mean(axis=1, keepdims=True),
+                 "gaussian": rt._class_noise("mnist", pair, yy, Z),
+                 "norms": rt.scale_noise("mnist", pair, yy, Z, rng)}
+        for model, E in noise.items():
+            r2 = np.sum(E ** 2, axis=0)
+            row = {"norm": float(np.std(np.sqrt(r2)) / np.mean(np.sqrt(r2)))}
+            for kind, M in mats.items():
+                B = M @ C @ M.T
+                q = np.sum(E * (B @ E), axis=0)
+                row[f"logit {kind}"] = float(np.std(q) / np.mean(q))
+                top = np.linalg.eigh(B)[1][:, -4:][:, ::-1]
+                u = top.T @ E
+                row[f"kurtosis {kind}"] = (np.mean(u ** 4, axis=1) / np.mean(u ** 2, axis=1) ** 2).tolist()
+            out[(sign, model)] = row
+    return out
+
+
+def elliptic(trials: int) -> dict:
+    """The real tokens' own norms (see the module's ``elliptic``): their spread against the
+    surrogates', and the surrogate that keeps them (``rt.scale_surrogate``) against the real error
+    on the grids of ``ceiling``, paired with the class surrogate on the same draws."""
+    out: dict = {"spreads": {}}
+    for pair in ((3, 8), (4, 9), (0, 1), (2, 7), (5, 6)):
+        sp = _spreads(pair)
+        out["spreads"][str(pair)] = {f"{'+-'[sign < 0]} {model}": v for (sign, model), v in sp.items()}
+        for (sign, model), v in sp.items():
+            print(f"elliptic spreads MNIST {pair} class {'+-'[sign < 0]} {model:8s}: norm cv {v['norm']:.3f}; "
+                  "logit-variance cv " + ", ".join(f"{k} {v['logit ' + k]:.3f}" for k in rt.MATRICES)
+                  + "; kurtosis along the top 4 (identity) " + " ".join(f"{x:.2f}" for x in v["kurtosis identity"])
+                  + ", (aligned) " + " ".join(f"{x:.2f}" for x in v["kurtosis aligned"]), flush=True)
+    for name, (pairs, seed, t) in _mnist_grids(trials).items():
+        rows = []
+        start = time.perf_counter()
+        for pair, n, kind, f, X, y, s in _mnist_points(pairs):
+            real = cache.cached(simulate.subset_errors, setting=s, X=X, y=y, gammas=G, n=n,
+                                trials=t, seed=seed, relative=True).attention
+            sur = rt.scale_surrogate("mnist", pair, n, f, kind, G, t, seed)
+            assert real is not None
+            for k in range(len(G)):
+                rows.append({"pair": pair, "n": n, "kind": kind, "f": f, "g": float(G[k]),
+                             "real": float(real.mean[k]), "real_se": float(real.sem[k]),
+                             **{m: float(sur[m].mean[k]) for m in sur},
+                             **{m + "_se": float(sur[m].sem[k]) for m in sur}})
+        print(f"  elliptic {name}: Monte Carlo {time.perf_counter() - start:.0f} s", flush=True)
+        d = {m: np.array([r[m] - r["real"] for r in rows]) for m in ("class", "scaled")}
+        se = {m: np.hypot([r["real_se"] for r in rows], [r[m + "_se"] for r in rows]) for m in d}
+
+        def share(m: str, key: str | None = None, value: object = None) -> str:
+            k = np.ones(len(rows), bool) if key is None else np.array([r[key] == value for r in rows])
+            return f"{np.mean(np.abs(d[m][k]) <= 0.02):.0%}"
+
+        print(f"elliptic MNIST {name} ({len(rows)} comparisons, {t} subsets and draws from seed {seed}): within "
+              f"0.02 of real: surrogate with the real norms {share('scaled')}, class surrogate {share('class')}; "
+              f"beyond 0.02 by two s.e. {np.mean(np.abs(d['scaled']) - 2 * se['scaled'] > 0.02):.0%} "
+              f"(class {np.mean(np.abs(d['class']) - 2 * se['class'] > 0.02):.0%}); median |difference| "
+              f"{np.median(np.abs(d['scaled'])):.4f} (class {np.median(np.abs(d['class'])):.4f})")
+        for key, values in (("f", FS), ("kind", rt.MATRICES), ("g", G.tolist()), ("n", sorted({r["n"] for r in rows}))):
+            print(f"    within 0.02 by {key}: " + ", ".join(f"{v} {share('scaled', key, v)} (class {share('class', key, v)})" for v in values))
+        diff = np.array([r["difference"] for r in rows])
+        gap = -d["class"]                                   # real - class
+        for key, values in (("f", FS), ("g", G.tolist())):
+            for v in values:
+                k = np.array([r[key] == v for r in rows])
+                dse = np.sqrt(np.sum(np.array([r["difference_se"] for r in rows])[k] ** 2)) / k.sum()
+                print(f"    {key} = {v}: mean real - class {gap[k].mean():+.4f}, mean scaled - class (paired) "
+                      f"{diff[k].mean():+.4f} ± {dse:.4f}, mean scaled - real {d['scaled'][k].mean():+.4f}; "
+                      f"signed gap removed {diff[k].mean() / gap[k].mean():.0%}, mean |miss| {np.abs(d['class'][k]).mean():.4f}"
+                      f" -> {np.abs(d['scaled'][k]).mean():.4f}")
+        out[name] = rows
+    return out
+
+
 LATENT_K = (1, 4, 16, 64)
 LATENT_MEAN = 16                   # the k whose slope and residual variance are also averaged
 LATENT_RANKS = (2, 8, 32)          # ranks of that k's non-linear mean kept with the averaged equivalent
@@ -764,9 +857,9 @@ def latent(trials: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--part", nargs="+", default=["identity", "speed", "real", "synthetic", "cause", "classes",
-                                                  "twocov", "fscov", "ceiling", "latent"],
+                                                  "twocov", "fscov", "ceiling", "latent", "elliptic"],
                     choices=["identity", "speed", "real", "synthetic", "cause", "classes", "twocov", "fscov",
-                             "ceiling", "latent"])
+                             "ceiling", "latent", "elliptic"])
     ap.add_argument("--trials", type=int, default=16, help="subsets and surrogate draws per real setting")
     ap.add_argument("--n", type=int, help="synthetic: every c at this n (default n = 2048, 1024, 512 "
                     "for c = 0.25, 1, 4)")
@@ -787,7 +880,8 @@ def main() -> None:
                          else cause(args.trials) if part == "cause" else classes(args.trials)
                          if part == "classes" else twocov(args.trials) if part == "twocov"
                          else fscov(args.trials) if part == "fscov" else ceiling(args.trials)
-                         if part == "ceiling" else latent(args.trials))
+                         if part == "ceiling" else latent(args.trials) if part == "latent"
+                         else elliptic(args.trials))
             print(f"[{part}: {time.perf_counter() - t:.0f} s]", flush=True)
     if args.out:
         with open(args.out, "w") as fh:

@@ -51,7 +51,8 @@ from ..simulation.trials import Stats, Trials
 from ..theory import attention_error, ridge_error
 
 __all__ = ["MATRICES", "Comparison", "tokens", "setting", "matrix", "compare", "diagnostics",
-           "class_surrogate", "class_covariances", "class_theory", "finite_shift"]
+           "class_surrogate", "class_covariances", "class_theory", "finite_shift", "scale_noise",
+           "scale_surrogate_errors", "scale_surrogate"]
 
 #: The key-query matrices of the chapter (:func:`matrix`).
 MATRICES = ("identity", "aligned", "random")
@@ -172,51 +173,6 @@ def diagnostics(data: str, pair: tuple[int, int], n: int, kind: str = "identity"
 
 
 @functools.lru_cache(maxsize=4)
-def _class_factors(data: str, first: int, second: int) -> tuple[np.ndarray, np.ndarray]:
-    """``C_+^{1/2}`` and ``C_-^{1/2}``: the square roots of the two classes' own covariances."""
-    X, y = tokens(data, first, second)
-    out = []
-    for part in (X[:, y > 0], X[:, y < 0]):
-        lam, V = np.linalg.eigh(np.cov(part))
-        out.append((V * np.sqrt(np.clip(lam, 0.0, None))) @ V.T)
-    return out[0], out[1]
-
-
-def class_surrogate_errors(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
-                           g: object, trials: int, seed: int = 0) -> dict[str, np.ndarray]:
-    """Attention's errors on Gaussian tokens with each class's own covariance,
-    ``x_i = y_i mu + C_{y_i}^{1/2} z_i`` (the real tokens' second moments kept class by class),
-    with the kernel, centring and ``gamma`` of :func:`setting` (``relative=True``): the values
-    ``(trials, G)``. Trial ``t`` draws from ``SeedSequence(seed).spawn(trials)[t]``."""
-    gg = check_gammas(g)
-    s = setting(data, pair, n, f, kind)
-    Rp, Rm = _class_factors(data, *pair)
-    g_att, g_ridge = simulate.raw_gammas(s, gg, n, relative=True)
-    mu = s.mu
-
-    def trial(rng: np.random.Generator) -> dict[str, np.ndarray]:
-        y = model_data.labels(n, rng)
-        Z = rng.standard_normal((mu.size, n))
-        Z[:, y > 0] = Rp @ Z[:, y > 0]
-        Z[:, y < 0] = Rm @ Z[:, y < 0]
-        smp = model_data.Sample(X=Z + np.outer(mu, y), y=y, mu=mu, w_K=None, w_Q=None, Z=Z)
-        att, _ = simulate.sample_errors(s, smp, g_att, ridge_gammas=g_ridge)
-        assert att is not None
-        return {"attention": att}
-
-    return {"values": Trials.run(trial, trials=check_int(trials, "trials"), seed=check_seed(seed),
-                                 gammas=gg, n=n, p=s.p()).values["attention"]}
-
-
-def class_surrogate(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
-                    g: object, trials: int, seed: int = 0) -> Stats:
-    """:class:`~attn_lib.simulation.trials.Stats` of :func:`class_surrogate_errors` (cached)."""
-    out = cache.cached(class_surrogate_errors, data=data, pair=tuple(pair), n=n, f=f, kind=kind,
-                       g=check_gammas(g), trials=trials, seed=seed)
-    return Stats(out["values"], axis=0)
-
-
-@functools.lru_cache(maxsize=4)
 def class_covariances(data: str, first: int, second: int) -> tuple[np.ndarray, np.ndarray]:
     """``(C_+, C_-)``: the two classes' own covariances (about their own means) of a pair's
     standardised tokens (read-only)."""
@@ -227,6 +183,177 @@ def class_covariances(data: str, first: int, second: int) -> tuple[np.ndarray, n
         C.flags.writeable = False
         out.append(C)
     return out[0], out[1]
+
+
+@functools.lru_cache(maxsize=4)
+def _class_factors(data: str, first: int, second: int) -> tuple[np.ndarray, np.ndarray]:
+    """``C_+^{1/2}`` and ``C_-^{1/2}``: the square roots of the two classes' own covariances."""
+    out = []
+    for C in class_covariances(data, first, second):
+        lam, V = np.linalg.eigh(C)
+        out.append((V * np.sqrt(np.clip(lam, 0.0, None))) @ V.T)
+    return out[0], out[1]
+
+
+def _class_noise(data: str, pair: tuple[int, int], y: np.ndarray, Z: np.ndarray) -> np.ndarray:
+    """The Gaussian noise with each class's own covariance, ``C_{y_i}^{1/2} z_i``: shape ``(p, n)``
+    from the labels ``y`` ``(n,)`` and standard normals ``Z`` ``(p, n)`` (not modified)."""
+    Rp, Rm = _class_factors(data, *pair)
+    out = np.empty_like(Z)
+    out[:, y > 0] = Rp @ Z[:, y > 0]
+    out[:, y < 0] = Rm @ Z[:, y < 0]
+    return out
+
+
+def _direction_moments(lam: np.ndarray) -> np.ndarray:
+    r"""The second moments ``E[u_k^2]`` of the direction ``u = D^{1/2} z / |D^{1/2} z|`` of a
+    Gaussian of diagonal covariance ``D = diag(lam)`` (``lam >= 0``, shape ``(p,)``):
+
+    .. math:: E\left[\frac{\lambda_k z_k^2}{\sum_j \lambda_j z_j^2}\right]
+              = \int_0^\infty \frac{\lambda_k}{1 + 2 t \lambda_k}
+                \prod_j (1 + 2 t \lambda_j)^{-1/2} \, dt
+
+    (``1 / S = int_0^inf e^{-t S} dt`` and the Gaussian integrals), by the trapezoid rule in
+    ``log t`` over ``t lam_max`` in ``[1e-12, 1e12]`` (5001 points; the integrand is smooth and
+    small at both ends). They sum to one."""
+    lam = lam / lam.max()
+    u = np.linspace(np.log(1e-12), np.log(1e12), 5001)
+    t = np.exp(u)[:, None]
+    weight = np.exp(u - 0.5 * np.sum(np.log1p(2.0 * t * lam), axis=1))
+    return np.trapezoid(weight[:, None] * lam / (1.0 + 2.0 * t * lam), u, axis=0)
+
+
+def _direction_factor(C: np.ndarray, tol: float = 1e-10, max_iter: int = 500) -> np.ndarray:
+    r"""The factor ``R`` ``(p, p)`` whose Gaussian direction ``u = R z / |R z|`` has second moment
+    ``E[u u^T] = C / tr(C)``: ``R = V diag(lam')^{1/2} V^T`` in the eigenbasis ``V`` of ``C``,
+    ``lam'`` the fixed point of ``lam' <- lam' (lam / sum(lam)) / E[u_k^2](lam')``
+    (:func:`_direction_moments`) on the support of ``C``. (``R = C^{1/2}`` would shrink the
+    large eigenvalues: ``E[u_k^2] < lam_k / tr(C)`` where ``lam_k`` is large.)
+
+    Raises
+    ------
+    RuntimeError
+        If the iteration does not reach the relative change ``tol`` in ``max_iter`` steps.
+    """
+    lam, V = np.linalg.eigh(C)
+    lam = np.clip(lam, 0.0, None)
+    on = lam > 1e-12 * lam.max()
+    target = lam[on] / lam[on].sum()
+    cur = target.copy()
+    for _ in range(max_iter):
+        new = cur * target / _direction_moments(cur)
+        new /= new.sum()
+        change = float(np.max(np.abs(new / cur - 1.0)))
+        cur = new
+        if change < tol:
+            break
+    else:
+        raise RuntimeError(f"_direction_factor: no fixed point in {max_iter} steps (last relative "
+                           f"change {change:.2e}, tol {tol:.0e})")
+    root = np.zeros_like(lam)
+    root[on] = np.sqrt(cur)
+    return (V * root) @ V.T
+
+
+@functools.lru_cache(maxsize=4)
+def _scale_parts(data: str, first: int, second: int) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+    """For each class (``+``, then ``-``): the direction factor of its covariance
+    (:func:`_direction_factor`) and its tokens' norms about their mean, ``|x_j - m_y|``, scaled
+    so that their mean square is ``tr(C_y)``."""
+    X, y = tokens(data, first, second)
+    out = []
+    for part, C in zip((X[:, y > 0], X[:, y < 0]), class_covariances(data, first, second)):
+        r = np.linalg.norm(part - part.mean(axis=1, keepdims=True), axis=0)
+        out.append((_direction_factor(C), r * np.sqrt(np.trace(C) / np.mean(r ** 2))))
+    return tuple(out)
+
+
+def scale_noise(data: str, pair: tuple[int, int], y: np.ndarray, Z: np.ndarray,
+                rng: np.random.Generator) -> np.ndarray:
+    r"""Noise with each class's own covariance and the real tokens' own norms:
+
+    .. math:: e_i = r_i \frac{R_{y_i} z_i}{|R_{y_i} z_i|},
+
+    ``r_i`` drawn with replacement (from ``rng``) among the norms ``|x_j - m_{y_i}|`` of the real
+    tokens of class ``y_i``, scaled to mean square ``tr(C_{y_i})``, and ``R_y`` the factor whose
+    Gaussian direction has second moment ``C_y / tr(C_y)`` (:func:`_direction_factor`); so
+    ``E[e e^T] = C_y`` (the class covariance kept) and ``|e_i|`` follows the real tokens' law
+    exactly. Shape ``(p, n)`` from the labels ``y`` ``(n,)`` and standard normals ``Z``
+    ``(p, n)`` (not modified)."""
+    out = np.empty_like(Z)
+    for sign, (R, r) in zip((1, -1), _scale_parts(data, *pair)):
+        k = y == sign
+        E = R @ Z[:, k]
+        out[:, k] = E * (r[rng.integers(r.size, size=int(k.sum()))] / np.linalg.norm(E, axis=0))
+    return out
+
+
+def _surrogate_values(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
+                      g: object, trials: int, seed: int, scaled: bool) -> dict[str, np.ndarray]:
+    """The values ``(trials, G)`` of the Gaussian class surrogate (``"class"``,
+    :func:`class_surrogate_errors`) and, with ``scaled``, on the same labels and normals the
+    surrogate with the real tokens' norms (``"scaled"``, :func:`scale_surrogate_errors`) and
+    ``"difference"`` = scaled - class. Trial ``t`` draws the labels, then ``Z``, then the norms
+    from ``SeedSequence(seed).spawn(trials)[t]``: the class values are the same with or without
+    ``scaled``."""
+    gg = check_gammas(g)
+    s = setting(data, pair, n, f, kind)
+    g_att, g_ridge = simulate.raw_gammas(s, gg, n, relative=True)
+    mu = s.mu
+
+    def errors(E: np.ndarray, y: np.ndarray) -> np.ndarray:
+        smp = model_data.Sample(X=E + np.outer(mu, y), y=y, mu=mu, w_K=None, w_Q=None, Z=E)
+        att, _ = simulate.sample_errors(s, smp, g_att, ridge_gammas=g_ridge)
+        assert att is not None
+        return att
+
+    def trial(rng: np.random.Generator) -> dict[str, np.ndarray]:
+        y = model_data.labels(n, rng)
+        Z = rng.standard_normal((mu.size, n))
+        out = {"class": errors(_class_noise(data, pair, y, Z), y)}
+        if scaled:
+            out["scaled"] = errors(scale_noise(data, pair, y, Z, rng), y)
+            out["difference"] = out["scaled"] - out["class"]
+        return out
+
+    return Trials.run(trial, trials=check_int(trials, "trials"), seed=check_seed(seed), gammas=gg, n=n,
+                      p=s.p()).values
+
+
+def class_surrogate_errors(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
+                           g: object, trials: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """Attention's errors on Gaussian tokens with each class's own covariance,
+    ``x_i = y_i mu + C_{y_i}^{1/2} z_i`` (the real tokens' second moments kept class by class),
+    with the kernel, centring and ``gamma`` of :func:`setting` (``relative=True``): the values
+    ``(trials, G)``. Trial ``t`` draws from ``SeedSequence(seed).spawn(trials)[t]``."""
+    return {"values": _surrogate_values(data, pair, n, f, kind, g, trials, seed, scaled=False)["class"]}
+
+
+def scale_surrogate_errors(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
+                           g: object, trials: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """Attention's errors on tokens with each class's own covariance and the real tokens' own
+    norms, ``x_i = y_i mu + e_i`` (:func:`scale_noise`), with the kernel, centring and ``gamma`` of
+    :func:`setting` (``relative=True``), and on the same draws those of the Gaussian class
+    surrogate (the values of :func:`class_surrogate_errors` at the same ``seed``):
+    ``{"scaled", "class", "difference"}``, each ``(trials, G)``, difference = scaled - class."""
+    return _surrogate_values(data, pair, n, f, kind, g, trials, seed, scaled=True)
+
+
+def class_surrogate(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
+                    g: object, trials: int, seed: int = 0) -> Stats:
+    """:class:`~attn_lib.simulation.trials.Stats` of :func:`class_surrogate_errors` (cached)."""
+    out = cache.cached(class_surrogate_errors, data=data, pair=tuple(pair), n=n, f=f, kind=kind,
+                       g=check_gammas(g), trials=trials, seed=seed)
+    return Stats(out["values"], axis=0)
+
+
+def scale_surrogate(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
+                    g: object, trials: int, seed: int = 0) -> dict[str, Stats]:
+    """:class:`~attn_lib.simulation.trials.Stats` of each curve of :func:`scale_surrogate_errors`
+    (cached): ``"scaled"``, ``"class"`` and their paired ``"difference"``."""
+    out = cache.cached(scale_surrogate_errors, data=data, pair=tuple(pair), n=n, f=f, kind=kind,
+                       g=check_gammas(g), trials=trials, seed=seed)
+    return {name: Stats(v, axis=0) for name, v in out.items()}
 
 
 def class_theory(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
