@@ -77,3 +77,37 @@ def test_finite_shift_is_the_finite_size_theory_minus_the_limit():
     within = np.mean(np.abs(c.theory + shift - c.surrogate) <= 0.02)
     assert fig.numbers["rt_within_fs"] == f"{within:.0%}"
     assert fig.numbers["rt_median_fs"] == pytest.approx(np.median(np.abs(c.theory + shift - c.surrogate)))
+
+
+def test_scale_noise_keeps_the_class_covariance_and_the_real_norms():
+    """:func:`~attn_lib.studies.real_tokens.scale_noise`: a large draw of one class has that
+    class's covariance (trace, top eigenvalue, whole matrix; the plain Gaussian direction
+    ``C^{1/2} z / |C^{1/2} z|`` misses the top eigenvalue of digits 3 by about 16 %), and every
+    norm is one of the real tokens' (scaled to mean square ``tr C``)."""
+    X, y = rt.tokens("digits", 3, 8)
+    C = rt.class_covariances("digits", 3, 8)[0]
+    rng = np.random.default_rng(0)
+    labels = np.ones(20000, dtype=int)
+    E = rt.scale_noise("digits", (3, 8), labels, rng.standard_normal((X.shape[0], labels.size)), rng)
+    S = E @ E.T / labels.size
+    lam, V = np.linalg.eigh(C)
+    assert np.trace(S) / np.trace(C) == pytest.approx(1.0, abs=0.025)
+    assert V[:, -1] @ S @ V[:, -1] / lam[-1] == pytest.approx(1.0, abs=0.05)
+    assert np.linalg.norm(S - C) / np.linalg.norm(C) < 0.06
+    part = X[:, y > 0]
+    r = np.linalg.norm(part - part.mean(axis=1, keepdims=True), axis=0)
+    r *= np.sqrt(np.trace(C) / np.mean(r ** 2))
+    assert np.abs(np.linalg.norm(E, axis=0)[:, None] - r[None, :]).min(axis=1).max() < 1e-9
+
+
+def test_scale_surrogate_is_seeded_and_paired_with_the_class_surrogate():
+    a = rt.scale_surrogate_errors("digits", (3, 8), 64, "tanh", "identity", G, 2, seed=3)
+    b = rt.scale_surrogate_errors("digits", (3, 8), 64, "tanh", "identity", G, 2, seed=3)
+    c = rt.scale_surrogate_errors("digits", (3, 8), 64, "tanh", "identity", G, 2, seed=4)
+    assert a["scaled"].shape == (2, len(G))
+    for name in ("scaled", "class", "difference"):
+        np.testing.assert_array_equal(a[name], b[name])
+    assert not np.allclose(a["scaled"], c["scaled"])
+    cl = rt.class_surrogate_errors("digits", (3, 8), 64, "tanh", "identity", G, 2, seed=3)
+    np.testing.assert_array_equal(a["class"], cl["values"])        # the same draws
+    np.testing.assert_allclose(a["difference"], a["scaled"] - a["class"], rtol=0, atol=0)
