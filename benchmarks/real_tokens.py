@@ -43,9 +43,11 @@ Parts (``--part``, default all, in this order):
   ``M C M^T``, against the Gaussian class surrogate and the surrogate with the real tokens' norms
   (``rt.scale_noise``: Gaussian directions with the class covariance, norms drawn from the real
   ones; 4000 draws per class); then that surrogate (``rt.scale_surrogate``, on the draws of the
-  class surrogate: paired) against the real error on the MNIST grid and held-out pairs of
-  ``ceiling``: the shares within 0.02 (overall, per f, matrix and g), beyond 0.02 by two s.e.,
-  the mean signed differences, and the share of the class surrogate's gap the norms remove.
+  class surrogate: paired) and the surrogates with the real coordinates along each class's top
+  k = 4, 16, 64 principal directions and a Gaussian rest (``rt.top_surrogate``) against the real
+  error on the MNIST grid and held-out pairs of ``ceiling``: the shares within 0.02 (overall,
+  per f, matrix, g and n), beyond 0.02 by two s.e., and per f and g the class surrogate's gap
+  real - class, the paired move of each surrogate from the class one, and the mean |miss|.
 * ``latent``: which conditional law of the kernel carries the miss of a heavy spectrum
   (common draws, paired differences): the real kernel on Gaussian tokens against (i) its
   Gaussian equivalent, (ii) the equivalent typed by the tokens' own logit scales (``f`` read at
@@ -642,6 +644,9 @@ def ceiling(trials: int) -> dict:
     return out
 
 
+ELLIPTIC_TOP = (4, 16, 64)          # the k of the surrogates with the real top-k coordinates
+
+
 def _spreads(pair: tuple[int, int]) -> dict:
     """The tokens' norms and logit variances of a pair, real against the two surrogates (see the
     module's ``elliptic``): ``{(class, model): {statistic: value}}``."""
@@ -690,40 +695,62 @@ def elliptic(trials: int) -> dict:
         for pair, n, kind, f, X, y, s in _mnist_points(pairs):
             real = cache.cached(simulate.subset_errors, setting=s, X=X, y=y, gammas=G, n=n,
                                 trials=t, seed=seed, relative=True).attention
-            sur = rt.scale_surrogate("mnist", pair, n, f, kind, G, t, seed)
             assert real is not None
-            for k in range(len(G)):
-                rows.append({"pair": pair, "n": n, "kind": kind, "f": f, "g": float(G[k]),
-                             "real": float(real.mean[k]), "real_se": float(real.sem[k]),
-                             **{m: float(sur[m].mean[k]) for m in sur},
-                             **{m + "_se": float(sur[m].sem[k]) for m in sur}})
+            sur = {"norms": rt.scale_surrogate("mnist", pair, n, f, kind, G, t, seed)}
+            for k in ELLIPTIC_TOP:
+                sur[f"top {k}"] = rt.top_surrogate("mnist", pair, n, f, kind, G, t, seed, k=k)
+            curve = {"norms": "scaled"} | {f"top {k}": "top" for k in ELLIPTIC_TOP}
+            for j in range(len(G)):
+                rows.append({"pair": pair, "n": n, "kind": kind, "f": f, "g": float(G[j]),
+                             "real": float(real.mean[j]), "real_se": float(real.sem[j]),
+                             "class": float(sur["norms"]["class"].mean[j]),
+                             "class_se": float(sur["norms"]["class"].sem[j]),
+                             **{m: float(st[curve[m]].mean[j]) for m, st in sur.items()},
+                             **{m + "_se": float(st[curve[m]].sem[j]) for m, st in sur.items()},
+                             **{m + "_diff": float(st["difference"].mean[j]) for m, st in sur.items()},
+                             **{m + "_diff_se": float(st["difference"].sem[j]) for m, st in sur.items()}})
         print(f"  elliptic {name}: Monte Carlo {time.perf_counter() - start:.0f} s", flush=True)
-        d = {m: np.array([r[m] - r["real"] for r in rows]) for m in ("class", "scaled")}
-        se = {m: np.hypot([r["real_se"] for r in rows], [r[m + "_se"] for r in rows]) for m in d}
-
-        def share(m: str, key: str | None = None, value: object = None) -> str:
-            k = np.ones(len(rows), bool) if key is None else np.array([r[key] == value for r in rows])
-            return f"{np.mean(np.abs(d[m][k]) <= 0.02):.0%}"
-
-        print(f"elliptic MNIST {name} ({len(rows)} comparisons, {t} subsets and draws from seed {seed}): within "
-              f"0.02 of real: surrogate with the real norms {share('scaled')}, class surrogate {share('class')}; "
-              f"beyond 0.02 by two s.e. {np.mean(np.abs(d['scaled']) - 2 * se['scaled'] > 0.02):.0%} "
-              f"(class {np.mean(np.abs(d['class']) - 2 * se['class'] > 0.02):.0%}); median |difference| "
-              f"{np.median(np.abs(d['scaled'])):.4f} (class {np.median(np.abs(d['class'])):.4f})")
-        for key, values in (("f", FS), ("kind", rt.MATRICES), ("g", G.tolist()), ("n", sorted({r["n"] for r in rows}))):
-            print(f"    within 0.02 by {key}: " + ", ".join(f"{v} {share('scaled', key, v)} (class {share('class', key, v)})" for v in values))
-        diff = np.array([r["difference"] for r in rows])
-        gap = -d["class"]                                   # real - class
-        for key, values in (("f", FS), ("g", G.tolist())):
-            for v in values:
-                k = np.array([r[key] == v for r in rows])
-                dse = np.sqrt(np.sum(np.array([r["difference_se"] for r in rows])[k] ** 2)) / k.sum()
-                print(f"    {key} = {v}: mean real - class {gap[k].mean():+.4f}, mean scaled - class (paired) "
-                      f"{diff[k].mean():+.4f} ± {dse:.4f}, mean scaled - real {d['scaled'][k].mean():+.4f}; "
-                      f"signed gap removed {diff[k].mean() / gap[k].mean():.0%}, mean |miss| {np.abs(d['class'][k]).mean():.4f}"
-                      f" -> {np.abs(d['scaled'][k]).mean():.4f}")
+        _elliptic_summary(name, rows, t, seed)
         out[name] = rows
     return out
+
+
+def _elliptic_summary(name: str, rows: list[dict], t: int, seed: int) -> None:
+    """Print the shares and gaps of ``elliptic`` for one grid: each surrogate against the real
+    error, beside the class surrogate, and paired with it."""
+    d = {m: np.array([r[m] - r["real"] for r in rows]) for m in ("class", "norms", *(f"top {k}" for k in ELLIPTIC_TOP))}
+    se = {m: np.hypot([r["real_se"] for r in rows], [r[m + "_se"] for r in rows]) for m in d}
+
+    def share(m: str, key: str | None = None, value: object = None) -> str:
+        k = np.ones(len(rows), bool) if key is None else np.array([r[key] == value for r in rows])
+        return f"{np.mean(np.abs(d[m][k]) <= 0.02):.0%}"
+
+    print(f"elliptic MNIST {name} ({len(rows)} comparisons, {t} subsets and draws from seed {seed}): class "
+          f"surrogate within 0.02 of real {share('class')}, beyond 0.02 by two s.e. "
+          f"{np.mean(np.abs(d['class']) - 2 * se['class'] > 0.02):.0%}, median |difference| "
+          f"{np.median(np.abs(d['class'])):.4f}")
+    for m in d:
+        if m == "class":
+            continue
+        label = "real norms" if m == "norms" else f"real coordinates along the {m}"
+        print(f"  surrogate with the {label}: within 0.02 of real {share(m)}; beyond 0.02 by two s.e. "
+              f"{np.mean(np.abs(d[m]) - 2 * se[m] > 0.02):.0%}; median |difference| {np.median(np.abs(d[m])):.4f}")
+        for key, values in (("f", FS), ("kind", rt.MATRICES), ("g", G.tolist()), ("n", sorted({r["n"] for r in rows}))):
+            print(f"    within 0.02 by {key}: " + ", ".join(f"{v} {share(m, key, v)} (class {share('class', key, v)})"
+                                                        for v in values))
+        gap = -d["class"]                                   # real - class
+        diff = np.array([r[m + "_diff"] for r in rows])
+        dse = np.array([r[m + "_diff_se"] for r in rows])
+        for f in FS:
+            parts = []
+            for g in G:
+                k = np.array([r["f"] == f and r["g"] == g for r in rows])
+                parts.append(f"g {g:g}: real - class {gap[k].mean():+.4f}, {m} - class {diff[k].mean():+.4f} ± "
+                             f"{np.sqrt(np.sum(dse[k] ** 2)) / k.sum():.4f}, mean |miss| {np.abs(d['class'][k]).mean():.4f}"
+                             f" -> {np.abs(d[m][k]).mean():.4f}")
+            k = np.array([r["f"] == f for r in rows])
+            print(f"    {f:4s} mean {m} - real {d[m][k].mean():+.4f} (class - real {d['class'][k].mean():+.4f}); "
+                  + "; ".join(parts))
 
 
 LATENT_K = (1, 4, 16, 64)

@@ -35,6 +35,7 @@ The measured causes where the theory misses (:func:`diagnostics`): the coherent 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,7 +53,7 @@ from ..theory import attention_error, ridge_error
 
 __all__ = ["MATRICES", "Comparison", "tokens", "setting", "matrix", "compare", "diagnostics",
            "class_surrogate", "class_covariances", "class_theory", "finite_shift", "scale_noise",
-           "scale_surrogate_errors", "scale_surrogate"]
+           "scale_surrogate_errors", "scale_surrogate", "top_noise", "top_surrogate_errors", "top_surrogate"]
 
 #: The key-query matrices of the chapter (:func:`matrix`).
 MATRICES = ("identity", "aligned", "random")
@@ -288,14 +289,54 @@ def scale_noise(data: str, pair: tuple[int, int], y: np.ndarray, Z: np.ndarray,
     return out
 
 
+@functools.lru_cache(maxsize=8)
+def _top_parts(data: str, first: int, second: int, k: int) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]:
+    """For each class (``+``, then ``-``): the top ``k`` eigenvectors ``V_k`` ``(p, k)`` of its
+    covariance, its real tokens' coordinates along them ``V_k^T (x_j - m_y)`` ``(k, N_y)``
+    (times ``sqrt(N_y / (N_y - 1))``: mean square the eigenvalues), and the complement's factor
+    ``(I - V_k V_k^T) C_y^{1/2}`` ``(p, p)``."""
+    X, y = tokens(data, first, second)
+    out = []
+    for part, C, R in zip((X[:, y > 0], X[:, y < 0]), class_covariances(data, first, second),
+                          _class_factors(data, first, second)):
+        V = np.linalg.eigh(C)[1][:, ::-1][:, :k]
+        A = V.T @ (part - part.mean(axis=1, keepdims=True)) * np.sqrt(part.shape[1] / (part.shape[1] - 1))
+        out.append((V, A, R - V @ (V.T @ R)))
+    return tuple(out)
+
+
+def top_noise(data: str, pair: tuple[int, int], y: np.ndarray, Z: np.ndarray, rng: np.random.Generator,
+              k: int) -> np.ndarray:
+    r"""Noise with the real tokens' coordinates along each class's top ``k`` principal directions
+    and a Gaussian rest:
+
+    .. math:: e_i = V_{k, y_i} a_{j_i} + (I - V_{k, y_i} V_{k, y_i}^T) C_{y_i}^{1/2} z_i,
+
+    ``a_j = V_k^T (x_j - m_y)`` the coordinates of a real token ``j`` of class ``y_i`` drawn
+    (from ``rng``; :func:`_top_parts`) without replacement, as the real subsets are (with, if
+    more are asked than the class has), ``V_{k, y}`` the top ``k`` eigenvectors of
+    ``C_y``; so ``E[e e^T] = C_y`` and the law along the top ``k`` directions is the real one
+    (jointly, with its non-Gaussian marginals and their dependence). Shape ``(p, n)`` from the
+    labels ``y`` ``(n,)`` and standard normals ``Z`` ``(p, n)`` (not modified)."""
+    k = check_int(k, "k", low=1)
+    out = np.empty_like(Z)
+    for sign, (V, A, P) in zip((1, -1), _top_parts(data, *pair, k)):
+        m = y == sign
+        out[:, m] = V @ A[:, rng.choice(A.shape[1], size=int(m.sum()), replace=m.sum() > A.shape[1])] + P @ Z[:, m]
+    return out
+
+
 def _surrogate_values(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
-                      g: object, trials: int, seed: int, scaled: bool) -> dict[str, np.ndarray]:
+                      g: object, trials: int, seed: int,
+                      other: Callable[[np.ndarray, np.ndarray, np.random.Generator], np.ndarray] | None = None,
+                      ) -> dict[str, np.ndarray]:
     """The values ``(trials, G)`` of the Gaussian class surrogate (``"class"``,
-    :func:`class_surrogate_errors`) and, with ``scaled``, on the same labels and normals the
-    surrogate with the real tokens' norms (``"scaled"``, :func:`scale_surrogate_errors`) and
-    ``"difference"`` = scaled - class. Trial ``t`` draws the labels, then ``Z``, then the norms
-    from ``SeedSequence(seed).spawn(trials)[t]``: the class values are the same with or without
-    ``scaled``."""
+    :func:`class_surrogate_errors`) and, with ``other`` (noise ``(p, n)`` from the labels, the
+    standard normals ``Z`` and the generator: :func:`scale_noise`, :func:`top_noise`), on the same
+    labels and normals that surrogate (``"other"``) and ``"difference"`` = other - class. Trial
+    ``t`` draws the labels, then ``Z``, then what ``other`` draws from
+    ``SeedSequence(seed).spawn(trials)[t]``: the class values are the same with or without
+    ``other``."""
     gg = check_gammas(g)
     s = setting(data, pair, n, f, kind)
     g_att, g_ridge = simulate.raw_gammas(s, gg, n, relative=True)
@@ -311,9 +352,9 @@ def _surrogate_values(data: str, pair: tuple[int, int], n: int, f: NonlinearityL
         y = model_data.labels(n, rng)
         Z = rng.standard_normal((mu.size, n))
         out = {"class": errors(_class_noise(data, pair, y, Z), y)}
-        if scaled:
-            out["scaled"] = errors(scale_noise(data, pair, y, Z, rng), y)
-            out["difference"] = out["scaled"] - out["class"]
+        if other is not None:
+            out["other"] = errors(other(y, Z, rng), y)
+            out["difference"] = out["other"] - out["class"]
         return out
 
     return Trials.run(trial, trials=check_int(trials, "trials"), seed=check_seed(seed), gammas=gg, n=n,
@@ -326,7 +367,7 @@ def class_surrogate_errors(data: str, pair: tuple[int, int], n: int, f: Nonlinea
     ``x_i = y_i mu + C_{y_i}^{1/2} z_i`` (the real tokens' second moments kept class by class),
     with the kernel, centring and ``gamma`` of :func:`setting` (``relative=True``): the values
     ``(trials, G)``. Trial ``t`` draws from ``SeedSequence(seed).spawn(trials)[t]``."""
-    return {"values": _surrogate_values(data, pair, n, f, kind, g, trials, seed, scaled=False)["class"]}
+    return {"values": _surrogate_values(data, pair, n, f, kind, g, trials, seed)["class"]}
 
 
 def scale_surrogate_errors(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
@@ -336,7 +377,21 @@ def scale_surrogate_errors(data: str, pair: tuple[int, int], n: int, f: Nonlinea
     :func:`setting` (``relative=True``), and on the same draws those of the Gaussian class
     surrogate (the values of :func:`class_surrogate_errors` at the same ``seed``):
     ``{"scaled", "class", "difference"}``, each ``(trials, G)``, difference = scaled - class."""
-    return _surrogate_values(data, pair, n, f, kind, g, trials, seed, scaled=True)
+    out = _surrogate_values(data, pair, n, f, kind, g, trials, seed,
+                            lambda y, Z, rng: scale_noise(data, pair, y, Z, rng))
+    return {"scaled": out["other"], "class": out["class"], "difference": out["difference"]}
+
+
+def top_surrogate_errors(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
+                         g: object, trials: int, seed: int = 0, k: int = 16) -> dict[str, np.ndarray]:
+    """Attention's errors on tokens with the real coordinates along each class's top ``k``
+    principal directions and a Gaussian rest, ``x_i = y_i mu + e_i`` (:func:`top_noise`), as
+    :func:`scale_surrogate_errors`: ``{"top", "class", "difference"}``, each ``(trials, G)``,
+    difference = top - class, the class values those of :func:`class_surrogate_errors`."""
+    k = check_int(k, "k", low=1)
+    out = _surrogate_values(data, pair, n, f, kind, g, trials, seed,
+                            lambda y, Z, rng: top_noise(data, pair, y, Z, rng, k))
+    return {"top": out["other"], "class": out["class"], "difference": out["difference"]}
 
 
 def class_surrogate(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
@@ -353,6 +408,15 @@ def scale_surrogate(data: str, pair: tuple[int, int], n: int, f: NonlinearityLik
     (cached): ``"scaled"``, ``"class"`` and their paired ``"difference"``."""
     out = cache.cached(scale_surrogate_errors, data=data, pair=tuple(pair), n=n, f=f, kind=kind,
                        g=check_gammas(g), trials=trials, seed=seed)
+    return {name: Stats(v, axis=0) for name, v in out.items()}
+
+
+def top_surrogate(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
+                  g: object, trials: int, seed: int = 0, k: int = 16) -> dict[str, Stats]:
+    """:class:`~attn_lib.simulation.trials.Stats` of each curve of :func:`top_surrogate_errors`
+    (cached): ``"top"``, ``"class"`` and their paired ``"difference"``."""
+    out = cache.cached(top_surrogate_errors, data=data, pair=tuple(pair), n=n, f=f, kind=kind,
+                       g=check_gammas(g), trials=trials, seed=seed, k=k)
     return {name: Stats(v, axis=0) for name, v in out.items()}
 
 
