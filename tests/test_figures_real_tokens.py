@@ -111,3 +111,30 @@ def test_scale_surrogate_is_seeded_and_paired_with_the_class_surrogate():
     cl = rt.class_surrogate_errors("digits", (3, 8), 64, "tanh", "identity", G, 2, seed=3)
     np.testing.assert_array_equal(a["class"], cl["values"])        # the same draws
     np.testing.assert_allclose(a["difference"], a["scaled"] - a["class"], rtol=0, atol=0)
+
+
+def test_top_noise_keeps_the_class_covariance_and_the_real_top_coordinates():
+    """:func:`~attn_lib.studies.real_tokens.top_noise`: a large draw of one class has that class's
+    covariance, its coordinates along the top ``k`` principal directions are real tokens' (a
+    subset drawn without replacement has no repeated token), and the surrogate is paired with
+    the class surrogate."""
+    X, y = rt.tokens("digits", 3, 8)
+    C = rt.class_covariances("digits", 3, 8)[1]
+    part = X[:, y < 0]
+    rng = np.random.default_rng(0)
+    labels = -np.ones(20000, dtype=int)
+    E = rt.top_noise("digits", (3, 8), labels, rng.standard_normal((X.shape[0], labels.size)), rng, k=4)
+    S = E @ E.T / labels.size
+    assert np.trace(S) / np.trace(C) == pytest.approx(1.0, abs=0.025)
+    assert np.linalg.norm(S - C) / np.linalg.norm(C) < 0.06
+    V = np.linalg.eigh(C)[1][:, ::-1][:, :4]
+    real = V.T @ (part - part.mean(axis=1, keepdims=True)) * np.sqrt(part.shape[1] / (part.shape[1] - 1))
+    few = -np.ones(part.shape[1] // 2, dtype=int)
+    Ef = rt.top_noise("digits", (3, 8), few, rng.standard_normal((X.shape[0], few.size)), rng, k=4)
+    dist = np.linalg.norm((V.T @ Ef)[:, :, None] - real[:, None, :], axis=0)
+    assert dist.min(axis=1).max() < 1e-9
+    assert np.unique(dist.argmin(axis=1)).size == few.size
+    a = rt.top_surrogate_errors("digits", (3, 8), 64, "tanh", "identity", G, 2, seed=3, k=4)
+    cl = rt.class_surrogate_errors("digits", (3, 8), 64, "tanh", "identity", G, 2, seed=3)
+    np.testing.assert_array_equal(a["class"], cl["values"])
+    assert not np.allclose(a["top"], a["class"])

@@ -17,6 +17,12 @@ With each class's own covariance (:func:`class_covariances`): the two-covariance
 (:func:`class_theory`, :func:`attn_lib.theory._covariance.two_covariance_form`) and its Gaussian
 surrogate (:func:`class_surrogate`).
 
+Beyond the class's first two moments, surrogates that keep the real tokens' own law in part,
+each on the draws of the Gaussian class surrogate (paired): their norms
+``|x_i - m_y|`` with Gaussian directions (:func:`scale_surrogate`), their coordinates along each
+class's top ``k`` principal directions with a Gaussian rest, jointly (:func:`top_surrogate`) or
+each coordinate alone (:func:`marginal_surrogate`); every one keeps the class covariance.
+
 theory - surrogate asks whether the theory solves its Gaussian model, surrogate - real whether
 the real tokens behave like their Gaussian model. Every comparison is at equal ``gamma / tau``
 (``relative=True``: each model at ``gamma = tau g``).
@@ -53,7 +59,8 @@ from ..theory import attention_error, ridge_error
 
 __all__ = ["MATRICES", "Comparison", "tokens", "setting", "matrix", "compare", "diagnostics",
            "class_surrogate", "class_covariances", "class_theory", "finite_shift", "scale_noise",
-           "scale_surrogate_errors", "scale_surrogate", "top_noise", "top_surrogate_errors", "top_surrogate"]
+           "scale_surrogate_errors", "scale_surrogate", "top_noise", "top_surrogate_errors", "top_surrogate",
+           "marginal_noise", "marginal_surrogate_errors", "marginal_surrogate"]
 
 #: The key-query matrices of the chapter (:func:`matrix`).
 MATRICES = ("identity", "aligned", "random")
@@ -326,6 +333,21 @@ def top_noise(data: str, pair: tuple[int, int], y: np.ndarray, Z: np.ndarray, rn
     return out
 
 
+def marginal_noise(data: str, pair: tuple[int, int], y: np.ndarray, Z: np.ndarray,
+                   rng: np.random.Generator, k: int) -> np.ndarray:
+    r"""As :func:`top_noise`, with each of the top ``k`` coordinates drawn from its own real token,
+    independently (``a_{j_{i1}, 1}, ..., a_{j_{ik}, k}``, each column without replacement): the
+    real marginal law along each direction, independent coordinates (uncorrelated as the real
+    ones are, so ``E[e e^T] = C_y`` still). Shape ``(p, n)``."""
+    k = check_int(k, "k", low=1)
+    out = np.empty_like(Z)
+    for sign, (V, A, P) in zip((1, -1), _top_parts(data, *pair, k)):
+        m = y == sign
+        idx = [rng.choice(A.shape[1], size=int(m.sum()), replace=m.sum() > A.shape[1]) for _ in range(k)]
+        out[:, m] = V @ A[np.arange(k)[:, None], np.array(idx)] + P @ Z[:, m]
+    return out
+
+
 def _surrogate_values(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
                       g: object, trials: int, seed: int,
                       other: Callable[[np.ndarray, np.ndarray, np.random.Generator], np.ndarray] | None = None,
@@ -394,6 +416,16 @@ def top_surrogate_errors(data: str, pair: tuple[int, int], n: int, f: Nonlineari
     return {"top": out["other"], "class": out["class"], "difference": out["difference"]}
 
 
+def marginal_surrogate_errors(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
+                              g: object, trials: int, seed: int = 0, k: int = 16) -> dict[str, np.ndarray]:
+    """As :func:`top_surrogate_errors` with :func:`marginal_noise` (the top ``k`` coordinates
+    independent, each with its real marginal law): ``{"marginal", "class", "difference"}``."""
+    k = check_int(k, "k", low=1)
+    out = _surrogate_values(data, pair, n, f, kind, g, trials, seed,
+                            lambda y, Z, rng: marginal_noise(data, pair, y, Z, rng, k))
+    return {"marginal": out["other"], "class": out["class"], "difference": out["difference"]}
+
+
 def class_surrogate(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
                     g: object, trials: int, seed: int = 0) -> Stats:
     """:class:`~attn_lib.simulation.trials.Stats` of :func:`class_surrogate_errors` (cached)."""
@@ -416,6 +448,15 @@ def top_surrogate(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike,
     """:class:`~attn_lib.simulation.trials.Stats` of each curve of :func:`top_surrogate_errors`
     (cached): ``"top"``, ``"class"`` and their paired ``"difference"``."""
     out = cache.cached(top_surrogate_errors, data=data, pair=tuple(pair), n=n, f=f, kind=kind,
+                       g=check_gammas(g), trials=trials, seed=seed, k=k)
+    return {name: Stats(v, axis=0) for name, v in out.items()}
+
+
+def marginal_surrogate(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
+                       g: object, trials: int, seed: int = 0, k: int = 16) -> dict[str, Stats]:
+    """:class:`~attn_lib.simulation.trials.Stats` of each curve of
+    :func:`marginal_surrogate_errors` (cached)."""
+    out = cache.cached(marginal_surrogate_errors, data=data, pair=tuple(pair), n=n, f=f, kind=kind,
                        g=check_gammas(g), trials=trials, seed=seed, k=k)
     return {name: Stats(v, axis=0) for name, v in out.items()}
 
