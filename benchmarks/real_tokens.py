@@ -45,7 +45,8 @@ Parts (``--part``, default all, in this order):
   ones; 4000 draws per class); then that surrogate (``rt.scale_surrogate``, on the draws of the
   class surrogate: paired) and the surrogates with the real coordinates along each class's top
   k = 4, 16, 64 principal directions and a Gaussian rest (``rt.top_surrogate``), and with the top
-  16 coordinates independent, each of its real marginal law (``rt.marginal_surrogate``), against the real
+  16 coordinates independent, each of its real marginal law (``rt.marginal_surrogate``), and the
+  Gaussian mixtures of 4 and 16 k-means clusters per class (``rt.cluster_surrogate``), against the real
   error on the MNIST grid and held-out pairs of ``ceiling``: the shares within 0.02 (overall,
   per f, matrix, g and n), beyond 0.02 by two s.e., and per f and g the class surrogate's gap
   real - class, the paired move of each surrogate from the class one, and the mean |miss|.
@@ -647,6 +648,7 @@ def ceiling(trials: int) -> dict:
 
 ELLIPTIC_TOP = (4, 16, 64)          # the k of the surrogates with the real top-k coordinates
 ELLIPTIC_MARGINAL = 16              # the k of the surrogate with independent real top-k marginals
+ELLIPTIC_CLUSTERS = (4, 16)         # components per class of the Gaussian-mixture surrogates
 
 
 def _spreads(pair: tuple[int, int]) -> dict:
@@ -703,8 +705,10 @@ def elliptic(trials: int) -> dict:
                 sur[f"top {k}"] = rt.top_surrogate("mnist", pair, n, f, kind, G, t, seed, k=k)
             sur[f"marginal {ELLIPTIC_MARGINAL}"] = rt.marginal_surrogate("mnist", pair, n, f, kind, G, t, seed,
                                                                           k=ELLIPTIC_MARGINAL)
+            for j in ELLIPTIC_CLUSTERS:
+                sur[f"clusters {j}"] = rt.cluster_surrogate("mnist", pair, n, f, kind, G, t, seed, clusters=j)
             curve = ({"norms": "scaled", f"marginal {ELLIPTIC_MARGINAL}": "marginal"}
-                     | {f"top {k}": "top" for k in ELLIPTIC_TOP})
+                     | {f"top {k}": "top" for k in ELLIPTIC_TOP} | {f"clusters {j}": "cluster" for j in ELLIPTIC_CLUSTERS})
             for j in range(len(G)):
                 rows.append({"pair": pair, "n": n, "kind": kind, "f": f, "g": float(G[j]),
                              "real": float(real.mean[j]), "real_se": float(real.sem[j]),
@@ -724,7 +728,8 @@ def _elliptic_summary(name: str, rows: list[dict], t: int, seed: int) -> None:
     """Print the shares and gaps of ``elliptic`` for one grid: each surrogate against the real
     error, beside the class surrogate, and paired with it."""
     d = {m: np.array([r[m] - r["real"] for r in rows])
-         for m in ("class", "norms", *(f"top {k}" for k in ELLIPTIC_TOP), f"marginal {ELLIPTIC_MARGINAL}")}
+         for m in ("class", "norms", *(f"top {k}" for k in ELLIPTIC_TOP), f"marginal {ELLIPTIC_MARGINAL}",
+                   *(f"clusters {j}" for j in ELLIPTIC_CLUSTERS))}
     se = {m: np.hypot([r["real_se"] for r in rows], [r[m + "_se"] for r in rows]) for m in d}
 
     def share(m: str, key: str | None = None, value: object = None) -> str:
@@ -739,7 +744,8 @@ def _elliptic_summary(name: str, rows: list[dict], t: int, seed: int) -> None:
         if m == "class":
             continue
         label = ("real norms" if m == "norms" else f"real coordinates along the {m}" if m.startswith("top")
-                 else f"real marginals along the top {ELLIPTIC_MARGINAL}, independent")
+                 else f"real marginals along the top {ELLIPTIC_MARGINAL}, independent" if m.startswith("marginal")
+                 else f"Gaussian mixture of {m[9:]} k-means clusters per class")
         print(f"  surrogate with the {label}: within 0.02 of real {share(m)}; beyond 0.02 by two s.e. "
               f"{np.mean(np.abs(d[m]) - 2 * se[m] > 0.02):.0%}; median |difference| {np.median(np.abs(d[m])):.4f}")
         for key, values in (("f", FS), ("kind", rt.MATRICES), ("g", G.tolist()), ("n", sorted({r["n"] for r in rows}))):

@@ -21,7 +21,8 @@ Beyond the class's first two moments, surrogates that keep the real tokens' own 
 each on the draws of the Gaussian class surrogate (paired): their norms
 ``|x_i - m_y|`` with Gaussian directions (:func:`scale_surrogate`), their coordinates along each
 class's top ``k`` principal directions with a Gaussian rest, jointly (:func:`top_surrogate`) or
-each coordinate alone (:func:`marginal_surrogate`); every one keeps the class covariance.
+each coordinate alone (:func:`marginal_surrogate`), and a Gaussian mixture of a class's k-means
+clusters (:func:`cluster_surrogate`); every one keeps the class covariance.
 
 theory - surrogate asks whether the theory solves its Gaussian model, surrogate - real whether
 the real tokens behave like their Gaussian model. Every comparison is at equal ``gamma / tau``
@@ -60,7 +61,8 @@ from ..theory import attention_error, ridge_error
 __all__ = ["MATRICES", "Comparison", "tokens", "setting", "matrix", "compare", "diagnostics",
            "class_surrogate", "class_covariances", "class_theory", "finite_shift", "scale_noise",
            "scale_surrogate_errors", "scale_surrogate", "top_noise", "top_surrogate_errors", "top_surrogate",
-           "marginal_noise", "marginal_surrogate_errors", "marginal_surrogate"]
+           "marginal_noise", "marginal_surrogate_errors", "marginal_surrogate", "cluster_noise",
+           "cluster_surrogate_errors", "cluster_surrogate"]
 
 #: The key-query matrices of the chapter (:func:`matrix`).
 MATRICES = ("identity", "aligned", "random")
@@ -348,6 +350,46 @@ def marginal_noise(data: str, pair: tuple[int, int], y: np.ndarray, Z: np.ndarra
     return out
 
 
+@functools.lru_cache(maxsize=8)
+def _cluster_parts(data: str, first: int, second: int, clusters: int
+                   ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]:
+    """For each class (``+``, then ``-``): the means ``nu_c`` ``(p, J)`` of ``J = clusters``
+    k-means clusters of its real tokens about the class mean (scikit-learn's ``KMeans``,
+    ``n_init=4``, ``random_state=0``), their weights ``w_c`` ``(J,)`` (shares of the tokens), and
+    the factor ``C_w^{1/2}`` of the within-cluster covariance ``C_w = C_y - sum_c w_c nu_c nu_c^T``
+    (positive semi-definite, so that the mixture's covariance is ``C_y`` exactly)."""
+    from sklearn.cluster import KMeans
+
+    X, y = tokens(data, first, second)
+    out = []
+    for part, C in zip((X[:, y > 0], X[:, y < 0]), class_covariances(data, first, second)):
+        E = part - part.mean(axis=1, keepdims=True)
+        lab = KMeans(n_clusters=clusters, n_init=4, random_state=0).fit(E.T).labels_
+        w = np.bincount(lab, minlength=clusters) / lab.size
+        nu = np.stack([E[:, lab == c].mean(axis=1) for c in range(clusters)], axis=1)
+        lam, V = np.linalg.eigh(C - (nu * w) @ nu.T)
+        out.append((nu, w, (V * np.sqrt(np.clip(lam, 0.0, None))) @ V.T))
+    return tuple(out)
+
+
+def cluster_noise(data: str, pair: tuple[int, int], y: np.ndarray, Z: np.ndarray,
+                  rng: np.random.Generator, clusters: int) -> np.ndarray:
+    r"""Noise of a Gaussian mixture of ``clusters`` components per class:
+
+    .. math:: e_i = \nu_{c_i} + C_{w, y_i}^{1/2} z_i,\qquad P(c_i = c) = w_c,
+
+    the k-means clusters of the class's real tokens, their means and the within-cluster
+    covariance (:func:`_cluster_parts`; ``E[e e^T] = C_y``), the component ``c_i`` drawn from
+    ``rng``. Shape ``(p, n)`` from the labels ``y`` ``(n,)`` and standard normals ``Z``
+    ``(p, n)`` (not modified)."""
+    clusters = check_int(clusters, "clusters", low=1)
+    out = np.empty_like(Z)
+    for sign, (nu, w, R) in zip((1, -1), _cluster_parts(data, *pair, clusters)):
+        m = y == sign
+        out[:, m] = nu[:, rng.choice(w.size, size=int(m.sum()), p=w)] + R @ Z[:, m]
+    return out
+
+
 def _surrogate_values(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
                       g: object, trials: int, seed: int,
                       other: Callable[[np.ndarray, np.ndarray, np.random.Generator], np.ndarray] | None = None,
@@ -426,6 +468,16 @@ def marginal_surrogate_errors(data: str, pair: tuple[int, int], n: int, f: Nonli
     return {"marginal": out["other"], "class": out["class"], "difference": out["difference"]}
 
 
+def cluster_surrogate_errors(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
+                             g: object, trials: int, seed: int = 0, clusters: int = 8) -> dict[str, np.ndarray]:
+    """As :func:`top_surrogate_errors` with :func:`cluster_noise` (a Gaussian mixture of
+    ``clusters`` components per class): ``{"cluster", "class", "difference"}``."""
+    clusters = check_int(clusters, "clusters", low=1)
+    out = _surrogate_values(data, pair, n, f, kind, g, trials, seed,
+                            lambda y, Z, rng: cluster_noise(data, pair, y, Z, rng, clusters))
+    return {"cluster": out["other"], "class": out["class"], "difference": out["difference"]}
+
+
 def class_surrogate(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
                     g: object, trials: int, seed: int = 0) -> Stats:
     """:class:`~attn_lib.simulation.trials.Stats` of :func:`class_surrogate_errors` (cached)."""
@@ -458,6 +510,15 @@ def marginal_surrogate(data: str, pair: tuple[int, int], n: int, f: Nonlinearity
     :func:`marginal_surrogate_errors` (cached)."""
     out = cache.cached(marginal_surrogate_errors, data=data, pair=tuple(pair), n=n, f=f, kind=kind,
                        g=check_gammas(g), trials=trials, seed=seed, k=k)
+    return {name: Stats(v, axis=0) for name, v in out.items()}
+
+
+def cluster_surrogate(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
+                      g: object, trials: int, seed: int = 0, clusters: int = 8) -> dict[str, Stats]:
+    """:class:`~attn_lib.simulation.trials.Stats` of each curve of
+    :func:`cluster_surrogate_errors` (cached)."""
+    out = cache.cached(cluster_surrogate_errors, data=data, pair=tuple(pair), n=n, f=f, kind=kind,
+                       g=check_gammas(g), trials=trials, seed=seed, clusters=clusters)
     return {name: Stats(v, axis=0) for name, v in out.items()}
 
 
