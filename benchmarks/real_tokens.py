@@ -682,8 +682,10 @@ def _spreads(pair: tuple[int, int]) -> dict:
 
 def elliptic(trials: int) -> dict:
     """The real tokens' own norms (see the module's ``elliptic``): their spread against the
-    surrogates', and the surrogate that keeps them (``rt.scale_surrogate``) against the real error
-    on the grids of ``ceiling``, paired with the class surrogate on the same draws."""
+    surrogates', and the surrogates that keep them (``rt.scale_surrogate``), the real top-k
+    coordinates (``rt.top_surrogate``, ``rt.marginal_surrogate``) or a class's k-means clusters
+    (``rt.cluster_surrogate``) against the real error on the grids of ``ceiling``, each paired
+    with the class surrogate on the same draws."""
     out: dict = {"spreads": {}}
     for pair in ((3, 8), (4, 9), (0, 1), (2, 7), (5, 6)):
         sp = _spreads(pair)

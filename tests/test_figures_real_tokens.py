@@ -138,3 +138,16 @@ def test_top_noise_keeps_the_class_covariance_and_the_real_top_coordinates():
     cl = rt.class_surrogate_errors("digits", (3, 8), 64, "tanh", "identity", G, 2, seed=3)
     np.testing.assert_array_equal(a["class"], cl["values"])
     assert not np.allclose(a["top"], a["class"])
+
+
+@pytest.mark.parametrize("noise", [lambda y, Z, rng: rt.marginal_noise("digits", (3, 8), y, Z, rng, k=4),
+                                   lambda y, Z, rng: rt.cluster_noise("digits", (3, 8), y, Z, rng, clusters=4)],
+                         ids=["marginal", "cluster"])
+def test_marginal_and_cluster_noise_keep_the_class_covariance(noise):
+    X, _ = rt.tokens("digits", 3, 8)
+    C = rt.class_covariances("digits", 3, 8)[0]
+    rng = np.random.default_rng(0)
+    labels = np.ones(20000, dtype=int)
+    S = (E := noise(labels, rng.standard_normal((X.shape[0], labels.size)), rng)) @ E.T / labels.size
+    assert np.trace(S) / np.trace(C) == pytest.approx(1.0, abs=0.025)
+    assert np.linalg.norm(S - C) / np.linalg.norm(C) < 0.06

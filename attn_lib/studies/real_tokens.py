@@ -358,7 +358,7 @@ def _cluster_parts(data: str, first: int, second: int, clusters: int
     ``n_init=4``, ``random_state=0``), their weights ``w_c`` ``(J,)`` (shares of the tokens), and
     the factor ``C_w^{1/2}`` of the within-cluster covariance ``C_w = C_y - sum_c w_c nu_c nu_c^T``
     (positive semi-definite, so that the mixture's covariance is ``C_y`` exactly)."""
-    from sklearn.cluster import KMeans
+    from sklearn.cluster import KMeans  # type: ignore[import-untyped]  # no stubs
 
     X, y = tokens(data, first, second)
     out = []
