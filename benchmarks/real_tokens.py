@@ -37,6 +37,19 @@ Parts (``--part``, default all, in this order):
   setting's partial s.e.): max ``|theory - MC|`` with its s.e., per ``c``, spectrum, ``f`` and
   ``M``. ``--n 2048`` runs every ``c`` at that ``n`` instead (``c = 4``: ``p = 8192``), ``--c``
   a subset of the ``c``, ``--rounds R`` at most ``R`` rounds (a summary of what the cache holds).
+* ``elliptic``: the tokens' own norms. The spread (coefficient of variation) over each class's
+  real tokens of the norm ``|x_i - m_y|`` and of the logit variance ``e_i^T M C M^T e_i``
+  (``e_i = x_i - m_y``), and the kurtosis of ``e_i`` along the top four eigenvectors of
+  ``M C M^T``, against the Gaussian class surrogate and the surrogate with the real tokens' norms
+  (``rt.scale_noise``: Gaussian directions with the class covariance, norms drawn from the real
+  ones; 4000 draws per class); then that surrogate (``rt.scale_surrogate``, on the draws of the
+  class surrogate: paired) and the surrogates with the real coordinates along each class's top
+  k = 4, 16, 64 principal directions and a Gaussian rest (``rt.top_surrogate``), and with the top
+  16 coordinates independent, each of its real marginal law (``rt.marginal_surrogate``), and the
+  Gaussian mixtures of 4 and 16 k-means clusters per class (``rt.cluster_surrogate``), against the real
+  error on the MNIST grid and held-out pairs of ``ceiling``: the shares within 0.02 (overall,
+  per f, matrix, g and n), beyond 0.02 by two s.e., and per f and g the class surrogate's gap
+  real - class, the paired move of each surrogate from the class one, and the mean |miss|.
 * ``latent``: which conditional law of the kernel carries the miss of a heavy spectrum
   (common draws, paired differences): the real kernel on Gaussian tokens against (i) its
   Gaussian equivalent, (ii) the equivalent typed by the tokens' own logit scales (``f`` read at
@@ -649,6 +662,128 @@ def ceiling(trials: int) -> dict:
     return out
 
 
+ELLIPTIC_TOP = (4, 16, 64)          # the k of the surrogates with the real top-k coordinates
+ELLIPTIC_MARGINAL = 16              # the k of the surrogate with independent real top-k marginals
+ELLIPTIC_CLUSTERS = (4, 16)         # components per class of the Gaussian-mixture surrogates
+
+
+def _spreads(pair: tuple[int, int]) -> dict:
+    """The tokens' norms and logit variances of a pair, real against the two surrogates (see the
+    module's ``elliptic``): ``{(class, model): {statistic: value}}``."""
+    X, y = rt.tokens("mnist", *pair)
+    rng = np.random.default_rng(11)
+    mats = {kind: np.asarray(rt.setting("mnist", pair, 392, "tanh", kind).M) for kind in rt.MATRICES}
+    C = np.asarray(rt.setting("mnist", pair, 392, "tanh", "identity").C)
+    out: dict = {}
+    for sign in (1, -1):
+        part = X[:, y == sign]
+        yy = np.full(4000, sign)
+        Z = rng.standard_normal((X.shape[0], yy.size))
+        noise = {"real": part - part.mean(axis=1, keepdims=True),
+                 "gaussian": rt._class_noise("mnist", pair, yy, Z),
+                 "norms": rt.scale_noise("mnist", pair, yy, Z, rng)}
+        for model, E in noise.items():
+            r2 = np.sum(E ** 2, axis=0)
+            row = {"norm": float(np.std(np.sqrt(r2)) / np.mean(np.sqrt(r2)))}
+            for kind, M in mats.items():
+                B = M @ C @ M.T
+                q = np.sum(E * (B @ E), axis=0)
+                row[f"logit {kind}"] = float(np.std(q) / np.mean(q))
+                top = np.linalg.eigh(B)[1][:, -4:][:, ::-1]
+                u = top.T @ E
+                row[f"kurtosis {kind}"] = (np.mean(u ** 4, axis=1) / np.mean(u ** 2, axis=1) ** 2).tolist()
+            out[(sign, model)] = row
+    return out
+
+
+def elliptic(trials: int) -> dict:
+    """The real tokens' own norms (see the module's ``elliptic``): their spread against the
+    surrogates', and the surrogates that keep them (``rt.scale_surrogate``), the real top-k
+    coordinates (``rt.top_surrogate``, ``rt.marginal_surrogate``) or a class's k-means clusters
+    (``rt.cluster_surrogate``) against the real error on the grids of ``ceiling``, each paired
+    with the class surrogate on the same draws."""
+    out: dict = {"spreads": {}}
+    for pair in ((3, 8), (4, 9), (0, 1), (2, 7), (5, 6)):
+        sp = _spreads(pair)
+        out["spreads"][str(pair)] = {f"{'+-'[sign < 0]} {model}": v for (sign, model), v in sp.items()}
+        for (sign, model), v in sp.items():
+            print(f"elliptic spreads MNIST {pair} class {'+-'[sign < 0]} {model:8s}: norm cv {v['norm']:.3f}; "
+                  "logit-variance cv " + ", ".join(f"{k} {v['logit ' + k]:.3f}" for k in rt.MATRICES)
+                  + "; kurtosis along the top 4 (identity) " + " ".join(f"{x:.2f}" for x in v["kurtosis identity"])
+                  + ", (aligned) " + " ".join(f"{x:.2f}" for x in v["kurtosis aligned"]), flush=True)
+    for name, (pairs, seed, t) in _mnist_grids(trials).items():
+        rows = []
+        start = time.perf_counter()
+        for pair, n, kind, f, X, y, s in _mnist_points(pairs):
+            real = cache.cached(simulate.subset_errors, setting=s, X=X, y=y, gammas=G, n=n,
+                                trials=t, seed=seed, relative=True).attention
+            assert real is not None
+            sur = {"norms": rt.scale_surrogate("mnist", pair, n, f, kind, G, t, seed)}
+            for k in ELLIPTIC_TOP:
+                sur[f"top {k}"] = rt.top_surrogate("mnist", pair, n, f, kind, G, t, seed, k=k)
+            sur[f"marginal {ELLIPTIC_MARGINAL}"] = rt.marginal_surrogate("mnist", pair, n, f, kind, G, t, seed,
+                                                                          k=ELLIPTIC_MARGINAL)
+            for j in ELLIPTIC_CLUSTERS:
+                sur[f"clusters {j}"] = rt.cluster_surrogate("mnist", pair, n, f, kind, G, t, seed, clusters=j)
+            curve = ({"norms": "scaled", f"marginal {ELLIPTIC_MARGINAL}": "marginal"}
+                     | {f"top {k}": "top" for k in ELLIPTIC_TOP} | {f"clusters {j}": "cluster" for j in ELLIPTIC_CLUSTERS})
+            for j in range(len(G)):
+                rows.append({"pair": pair, "n": n, "kind": kind, "f": f, "g": float(G[j]),
+                             "real": float(real.mean[j]), "real_se": float(real.sem[j]),
+                             "class": float(sur["norms"]["class"].mean[j]),
+                             "class_se": float(sur["norms"]["class"].sem[j]),
+                             **{m: float(st[curve[m]].mean[j]) for m, st in sur.items()},
+                             **{m + "_se": float(st[curve[m]].sem[j]) for m, st in sur.items()},
+                             **{m + "_diff": float(st["difference"].mean[j]) for m, st in sur.items()},
+                             **{m + "_diff_se": float(st["difference"].sem[j]) for m, st in sur.items()}})
+        print(f"  elliptic {name}: Monte Carlo {time.perf_counter() - start:.0f} s", flush=True)
+        _elliptic_summary(name, rows, t, seed)
+        out[name] = rows
+    return out
+
+
+def _elliptic_summary(name: str, rows: list[dict], t: int, seed: int) -> None:
+    """Print the shares and gaps of ``elliptic`` for one grid: each surrogate against the real
+    error, beside the class surrogate, and paired with it."""
+    d = {m: np.array([r[m] - r["real"] for r in rows])
+         for m in ("class", "norms", *(f"top {k}" for k in ELLIPTIC_TOP), f"marginal {ELLIPTIC_MARGINAL}",
+                   *(f"clusters {j}" for j in ELLIPTIC_CLUSTERS))}
+    se = {m: np.hypot([r["real_se"] for r in rows], [r[m + "_se"] for r in rows]) for m in d}
+
+    def share(m: str, key: str | None = None, value: object = None) -> str:
+        k = np.ones(len(rows), bool) if key is None else np.array([r[key] == value for r in rows])
+        return f"{np.mean(np.abs(d[m][k]) <= 0.02):.0%}"
+
+    print(f"elliptic MNIST {name} ({len(rows)} comparisons, {t} subsets and draws from seed {seed}): class "
+          f"surrogate within 0.02 of real {share('class')}, beyond 0.02 by two s.e. "
+          f"{np.mean(np.abs(d['class']) - 2 * se['class'] > 0.02):.0%}, median |difference| "
+          f"{np.median(np.abs(d['class'])):.4f}")
+    for m in d:
+        if m == "class":
+            continue
+        label = ("real norms" if m == "norms" else f"real coordinates along the {m}" if m.startswith("top")
+                 else f"real marginals along the top {ELLIPTIC_MARGINAL}, independent" if m.startswith("marginal")
+                 else f"Gaussian mixture of {m[9:]} k-means clusters per class")
+        print(f"  surrogate with the {label}: within 0.02 of real {share(m)}; beyond 0.02 by two s.e. "
+              f"{np.mean(np.abs(d[m]) - 2 * se[m] > 0.02):.0%}; median |difference| {np.median(np.abs(d[m])):.4f}")
+        for key, values in (("f", FS), ("kind", rt.MATRICES), ("g", G.tolist()), ("n", sorted({r["n"] for r in rows}))):
+            print(f"    within 0.02 by {key}: " + ", ".join(f"{v} {share(m, key, v)} (class {share('class', key, v)})"
+                                                        for v in values))
+        gap = -d["class"]                                   # real - class
+        diff = np.array([r[m + "_diff"] for r in rows])
+        dse = np.array([r[m + "_diff_se"] for r in rows])
+        for f in FS:
+            parts = []
+            for g in G:
+                k = np.array([r["f"] == f and r["g"] == g for r in rows])
+                parts.append(f"g {g:g}: real - class {gap[k].mean():+.4f}, {m} - class {diff[k].mean():+.4f} ± "
+                             f"{np.sqrt(np.sum(dse[k] ** 2)) / k.sum():.4f}, mean |miss| {np.abs(d['class'][k]).mean():.4f}"
+                             f" -> {np.abs(d[m][k]).mean():.4f}")
+            k = np.array([r["f"] == f for r in rows])
+            print(f"    {f:4s} mean {m} - real {d[m][k].mean():+.4f} (class - real {d['class'][k].mean():+.4f}); "
+                  + "; ".join(parts))
+
+
 LATENT_K = (1, 4, 16, 64)
 LATENT_MEAN = 16                   # the k whose slope and residual variance are also averaged
 LATENT_RANKS = (2, 8, 32)          # ranks of that k's non-linear mean kept with the averaged equivalent
@@ -848,9 +983,9 @@ def topk(cs: tuple[float, ...] = (0.25, 1.0), rounds: int = 6) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--part", nargs="+", default=["identity", "speed", "real", "synthetic", "cause", "classes",
-                                                  "twocov", "fscov", "ceiling", "latent", "topk"],
+                                                  "twocov", "fscov", "ceiling", "latent", "topk", "elliptic"],
                     choices=["identity", "speed", "real", "synthetic", "cause", "classes", "twocov", "fscov",
-                             "ceiling", "latent", "topk"])
+                             "ceiling", "latent", "topk", "elliptic"])
     ap.add_argument("--trials", type=int, default=16, help="subsets and surrogate draws per real setting")
     ap.add_argument("--n", type=int, help="synthetic: every c at this n (default n = 2048, 1024, 512 "
                     "for c = 0.25, 1, 4)")
@@ -872,7 +1007,8 @@ def main() -> None:
                          if part == "classes" else twocov(args.trials) if part == "twocov"
                          else fscov(args.trials) if part == "fscov" else ceiling(args.trials)
                          if part == "ceiling" else latent(args.trials) if part == "latent"
-                         else topk(tuple(c for c in args.c if c in SYNTHETIC_TOPK_C), args.rounds))
+                         else topk(tuple(c for c in args.c if c in SYNTHETIC_TOPK_C), args.rounds)
+                         if part == "topk" else elliptic(args.trials))
             print(f"[{part}: {time.perf_counter() - t:.0f} s]", flush=True)
     if args.out:
         with open(args.out, "w") as fh:

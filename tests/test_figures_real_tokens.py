@@ -77,3 +77,77 @@ def test_finite_shift_is_the_finite_size_theory_minus_the_limit():
     within = np.mean(np.abs(c.theory + shift - c.surrogate) <= 0.02)
     assert fig.numbers["rt_within_fs"] == f"{within:.0%}"
     assert fig.numbers["rt_median_fs"] == pytest.approx(np.median(np.abs(c.theory + shift - c.surrogate)))
+
+
+def test_scale_noise_keeps_the_class_covariance_and_the_real_norms():
+    """:func:`~attn_lib.studies.real_tokens.scale_noise`: a large draw of one class has that
+    class's covariance (trace, top eigenvalue, whole matrix; the plain Gaussian direction
+    ``C^{1/2} z / |C^{1/2} z|`` misses the top eigenvalue of digits 3 by about 16 %), and every
+    norm is one of the real tokens' (scaled to mean square ``tr C``)."""
+    X, y = rt.tokens("digits", 3, 8)
+    C = rt.class_covariances("digits", 3, 8)[0]
+    rng = np.random.default_rng(0)
+    labels = np.ones(20000, dtype=int)
+    E = rt.scale_noise("digits", (3, 8), labels, rng.standard_normal((X.shape[0], labels.size)), rng)
+    S = E @ E.T / labels.size
+    lam, V = np.linalg.eigh(C)
+    assert np.trace(S) / np.trace(C) == pytest.approx(1.0, abs=0.025)
+    assert V[:, -1] @ S @ V[:, -1] / lam[-1] == pytest.approx(1.0, abs=0.05)
+    assert np.linalg.norm(S - C) / np.linalg.norm(C) < 0.06
+    part = X[:, y > 0]
+    r = np.linalg.norm(part - part.mean(axis=1, keepdims=True), axis=0)
+    r *= np.sqrt(np.trace(C) / np.mean(r ** 2))
+    assert np.abs(np.linalg.norm(E, axis=0)[:, None] - r[None, :]).min(axis=1).max() < 1e-9
+
+
+def test_scale_surrogate_is_seeded_and_paired_with_the_class_surrogate():
+    a = rt.scale_surrogate_errors("digits", (3, 8), 64, "tanh", "identity", G, 2, seed=3)
+    b = rt.scale_surrogate_errors("digits", (3, 8), 64, "tanh", "identity", G, 2, seed=3)
+    c = rt.scale_surrogate_errors("digits", (3, 8), 64, "tanh", "identity", G, 2, seed=4)
+    assert a["scaled"].shape == (2, len(G))
+    for name in ("scaled", "class", "difference"):
+        np.testing.assert_array_equal(a[name], b[name])
+    assert not np.allclose(a["scaled"], c["scaled"])
+    cl = rt.class_surrogate_errors("digits", (3, 8), 64, "tanh", "identity", G, 2, seed=3)
+    np.testing.assert_array_equal(a["class"], cl["values"])        # the same draws
+    np.testing.assert_allclose(a["difference"], a["scaled"] - a["class"], rtol=0, atol=0)
+
+
+def test_top_noise_keeps_the_class_covariance_and_the_real_top_coordinates():
+    """:func:`~attn_lib.studies.real_tokens.top_noise`: a large draw of one class has that class's
+    covariance, its coordinates along the top ``k`` principal directions are real tokens' (a
+    subset drawn without replacement has no repeated token), and the surrogate is paired with
+    the class surrogate."""
+    X, y = rt.tokens("digits", 3, 8)
+    C = rt.class_covariances("digits", 3, 8)[1]
+    part = X[:, y < 0]
+    rng = np.random.default_rng(0)
+    labels = -np.ones(20000, dtype=int)
+    E = rt.top_noise("digits", (3, 8), labels, rng.standard_normal((X.shape[0], labels.size)), rng, k=4)
+    S = E @ E.T / labels.size
+    assert np.trace(S) / np.trace(C) == pytest.approx(1.0, abs=0.025)
+    assert np.linalg.norm(S - C) / np.linalg.norm(C) < 0.06
+    V = np.linalg.eigh(C)[1][:, ::-1][:, :4]
+    real = V.T @ (part - part.mean(axis=1, keepdims=True)) * np.sqrt(part.shape[1] / (part.shape[1] - 1))
+    few = -np.ones(part.shape[1] // 2, dtype=int)
+    Ef = rt.top_noise("digits", (3, 8), few, rng.standard_normal((X.shape[0], few.size)), rng, k=4)
+    dist = np.linalg.norm((V.T @ Ef)[:, :, None] - real[:, None, :], axis=0)
+    assert dist.min(axis=1).max() < 1e-9
+    assert np.unique(dist.argmin(axis=1)).size == few.size
+    a = rt.top_surrogate_errors("digits", (3, 8), 64, "tanh", "identity", G, 2, seed=3, k=4)
+    cl = rt.class_surrogate_errors("digits", (3, 8), 64, "tanh", "identity", G, 2, seed=3)
+    np.testing.assert_array_equal(a["class"], cl["values"])
+    assert not np.allclose(a["top"], a["class"])
+
+
+@pytest.mark.parametrize("noise", [lambda y, Z, rng: rt.marginal_noise("digits", (3, 8), y, Z, rng, k=4),
+                                   lambda y, Z, rng: rt.cluster_noise("digits", (3, 8), y, Z, rng, clusters=4)],
+                         ids=["marginal", "cluster"])
+def test_marginal_and_cluster_noise_keep_the_class_covariance(noise):
+    X, _ = rt.tokens("digits", 3, 8)
+    C = rt.class_covariances("digits", 3, 8)[0]
+    rng = np.random.default_rng(0)
+    labels = np.ones(20000, dtype=int)
+    S = (E := noise(labels, rng.standard_normal((X.shape[0], labels.size)), rng)) @ E.T / labels.size
+    assert np.trace(S) / np.trace(C) == pytest.approx(1.0, abs=0.025)
+    assert np.linalg.norm(S - C) / np.linalg.norm(C) < 0.06

@@ -17,6 +17,13 @@ With each class's own covariance (:func:`class_covariances`): the two-covariance
 (:func:`class_theory`, :func:`attn_lib.theory._covariance.two_covariance_form`) and its Gaussian
 surrogate (:func:`class_surrogate`).
 
+Beyond the class's first two moments, surrogates that keep the real tokens' own law in part,
+each on the draws of the Gaussian class surrogate (paired): their norms
+``|x_i - m_y|`` with Gaussian directions (:func:`scale_surrogate`), their coordinates along each
+class's top ``k`` principal directions with a Gaussian rest, jointly (:func:`top_surrogate`) or
+each coordinate alone (:func:`marginal_surrogate`), and a Gaussian mixture of a class's k-means
+clusters (:func:`cluster_surrogate`); every one keeps the class covariance.
+
 theory - surrogate asks whether the theory solves its Gaussian model, surrogate - real whether
 the real tokens behave like their Gaussian model. Every comparison is at equal ``gamma / tau``
 (``relative=True``: each model at ``gamma = tau g``).
@@ -35,6 +42,7 @@ The measured causes where the theory misses (:func:`diagnostics`): the coherent 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,7 +59,10 @@ from ..simulation.trials import Stats, Trials
 from ..theory import attention_error, ridge_error
 
 __all__ = ["MATRICES", "Comparison", "tokens", "setting", "matrix", "compare", "diagnostics",
-           "class_surrogate", "class_covariances", "class_theory", "finite_shift"]
+           "class_surrogate", "class_covariances", "class_theory", "finite_shift", "scale_noise",
+           "scale_surrogate_errors", "scale_surrogate", "top_noise", "top_surrogate_errors", "top_surrogate",
+           "marginal_noise", "marginal_surrogate_errors", "marginal_surrogate", "cluster_noise",
+           "cluster_surrogate_errors", "cluster_surrogate"]
 
 #: The key-query matrices of the chapter (:func:`matrix`).
 MATRICES = ("identity", "aligned", "random")
@@ -172,51 +183,6 @@ def diagnostics(data: str, pair: tuple[int, int], n: int, kind: str = "identity"
 
 
 @functools.lru_cache(maxsize=4)
-def _class_factors(data: str, first: int, second: int) -> tuple[np.ndarray, np.ndarray]:
-    """``C_+^{1/2}`` and ``C_-^{1/2}``: the square roots of the two classes' own covariances."""
-    X, y = tokens(data, first, second)
-    out = []
-    for part in (X[:, y > 0], X[:, y < 0]):
-        lam, V = np.linalg.eigh(np.cov(part))
-        out.append((V * np.sqrt(np.clip(lam, 0.0, None))) @ V.T)
-    return out[0], out[1]
-
-
-def class_surrogate_errors(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
-                           g: object, trials: int, seed: int = 0) -> dict[str, np.ndarray]:
-    """Attention's errors on Gaussian tokens with each class's own covariance,
-    ``x_i = y_i mu + C_{y_i}^{1/2} z_i`` (the real tokens' second moments kept class by class),
-    with the kernel, centring and ``gamma`` of :func:`setting` (``relative=True``): the values
-    ``(trials, G)``. Trial ``t`` draws from ``SeedSequence(seed).spawn(trials)[t]``."""
-    gg = check_gammas(g)
-    s = setting(data, pair, n, f, kind)
-    Rp, Rm = _class_factors(data, *pair)
-    g_att, g_ridge = simulate.raw_gammas(s, gg, n, relative=True)
-    mu = s.mu
-
-    def trial(rng: np.random.Generator) -> dict[str, np.ndarray]:
-        y = model_data.labels(n, rng)
-        Z = rng.standard_normal((mu.size, n))
-        Z[:, y > 0] = Rp @ Z[:, y > 0]
-        Z[:, y < 0] = Rm @ Z[:, y < 0]
-        smp = model_data.Sample(X=Z + np.outer(mu, y), y=y, mu=mu, w_K=None, w_Q=None, Z=Z)
-        att, _ = simulate.sample_errors(s, smp, g_att, ridge_gammas=g_ridge)
-        assert att is not None
-        return {"attention": att}
-
-    return {"values": Trials.run(trial, trials=check_int(trials, "trials"), seed=check_seed(seed),
-                                 gammas=gg, n=n, p=s.p()).values["attention"]}
-
-
-def class_surrogate(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
-                    g: object, trials: int, seed: int = 0) -> Stats:
-    """:class:`~attn_lib.simulation.trials.Stats` of :func:`class_surrogate_errors` (cached)."""
-    out = cache.cached(class_surrogate_errors, data=data, pair=tuple(pair), n=n, f=f, kind=kind,
-                       g=check_gammas(g), trials=trials, seed=seed)
-    return Stats(out["values"], axis=0)
-
-
-@functools.lru_cache(maxsize=4)
 def class_covariances(data: str, first: int, second: int) -> tuple[np.ndarray, np.ndarray]:
     """``(C_+, C_-)``: the two classes' own covariances (about their own means) of a pair's
     standardised tokens (read-only)."""
@@ -227,6 +193,333 @@ def class_covariances(data: str, first: int, second: int) -> tuple[np.ndarray, n
         C.flags.writeable = False
         out.append(C)
     return out[0], out[1]
+
+
+@functools.lru_cache(maxsize=4)
+def _class_factors(data: str, first: int, second: int) -> tuple[np.ndarray, np.ndarray]:
+    """``C_+^{1/2}`` and ``C_-^{1/2}``: the square roots of the two classes' own covariances."""
+    out = []
+    for C in class_covariances(data, first, second):
+        lam, V = np.linalg.eigh(C)
+        out.append((V * np.sqrt(np.clip(lam, 0.0, None))) @ V.T)
+    return out[0], out[1]
+
+
+def _class_noise(data: str, pair: tuple[int, int], y: np.ndarray, Z: np.ndarray) -> np.ndarray:
+    """The Gaussian noise with each class's own covariance, ``C_{y_i}^{1/2} z_i``: shape ``(p, n)``
+    from the labels ``y`` ``(n,)`` and standard normals ``Z`` ``(p, n)`` (not modified)."""
+    Rp, Rm = _class_factors(data, *pair)
+    out = np.empty_like(Z)
+    out[:, y > 0] = Rp @ Z[:, y > 0]
+    out[:, y < 0] = Rm @ Z[:, y < 0]
+    return out
+
+
+def _direction_moments(lam: np.ndarray) -> np.ndarray:
+    r"""The second moments ``E[u_k^2]`` of the direction ``u = D^{1/2} z / |D^{1/2} z|`` of a
+    Gaussian of diagonal covariance ``D = diag(lam)`` (``lam >= 0``, shape ``(p,)``):
+
+    .. math:: E\left[\frac{\lambda_k z_k^2}{\sum_j \lambda_j z_j^2}\right]
+              = \int_0^\infty \frac{\lambda_k}{1 + 2 t \lambda_k}
+                \prod_j (1 + 2 t \lambda_j)^{-1/2} \, dt
+
+    (``1 / S = int_0^inf e^{-t S} dt`` and the Gaussian integrals), by the trapezoid rule in
+    ``log t`` over ``t lam_max`` in ``[1e-12, 1e12]`` (5001 points; the integrand is smooth and
+    small at both ends). They sum to one."""
+    lam = lam / lam.max()
+    u = np.linspace(np.log(1e-12), np.log(1e12), 5001)
+    t = np.exp(u)[:, None]
+    weight = np.exp(u - 0.5 * np.sum(np.log1p(2.0 * t * lam), axis=1))
+    return np.trapezoid(weight[:, None] * lam / (1.0 + 2.0 * t * lam), u, axis=0)
+
+
+def _direction_factor(C: np.ndarray, tol: float = 1e-10, max_iter: int = 500) -> np.ndarray:
+    r"""The factor ``R`` ``(p, p)`` whose Gaussian direction ``u = R z / |R z|`` has second moment
+    ``E[u u^T] = C / tr(C)``: ``R = V diag(lam')^{1/2} V^T`` in the eigenbasis ``V`` of ``C``,
+    ``lam'`` the fixed point of ``lam' <- lam' (lam / sum(lam)) / E[u_k^2](lam')``
+    (:func:`_direction_moments`) on the support of ``C``. (``R = C^{1/2}`` would shrink the
+    large eigenvalues: ``E[u_k^2] < lam_k / tr(C)`` where ``lam_k`` is large.)
+
+    Raises
+    ------
+    RuntimeError
+        If the iteration does not reach the relative change ``tol`` in ``max_iter`` steps.
+    """
+    lam, V = np.linalg.eigh(C)
+    lam = np.clip(lam, 0.0, None)
+    on = lam > 1e-12 * lam.max()
+    target = lam[on] / lam[on].sum()
+    cur = target.copy()
+    for _ in range(max_iter):
+        new = cur * target / _direction_moments(cur)
+        new /= new.sum()
+        change = float(np.max(np.abs(new / cur - 1.0)))
+        cur = new
+        if change < tol:
+            break
+    else:
+        raise RuntimeError(f"_direction_factor: no fixed point in {max_iter} steps (last relative "
+                           f"change {change:.2e}, tol {tol:.0e})")
+    root = np.zeros_like(lam)
+    root[on] = np.sqrt(cur)
+    return (V * root) @ V.T
+
+
+@functools.lru_cache(maxsize=4)
+def _scale_parts(data: str, first: int, second: int) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+    """For each class (``+``, then ``-``): the direction factor of its covariance
+    (:func:`_direction_factor`) and its tokens' norms about their mean, ``|x_j - m_y|``, scaled
+    so that their mean square is ``tr(C_y)``."""
+    X, y = tokens(data, first, second)
+    out = []
+    for part, C in zip((X[:, y > 0], X[:, y < 0]), class_covariances(data, first, second)):
+        r = np.linalg.norm(part - part.mean(axis=1, keepdims=True), axis=0)
+        out.append((_direction_factor(C), r * np.sqrt(np.trace(C) / np.mean(r ** 2))))
+    return tuple(out)
+
+
+def scale_noise(data: str, pair: tuple[int, int], y: np.ndarray, Z: np.ndarray,
+                rng: np.random.Generator) -> np.ndarray:
+    r"""Noise with each class's own covariance and the real tokens' own norms:
+
+    .. math:: e_i = r_i \frac{R_{y_i} z_i}{|R_{y_i} z_i|},
+
+    ``r_i`` drawn with replacement (from ``rng``) among the norms ``|x_j - m_{y_i}|`` of the real
+    tokens of class ``y_i``, scaled to mean square ``tr(C_{y_i})``, and ``R_y`` the factor whose
+    Gaussian direction has second moment ``C_y / tr(C_y)`` (:func:`_direction_factor`); so
+    ``E[e e^T] = C_y`` (the class covariance kept) and ``|e_i|`` follows the real tokens' law
+    exactly. Shape ``(p, n)`` from the labels ``y`` ``(n,)`` and standard normals ``Z``
+    ``(p, n)`` (not modified)."""
+    out = np.empty_like(Z)
+    for sign, (R, r) in zip((1, -1), _scale_parts(data, *pair)):
+        k = y == sign
+        E = R @ Z[:, k]
+        out[:, k] = E * (r[rng.integers(r.size, size=int(k.sum()))] / np.linalg.norm(E, axis=0))
+    return out
+
+
+@functools.lru_cache(maxsize=8)
+def _top_parts(data: str, first: int, second: int, k: int) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]:
+    """For each class (``+``, then ``-``): the top ``k`` eigenvectors ``V_k`` ``(p, k)`` of its
+    covariance, its real tokens' coordinates along them ``V_k^T (x_j - m_y)`` ``(k, N_y)``
+    (times ``sqrt(N_y / (N_y - 1))``: mean square the eigenvalues), and the complement's factor
+    ``(I - V_k V_k^T) C_y^{1/2}`` ``(p, p)``."""
+    X, y = tokens(data, first, second)
+    out = []
+    for part, C, R in zip((X[:, y > 0], X[:, y < 0]), class_covariances(data, first, second),
+                          _class_factors(data, first, second)):
+        V = np.linalg.eigh(C)[1][:, ::-1][:, :k]
+        A = V.T @ (part - part.mean(axis=1, keepdims=True)) * np.sqrt(part.shape[1] / (part.shape[1] - 1))
+        out.append((V, A, R - V @ (V.T @ R)))
+    return tuple(out)
+
+
+def top_noise(data: str, pair: tuple[int, int], y: np.ndarray, Z: np.ndarray, rng: np.random.Generator,
+              k: int) -> np.ndarray:
+    r"""Noise with the real tokens' coordinates along each class's top ``k`` principal directions
+    and a Gaussian rest:
+
+    .. math:: e_i = V_{k, y_i} a_{j_i} + (I - V_{k, y_i} V_{k, y_i}^T) C_{y_i}^{1/2} z_i,
+
+    ``a_j = V_k^T (x_j - m_y)`` the coordinates of a real token ``j`` of class ``y_i`` drawn
+    (from ``rng``; :func:`_top_parts`) without replacement, as the real subsets are (with, if
+    more are asked than the class has), ``V_{k, y}`` the top ``k`` eigenvectors of
+    ``C_y``; so ``E[e e^T] = C_y`` and the law along the top ``k`` directions is the real one
+    (jointly, with its non-Gaussian marginals and their dependence). Shape ``(p, n)`` from the
+    labels ``y`` ``(n,)`` and standard normals ``Z`` ``(p, n)`` (not modified)."""
+    k = check_int(k, "k", low=1)
+    out = np.empty_like(Z)
+    for sign, (V, A, P) in zip((1, -1), _top_parts(data, *pair, k)):
+        m = y == sign
+        out[:, m] = V @ A[:, rng.choice(A.shape[1], size=int(m.sum()), replace=m.sum() > A.shape[1])] + P @ Z[:, m]
+    return out
+
+
+def marginal_noise(data: str, pair: tuple[int, int], y: np.ndarray, Z: np.ndarray,
+                   rng: np.random.Generator, k: int) -> np.ndarray:
+    r"""As :func:`top_noise`, with each of the top ``k`` coordinates drawn from its own real token,
+    independently (``a_{j_{i1}, 1}, ..., a_{j_{ik}, k}``, each column without replacement): the
+    real marginal law along each direction, independent coordinates (uncorrelated as the real
+    ones are, so ``E[e e^T] = C_y`` still). Shape ``(p, n)``."""
+    k = check_int(k, "k", low=1)
+    out = np.empty_like(Z)
+    for sign, (V, A, P) in zip((1, -1), _top_parts(data, *pair, k)):
+        m = y == sign
+        idx = [rng.choice(A.shape[1], size=int(m.sum()), replace=m.sum() > A.shape[1]) for _ in range(k)]
+        out[:, m] = V @ A[np.arange(k)[:, None], np.array(idx)] + P @ Z[:, m]
+    return out
+
+
+@functools.lru_cache(maxsize=8)
+def _cluster_parts(data: str, first: int, second: int, clusters: int
+                   ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]:
+    """For each class (``+``, then ``-``): the means ``nu_c`` ``(p, J)`` of ``J = clusters``
+    k-means clusters of its real tokens about the class mean (scikit-learn's ``KMeans``,
+    ``n_init=4``, ``random_state=0``), their weights ``w_c`` ``(J,)`` (shares of the tokens), and
+    the factor ``C_w^{1/2}`` of the within-cluster covariance ``C_w = C_y - sum_c w_c nu_c nu_c^T``
+    (positive semi-definite, so that the mixture's covariance is ``C_y`` exactly)."""
+    from sklearn.cluster import KMeans  # type: ignore[import-untyped]  # no stubs
+
+    X, y = tokens(data, first, second)
+    out = []
+    for part, C in zip((X[:, y > 0], X[:, y < 0]), class_covariances(data, first, second)):
+        E = part - part.mean(axis=1, keepdims=True)
+        lab = KMeans(n_clusters=clusters, n_init=4, random_state=0).fit(E.T).labels_
+        w = np.bincount(lab, minlength=clusters) / lab.size
+        nu = np.stack([E[:, lab == c].mean(axis=1) for c in range(clusters)], axis=1)
+        lam, V = np.linalg.eigh(C - (nu * w) @ nu.T)
+        out.append((nu, w, (V * np.sqrt(np.clip(lam, 0.0, None))) @ V.T))
+    return tuple(out)
+
+
+def cluster_noise(data: str, pair: tuple[int, int], y: np.ndarray, Z: np.ndarray,
+                  rng: np.random.Generator, clusters: int) -> np.ndarray:
+    r"""Noise of a Gaussian mixture of ``clusters`` components per class:
+
+    .. math:: e_i = \nu_{c_i} + C_{w, y_i}^{1/2} z_i,\qquad P(c_i = c) = w_c,
+
+    the k-means clusters of the class's real tokens, their means and the within-cluster
+    covariance (:func:`_cluster_parts`; ``E[e e^T] = C_y``), the component ``c_i`` drawn from
+    ``rng``. Shape ``(p, n)`` from the labels ``y`` ``(n,)`` and standard normals ``Z``
+    ``(p, n)`` (not modified)."""
+    clusters = check_int(clusters, "clusters", low=1)
+    out = np.empty_like(Z)
+    for sign, (nu, w, R) in zip((1, -1), _cluster_parts(data, *pair, clusters)):
+        m = y == sign
+        out[:, m] = nu[:, rng.choice(w.size, size=int(m.sum()), p=w)] + R @ Z[:, m]
+    return out
+
+
+def _surrogate_values(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
+                      g: object, trials: int, seed: int,
+                      other: Callable[[np.ndarray, np.ndarray, np.random.Generator], np.ndarray] | None = None,
+                      ) -> dict[str, np.ndarray]:
+    """The values ``(trials, G)`` of the Gaussian class surrogate (``"class"``,
+    :func:`class_surrogate_errors`) and, with ``other`` (noise ``(p, n)`` from the labels, the
+    standard normals ``Z`` and the generator: :func:`scale_noise`, :func:`top_noise`), on the same
+    labels and normals that surrogate (``"other"``) and ``"difference"`` = other - class. Trial
+    ``t`` draws the labels, then ``Z``, then what ``other`` draws from
+    ``SeedSequence(seed).spawn(trials)[t]``: the class values are the same with or without
+    ``other``."""
+    gg = check_gammas(g)
+    s = setting(data, pair, n, f, kind)
+    g_att, g_ridge = simulate.raw_gammas(s, gg, n, relative=True)
+    mu = s.mu
+
+    def errors(E: np.ndarray, y: np.ndarray) -> np.ndarray:
+        smp = model_data.Sample(X=E + np.outer(mu, y), y=y, mu=mu, w_K=None, w_Q=None, Z=E)
+        att, _ = simulate.sample_errors(s, smp, g_att, ridge_gammas=g_ridge)
+        assert att is not None
+        return att
+
+    def trial(rng: np.random.Generator) -> dict[str, np.ndarray]:
+        y = model_data.labels(n, rng)
+        Z = rng.standard_normal((mu.size, n))
+        out = {"class": errors(_class_noise(data, pair, y, Z), y)}
+        if other is not None:
+            out["other"] = errors(other(y, Z, rng), y)
+            out["difference"] = out["other"] - out["class"]
+        return out
+
+    return Trials.run(trial, trials=check_int(trials, "trials"), seed=check_seed(seed), gammas=gg, n=n,
+                      p=s.p()).values
+
+
+def class_surrogate_errors(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
+                           g: object, trials: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """Attention's errors on Gaussian tokens with each class's own covariance,
+    ``x_i = y_i mu + C_{y_i}^{1/2} z_i`` (the real tokens' second moments kept class by class),
+    with the kernel, centring and ``gamma`` of :func:`setting` (``relative=True``): the values
+    ``(trials, G)``. Trial ``t`` draws from ``SeedSequence(seed).spawn(trials)[t]``."""
+    return {"values": _surrogate_values(data, pair, n, f, kind, g, trials, seed)["class"]}
+
+
+def scale_surrogate_errors(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
+                           g: object, trials: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """Attention's errors on tokens with each class's own covariance and the real tokens' own
+    norms, ``x_i = y_i mu + e_i`` (:func:`scale_noise`), with the kernel, centring and ``gamma`` of
+    :func:`setting` (``relative=True``), and on the same draws those of the Gaussian class
+    surrogate (the values of :func:`class_surrogate_errors` at the same ``seed``):
+    ``{"scaled", "class", "difference"}``, each ``(trials, G)``, difference = scaled - class."""
+    out = _surrogate_values(data, pair, n, f, kind, g, trials, seed,
+                            lambda y, Z, rng: scale_noise(data, pair, y, Z, rng))
+    return {"scaled": out["other"], "class": out["class"], "difference": out["difference"]}
+
+
+def top_surrogate_errors(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
+                         g: object, trials: int, seed: int = 0, k: int = 16) -> dict[str, np.ndarray]:
+    """Attention's errors on tokens with the real coordinates along each class's top ``k``
+    principal directions and a Gaussian rest, ``x_i = y_i mu + e_i`` (:func:`top_noise`), as
+    :func:`scale_surrogate_errors`: ``{"top", "class", "difference"}``, each ``(trials, G)``,
+    difference = top - class, the class values those of :func:`class_surrogate_errors`."""
+    k = check_int(k, "k", low=1)
+    out = _surrogate_values(data, pair, n, f, kind, g, trials, seed,
+                            lambda y, Z, rng: top_noise(data, pair, y, Z, rng, k))
+    return {"top": out["other"], "class": out["class"], "difference": out["difference"]}
+
+
+def marginal_surrogate_errors(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
+                              g: object, trials: int, seed: int = 0, k: int = 16) -> dict[str, np.ndarray]:
+    """As :func:`top_surrogate_errors` with :func:`marginal_noise` (the top ``k`` coordinates
+    independent, each with its real marginal law): ``{"marginal", "class", "difference"}``."""
+    k = check_int(k, "k", low=1)
+    out = _surrogate_values(data, pair, n, f, kind, g, trials, seed,
+                            lambda y, Z, rng: marginal_noise(data, pair, y, Z, rng, k))
+    return {"marginal": out["other"], "class": out["class"], "difference": out["difference"]}
+
+
+def cluster_surrogate_errors(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
+                             g: object, trials: int, seed: int = 0, clusters: int = 8) -> dict[str, np.ndarray]:
+    """As :func:`top_surrogate_errors` with :func:`cluster_noise` (a Gaussian mixture of
+    ``clusters`` components per class): ``{"cluster", "class", "difference"}``."""
+    clusters = check_int(clusters, "clusters", low=1)
+    out = _surrogate_values(data, pair, n, f, kind, g, trials, seed,
+                            lambda y, Z, rng: cluster_noise(data, pair, y, Z, rng, clusters))
+    return {"cluster": out["other"], "class": out["class"], "difference": out["difference"]}
+
+
+def class_surrogate(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
+                    g: object, trials: int, seed: int = 0) -> Stats:
+    """:class:`~attn_lib.simulation.trials.Stats` of :func:`class_surrogate_errors` (cached)."""
+    out = cache.cached(class_surrogate_errors, data=data, pair=tuple(pair), n=n, f=f, kind=kind,
+                       g=check_gammas(g), trials=trials, seed=seed)
+    return Stats(out["values"], axis=0)
+
+
+def scale_surrogate(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
+                    g: object, trials: int, seed: int = 0) -> dict[str, Stats]:
+    """:class:`~attn_lib.simulation.trials.Stats` of each curve of :func:`scale_surrogate_errors`
+    (cached): ``"scaled"``, ``"class"`` and their paired ``"difference"``."""
+    out = cache.cached(scale_surrogate_errors, data=data, pair=tuple(pair), n=n, f=f, kind=kind,
+                       g=check_gammas(g), trials=trials, seed=seed)
+    return {name: Stats(v, axis=0) for name, v in out.items()}
+
+
+def top_surrogate(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
+                  g: object, trials: int, seed: int = 0, k: int = 16) -> dict[str, Stats]:
+    """:class:`~attn_lib.simulation.trials.Stats` of each curve of :func:`top_surrogate_errors`
+    (cached): ``"top"``, ``"class"`` and their paired ``"difference"``."""
+    out = cache.cached(top_surrogate_errors, data=data, pair=tuple(pair), n=n, f=f, kind=kind,
+                       g=check_gammas(g), trials=trials, seed=seed, k=k)
+    return {name: Stats(v, axis=0) for name, v in out.items()}
+
+
+def marginal_surrogate(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
+                       g: object, trials: int, seed: int = 0, k: int = 16) -> dict[str, Stats]:
+    """:class:`~attn_lib.simulation.trials.Stats` of each curve of
+    :func:`marginal_surrogate_errors` (cached)."""
+    out = cache.cached(marginal_surrogate_errors, data=data, pair=tuple(pair), n=n, f=f, kind=kind,
+                       g=check_gammas(g), trials=trials, seed=seed, k=k)
+    return {name: Stats(v, axis=0) for name, v in out.items()}
+
+
+def cluster_surrogate(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
+                      g: object, trials: int, seed: int = 0, clusters: int = 8) -> dict[str, Stats]:
+    """:class:`~attn_lib.simulation.trials.Stats` of each curve of
+    :func:`cluster_surrogate_errors` (cached)."""
+    out = cache.cached(cluster_surrogate_errors, data=data, pair=tuple(pair), n=n, f=f, kind=kind,
+                       g=check_gammas(g), trials=trials, seed=seed, clusters=clusters)
+    return {name: Stats(v, axis=0) for name, v in out.items()}
 
 
 def class_theory(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
