@@ -32,7 +32,7 @@ KIND = {
     "attn_lib.simulation.simulate.self_weight": "Monte Carlo",
     "attn_lib.studies.gpt2.simulate_matrices": "Monte Carlo",
     "attn_lib.studies.real_tokens.class_surrogate_errors": "Monte Carlo",
-    "attn_lib.studies.real_tokens.scale_surrogate_errors": "Monte Carlo",
+    "attn_lib.studies.real_tokens.surrogate_errors": "Monte Carlo",
     "attn_lib.studies.softmax.normalisation_draws": "Monte Carlo",
     "attn_lib.studies.softmax.spectrum_draws": "Monte Carlo",
     "attn_lib.studies.strong_alignment.surrogate_errors": "Monte Carlo",

@@ -42,11 +42,11 @@ Parts (``--part``, default all, in this order):
   (``e_i = x_i - m_y``), and the kurtosis of ``e_i`` along the top four eigenvectors of
   ``M C M^T``, against the Gaussian class surrogate and the surrogate with the real tokens' norms
   (``rt.scale_noise``: Gaussian directions with the class covariance, norms drawn from the real
-  ones; 4000 draws per class); then that surrogate (``rt.scale_surrogate``, on the draws of the
+  ones; 4000 draws per class); then that surrogate (``rt.surrogate``, law ``"norms"``, on the draws of the
   class surrogate: paired) and the surrogates with the real coordinates along each class's top
-  k = 4, 16, 64 principal directions and a Gaussian rest (``rt.top_surrogate``), and with the top
-  16 coordinates independent, each of its real marginal law (``rt.marginal_surrogate``), and the
-  Gaussian mixtures of 4 and 16 k-means clusters per class (``rt.cluster_surrogate``), against the real
+  k = 4, 16, 64 principal directions and a Gaussian rest (``"top"``), and with the top
+  16 coordinates independent, each of its real marginal law (``"marginal"``), and the
+  Gaussian mixtures of 4 and 16 k-means clusters per class (``"cluster"``), against the real
   error on the MNIST grid and held-out pairs of ``ceiling``: the shares within 0.02 (overall,
   per f, matrix, g and n), beyond 0.02 by two s.e., and per f and g the class surrogate's gap
   real - class, the paired move of each surrogate from the class one, and the mean |miss|.
@@ -698,9 +698,8 @@ def _spreads(pair: tuple[int, int]) -> dict:
 
 def elliptic(trials: int) -> dict:
     """The real tokens' own norms (see the module's ``elliptic``): their spread against the
-    surrogates', and the surrogates that keep them (``rt.scale_surrogate``), the real top-k
-    coordinates (``rt.top_surrogate``, ``rt.marginal_surrogate``) or a class's k-means clusters
-    (``rt.cluster_surrogate``) against the real error on the grids of ``ceiling``, each paired
+    surrogates', and the surrogates that keep them, the real top-k coordinates jointly or
+    independently or a class's k-means clusters (``rt.surrogate``) against the real error on the grids of ``ceiling``, each paired
     with the class surrogate on the same draws."""
     out: dict = {"spreads": {}}
     for pair in ((3, 8), (4, 9), (0, 1), (2, 7), (5, 6)):
@@ -711,6 +710,9 @@ def elliptic(trials: int) -> dict:
                   "logit-variance cv " + ", ".join(f"{k} {v['logit ' + k]:.3f}" for k in rt.MATRICES)
                   + "; kurtosis along the top 4 (identity) " + " ".join(f"{x:.2f}" for x in v["kurtosis identity"])
                   + ", (aligned) " + " ".join(f"{x:.2f}" for x in v["kurtosis aligned"]), flush=True)
+    laws = ([("norms", "norms", 1)] + [(f"top {k}", "top", k) for k in ELLIPTIC_TOP]
+            + [(f"marginal {ELLIPTIC_MARGINAL}", "marginal", ELLIPTIC_MARGINAL)]
+            + [(f"clusters {j}", "cluster", j) for j in ELLIPTIC_CLUSTERS])
     for name, (pairs, seed, t) in _mnist_grids(trials).items():
         rows = []
         start = time.perf_counter()
@@ -718,22 +720,15 @@ def elliptic(trials: int) -> dict:
             real = cache.cached(simulate.subset_errors, setting=s, X=X, y=y, gammas=G, n=n,
                                 trials=t, seed=seed, relative=True).attention
             assert real is not None
-            sur = {"norms": rt.scale_surrogate("mnist", pair, n, f, kind, G, t, seed)}
-            for k in ELLIPTIC_TOP:
-                sur[f"top {k}"] = rt.top_surrogate("mnist", pair, n, f, kind, G, t, seed, k=k)
-            sur[f"marginal {ELLIPTIC_MARGINAL}"] = rt.marginal_surrogate("mnist", pair, n, f, kind, G, t, seed,
-                                                                          k=ELLIPTIC_MARGINAL)
-            for j in ELLIPTIC_CLUSTERS:
-                sur[f"clusters {j}"] = rt.cluster_surrogate("mnist", pair, n, f, kind, G, t, seed, clusters=j)
-            curve = ({"norms": "scaled", f"marginal {ELLIPTIC_MARGINAL}": "marginal"}
-                     | {f"top {k}": "top" for k in ELLIPTIC_TOP} | {f"clusters {j}": "cluster" for j in ELLIPTIC_CLUSTERS})
+            sur = {m: rt.surrogate("mnist", pair, n, f, kind, G, t, seed, law=law, size=size)
+                   for m, law, size in laws}
             for j in range(len(G)):
                 rows.append({"pair": pair, "n": n, "kind": kind, "f": f, "g": float(G[j]),
                              "real": float(real.mean[j]), "real_se": float(real.sem[j]),
                              "class": float(sur["norms"]["class"].mean[j]),
                              "class_se": float(sur["norms"]["class"].sem[j]),
-                             **{m: float(st[curve[m]].mean[j]) for m, st in sur.items()},
-                             **{m + "_se": float(st[curve[m]].sem[j]) for m, st in sur.items()},
+                             **{m: float(st["surrogate"].mean[j]) for m, st in sur.items()},
+                             **{m + "_se": float(st["surrogate"].sem[j]) for m, st in sur.items()},
                              **{m + "_diff": float(st["difference"].mean[j]) for m, st in sur.items()},
                              **{m + "_diff_se": float(st["difference"].sem[j]) for m, st in sur.items()}})
         print(f"  elliptic {name}: Monte Carlo {time.perf_counter() - start:.0f} s", flush=True)

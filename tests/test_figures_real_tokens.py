@@ -100,17 +100,19 @@ def test_scale_noise_keeps_the_class_covariance_and_the_real_norms():
     assert np.abs(np.linalg.norm(E, axis=0)[:, None] - r[None, :]).min(axis=1).max() < 1e-9
 
 
-def test_scale_surrogate_is_seeded_and_paired_with_the_class_surrogate():
-    a = rt.scale_surrogate_errors("digits", (3, 8), 64, "tanh", "identity", G, 2, seed=3)
-    b = rt.scale_surrogate_errors("digits", (3, 8), 64, "tanh", "identity", G, 2, seed=3)
-    c = rt.scale_surrogate_errors("digits", (3, 8), 64, "tanh", "identity", G, 2, seed=4)
-    assert a["scaled"].shape == (2, len(G))
-    for name in ("scaled", "class", "difference"):
+def test_surrogate_is_seeded_and_paired_with_the_class_surrogate():
+    a = rt.surrogate_errors("digits", (3, 8), 64, "tanh", "identity", G, 2, seed=3, law="norms")
+    b = rt.surrogate_errors("digits", (3, 8), 64, "tanh", "identity", G, 2, seed=3, law="norms")
+    c = rt.surrogate_errors("digits", (3, 8), 64, "tanh", "identity", G, 2, seed=4, law="norms")
+    assert a["surrogate"].shape == (2, len(G))
+    for name in ("surrogate", "class", "difference"):
         np.testing.assert_array_equal(a[name], b[name])
-    assert not np.allclose(a["scaled"], c["scaled"])
+    assert not np.allclose(a["surrogate"], c["surrogate"])
     cl = rt.class_surrogate_errors("digits", (3, 8), 64, "tanh", "identity", G, 2, seed=3)
     np.testing.assert_array_equal(a["class"], cl["values"])        # the same draws
-    np.testing.assert_allclose(a["difference"], a["scaled"] - a["class"], rtol=0, atol=0)
+    np.testing.assert_allclose(a["difference"], a["surrogate"] - a["class"], rtol=0, atol=0)
+    with pytest.raises(ValueError, match="law must be one of"):
+        rt.surrogate_errors("digits", (3, 8), 64, "tanh", "identity", G, 2, law="scales")
 
 
 def test_top_noise_keeps_the_class_covariance_and_the_real_top_coordinates():
@@ -134,10 +136,10 @@ def test_top_noise_keeps_the_class_covariance_and_the_real_top_coordinates():
     dist = np.linalg.norm((V.T @ Ef)[:, :, None] - real[:, None, :], axis=0)
     assert dist.min(axis=1).max() < 1e-9
     assert np.unique(dist.argmin(axis=1)).size == few.size
-    a = rt.top_surrogate_errors("digits", (3, 8), 64, "tanh", "identity", G, 2, seed=3, k=4)
+    a = rt.surrogate_errors("digits", (3, 8), 64, "tanh", "identity", G, 2, seed=3, law="top", size=4)
     cl = rt.class_surrogate_errors("digits", (3, 8), 64, "tanh", "identity", G, 2, seed=3)
     np.testing.assert_array_equal(a["class"], cl["values"])
-    assert not np.allclose(a["top"], a["class"])
+    assert not np.allclose(a["surrogate"], a["class"])
 
 
 @pytest.mark.parametrize("noise", [lambda y, Z, rng: rt.marginal_noise("digits", (3, 8), y, Z, rng, k=4),

@@ -19,10 +19,10 @@ surrogate (:func:`class_surrogate`).
 
 Beyond the class's first two moments, surrogates that keep the real tokens' own law in part,
 each on the draws of the Gaussian class surrogate (paired): their norms
-``|x_i - m_y|`` with Gaussian directions (:func:`scale_surrogate`), their coordinates along each
-class's top ``k`` principal directions with a Gaussian rest, jointly (:func:`top_surrogate`) or
-each coordinate alone (:func:`marginal_surrogate`), and a Gaussian mixture of a class's k-means
-clusters (:func:`cluster_surrogate`); every one keeps the class covariance.
+``|x_i - m_y|`` with Gaussian directions, their coordinates along each class's top ``k``
+principal directions with a Gaussian rest, jointly or each coordinate alone, and a Gaussian
+mixture of a class's k-means clusters (:func:`surrogate`, :data:`LAWS`); every one keeps the class
+covariance.
 
 theory - surrogate asks whether the theory solves its Gaussian model, surrogate - real whether
 the real tokens behave like their Gaussian model. Every comparison is at equal ``gamma / tau``
@@ -60,9 +60,7 @@ from ..theory import attention_error, ridge_error
 
 __all__ = ["MATRICES", "Comparison", "tokens", "setting", "matrix", "compare", "diagnostics",
            "class_surrogate", "class_covariances", "class_theory", "finite_shift", "scale_noise",
-           "scale_surrogate_errors", "scale_surrogate", "top_noise", "top_surrogate_errors", "top_surrogate",
-           "marginal_noise", "marginal_surrogate_errors", "marginal_surrogate", "cluster_noise",
-           "cluster_surrogate_errors", "cluster_surrogate"]
+           "top_noise", "marginal_noise", "cluster_noise", "LAWS", "surrogate_errors", "surrogate"]
 
 #: The key-query matrices of the chapter (:func:`matrix`).
 MATRICES = ("identity", "aligned", "random")
@@ -434,48 +432,48 @@ def class_surrogate_errors(data: str, pair: tuple[int, int], n: int, f: Nonlinea
     return {"values": _surrogate_values(data, pair, n, f, kind, g, trials, seed)["class"]}
 
 
-def scale_surrogate_errors(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
-                           g: object, trials: int, seed: int = 0) -> dict[str, np.ndarray]:
-    """Attention's errors on tokens with each class's own covariance and the real tokens' own
-    norms, ``x_i = y_i mu + e_i`` (:func:`scale_noise`), with the kernel, centring and ``gamma`` of
-    :func:`setting` (``relative=True``), and on the same draws those of the Gaussian class
-    surrogate (the values of :func:`class_surrogate_errors` at the same ``seed``):
-    ``{"scaled", "class", "difference"}``, each ``(trials, G)``, difference = scaled - class."""
+#: The surrogates of :func:`surrogate_errors`, by name: each one's noise ``(p, n)`` from the
+#: labels, the standard normals, the generator and ``size`` (unused by ``"norms"``).
+LAWS: dict[str, Callable[[str, tuple[int, int], np.ndarray, np.ndarray, np.random.Generator, int], np.ndarray]] = {
+    "norms": lambda data, pair, y, Z, rng, size: scale_noise(data, pair, y, Z, rng),
+    "top": lambda data, pair, y, Z, rng, size: top_noise(data, pair, y, Z, rng, size),
+    "marginal": lambda data, pair, y, Z, rng, size: marginal_noise(data, pair, y, Z, rng, size),
+    "cluster": lambda data, pair, y, Z, rng, size: cluster_noise(data, pair, y, Z, rng, size),
+}
+
+
+def surrogate_errors(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str, g: object,
+                     trials: int, seed: int = 0, law: str = "top", size: int = 16) -> dict[str, np.ndarray]:
+    """Attention's errors on tokens ``x_i = y_i mu + e_i`` that keep part of the real tokens' law,
+    with the kernel, centring and ``gamma`` of :func:`setting` (``relative=True``), and on the same
+    draws those of the Gaussian class surrogate (the values of :func:`class_surrogate_errors` at
+    the same ``seed``).
+
+    Parameters
+    ----------
+    data, pair, n, f, kind, g, trials, seed
+        As :func:`class_surrogate_errors`.
+    law : {"norms", "top", "marginal", "cluster"}
+        The noise ``e_i`` (:data:`LAWS`): the real norms with Gaussian directions
+        (:func:`scale_noise`), the real coordinates along each class's top ``size`` principal
+        directions jointly (:func:`top_noise`) or each from its own real token
+        (:func:`marginal_noise`), or a mixture of ``size`` Gaussians per class
+        (:func:`cluster_noise`); each keeps the class covariance.
+    size : int
+        ``k`` or the number of clusters (not used by ``"norms"``).
+
+    Returns
+    -------
+    dict
+        ``"surrogate"``, ``"class"`` and ``"difference"`` = surrogate - class, each ``(trials, G)``.
+    """
+    if law not in LAWS:
+        raise ValueError(f"law must be one of {sorted(LAWS)}, got {law!r}")
+    size = check_int(size, "size", low=1)
+    noise = LAWS[law]
     out = _surrogate_values(data, pair, n, f, kind, g, trials, seed,
-                            lambda y, Z, rng: scale_noise(data, pair, y, Z, rng))
-    return {"scaled": out["other"], "class": out["class"], "difference": out["difference"]}
-
-
-def top_surrogate_errors(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
-                         g: object, trials: int, seed: int = 0, k: int = 16) -> dict[str, np.ndarray]:
-    """Attention's errors on tokens with the real coordinates along each class's top ``k``
-    principal directions and a Gaussian rest, ``x_i = y_i mu + e_i`` (:func:`top_noise`), as
-    :func:`scale_surrogate_errors`: ``{"top", "class", "difference"}``, each ``(trials, G)``,
-    difference = top - class, the class values those of :func:`class_surrogate_errors`."""
-    k = check_int(k, "k", low=1)
-    out = _surrogate_values(data, pair, n, f, kind, g, trials, seed,
-                            lambda y, Z, rng: top_noise(data, pair, y, Z, rng, k))
-    return {"top": out["other"], "class": out["class"], "difference": out["difference"]}
-
-
-def marginal_surrogate_errors(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
-                              g: object, trials: int, seed: int = 0, k: int = 16) -> dict[str, np.ndarray]:
-    """As :func:`top_surrogate_errors` with :func:`marginal_noise` (the top ``k`` coordinates
-    independent, each with its real marginal law): ``{"marginal", "class", "difference"}``."""
-    k = check_int(k, "k", low=1)
-    out = _surrogate_values(data, pair, n, f, kind, g, trials, seed,
-                            lambda y, Z, rng: marginal_noise(data, pair, y, Z, rng, k))
-    return {"marginal": out["other"], "class": out["class"], "difference": out["difference"]}
-
-
-def cluster_surrogate_errors(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
-                             g: object, trials: int, seed: int = 0, clusters: int = 8) -> dict[str, np.ndarray]:
-    """As :func:`top_surrogate_errors` with :func:`cluster_noise` (a Gaussian mixture of
-    ``clusters`` components per class): ``{"cluster", "class", "difference"}``."""
-    clusters = check_int(clusters, "clusters", low=1)
-    out = _surrogate_values(data, pair, n, f, kind, g, trials, seed,
-                            lambda y, Z, rng: cluster_noise(data, pair, y, Z, rng, clusters))
-    return {"cluster": out["other"], "class": out["class"], "difference": out["difference"]}
+                            lambda y, Z, rng: noise(data, pair, y, Z, rng, size))
+    return {"surrogate": out["other"], "class": out["class"], "difference": out["difference"]}
 
 
 def class_surrogate(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
@@ -486,39 +484,12 @@ def class_surrogate(data: str, pair: tuple[int, int], n: int, f: NonlinearityLik
     return Stats(out["values"], axis=0)
 
 
-def scale_surrogate(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
-                    g: object, trials: int, seed: int = 0) -> dict[str, Stats]:
-    """:class:`~attn_lib.simulation.trials.Stats` of each curve of :func:`scale_surrogate_errors`
-    (cached): ``"scaled"``, ``"class"`` and their paired ``"difference"``."""
-    out = cache.cached(scale_surrogate_errors, data=data, pair=tuple(pair), n=n, f=f, kind=kind,
-                       g=check_gammas(g), trials=trials, seed=seed)
-    return {name: Stats(v, axis=0) for name, v in out.items()}
-
-
-def top_surrogate(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
-                  g: object, trials: int, seed: int = 0, k: int = 16) -> dict[str, Stats]:
-    """:class:`~attn_lib.simulation.trials.Stats` of each curve of :func:`top_surrogate_errors`
-    (cached): ``"top"``, ``"class"`` and their paired ``"difference"``."""
-    out = cache.cached(top_surrogate_errors, data=data, pair=tuple(pair), n=n, f=f, kind=kind,
-                       g=check_gammas(g), trials=trials, seed=seed, k=k)
-    return {name: Stats(v, axis=0) for name, v in out.items()}
-
-
-def marginal_surrogate(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
-                       g: object, trials: int, seed: int = 0, k: int = 16) -> dict[str, Stats]:
-    """:class:`~attn_lib.simulation.trials.Stats` of each curve of
-    :func:`marginal_surrogate_errors` (cached)."""
-    out = cache.cached(marginal_surrogate_errors, data=data, pair=tuple(pair), n=n, f=f, kind=kind,
-                       g=check_gammas(g), trials=trials, seed=seed, k=k)
-    return {name: Stats(v, axis=0) for name, v in out.items()}
-
-
-def cluster_surrogate(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str,
-                      g: object, trials: int, seed: int = 0, clusters: int = 8) -> dict[str, Stats]:
-    """:class:`~attn_lib.simulation.trials.Stats` of each curve of
-    :func:`cluster_surrogate_errors` (cached)."""
-    out = cache.cached(cluster_surrogate_errors, data=data, pair=tuple(pair), n=n, f=f, kind=kind,
-                       g=check_gammas(g), trials=trials, seed=seed, clusters=clusters)
+def surrogate(data: str, pair: tuple[int, int], n: int, f: NonlinearityLike, kind: str, g: object,
+              trials: int, seed: int = 0, law: str = "top", size: int = 16) -> dict[str, Stats]:
+    """:class:`~attn_lib.simulation.trials.Stats` of each curve of :func:`surrogate_errors`
+    (cached): ``"surrogate"``, ``"class"`` and their paired ``"difference"``."""
+    out = cache.cached(surrogate_errors, data=data, pair=tuple(pair), n=n, f=f, kind=kind,
+                       g=check_gammas(g), trials=trials, seed=seed, law=law, size=size)
     return {name: Stats(v, axis=0) for name, v in out.items()}
 
 
