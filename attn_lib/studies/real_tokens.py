@@ -56,7 +56,7 @@ from ..model.nonlinearity import NonlinearityLike
 from ..model import data as model_data
 from ..simulation import simulate
 from ..simulation.trials import Stats, Trials
-from ..theory import attention_error, ridge_error
+from ..theory import ConvergenceError, attention_error, ridge_error
 
 __all__ = ["MATRICES", "Comparison", "tokens", "setting", "matrix", "compare", "diagnostics",
            "class_surrogate", "class_covariances", "class_theory", "finite_shift", "scale_noise",
@@ -240,7 +240,7 @@ def _direction_factor(C: np.ndarray, tol: float = 1e-10, max_iter: int = 500) ->
 
     Raises
     ------
-    RuntimeError
+    ConvergenceError
         If the iteration does not reach the relative change ``tol`` in ``max_iter`` steps.
     """
     lam, V = np.linalg.eigh(C)
@@ -256,7 +256,7 @@ def _direction_factor(C: np.ndarray, tol: float = 1e-10, max_iter: int = 500) ->
         if change < tol:
             break
     else:
-        raise RuntimeError(f"_direction_factor: no fixed point in {max_iter} steps (last relative "
+        raise ConvergenceError(f"_direction_factor: no fixed point in {max_iter} steps (last relative "
                            f"change {change:.2e}, tol {tol:.0e})")
     root = np.zeros_like(lam)
     root[on] = np.sqrt(cur)
