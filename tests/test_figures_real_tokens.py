@@ -9,6 +9,7 @@ matplotlib.use("Agg")
 from attn_lib.book.claims import Claim
 from attn_lib.book.figures import real_tokens as figs
 from attn_lib.studies import real_tokens as rt
+from attn_lib.theory import ConvergenceError
 
 pytestmark = pytest.mark.filterwarnings("ignore::attn_lib.DomainWarning")
 
@@ -153,3 +154,9 @@ def test_marginal_and_cluster_noise_keep_the_class_covariance(noise):
     S = (E := noise(labels, rng.standard_normal((X.shape[0], labels.size)), rng)) @ E.T / labels.size
     assert np.trace(S) / np.trace(C) == pytest.approx(1.0, abs=0.025)
     assert np.linalg.norm(S - C) / np.linalg.norm(C) < 0.06
+
+
+def test_direction_factor_raises_with_its_diagnostics():
+    C = rt.class_covariances("digits", 3, 8)[0]
+    with pytest.raises(ConvergenceError, match="no fixed point in 1 steps"):
+        rt._direction_factor(C, max_iter=1)
