@@ -698,9 +698,9 @@ def _spreads(pair: tuple[int, int]) -> dict:
 
 def elliptic(trials: int) -> dict:
     """The real tokens' own norms (see the module's ``elliptic``): their spread against the
-    surrogates', and the surrogates that keep them, the real top-k coordinates jointly or
-    independently or a class's k-means clusters (``rt.surrogate``) against the real error on the grids of ``ceiling``, each paired
-    with the class surrogate on the same draws."""
+    surrogates', and the surrogates of :func:`_elliptic_laws` (``rt.surrogate``: the real norms,
+    the real top-k coordinates jointly or independently, a class's k-means clusters) against the
+    real error on the grids of ``ceiling``, each paired with the class surrogate on the same draws."""
     out: dict = {"spreads": {}}
     for pair in ((3, 8), (4, 9), (0, 1), (2, 7), (5, 6)):
         sp = _spreads(pair)
@@ -710,9 +710,7 @@ def elliptic(trials: int) -> dict:
                   "logit-variance cv " + ", ".join(f"{k} {v['logit ' + k]:.3f}" for k in rt.MATRICES)
                   + "; kurtosis along the top 4 (identity) " + " ".join(f"{x:.2f}" for x in v["kurtosis identity"])
                   + ", (aligned) " + " ".join(f"{x:.2f}" for x in v["kurtosis aligned"]), flush=True)
-    laws = ([("norms", "norms", 1)] + [(f"top {k}", "top", k) for k in ELLIPTIC_TOP]
-            + [(f"marginal {ELLIPTIC_MARGINAL}", "marginal", ELLIPTIC_MARGINAL)]
-            + [(f"clusters {j}", "cluster", j) for j in ELLIPTIC_CLUSTERS])
+    laws = _elliptic_laws()
     for name, (pairs, seed, t) in _mnist_grids(trials).items():
         rows = []
         start = time.perf_counter()
@@ -721,7 +719,7 @@ def elliptic(trials: int) -> dict:
                                 trials=t, seed=seed, relative=True).attention
             assert real is not None
             sur = {m: rt.surrogate("mnist", pair, n, f, kind, G, t, seed, law=law, size=size)
-                   for m, law, size in laws}
+                   for m, (law, size, _) in laws.items()}
             for j in range(len(G)):
                 rows.append({"pair": pair, "n": n, "kind": kind, "f": f, "g": float(G[j]),
                              "real": float(real.mean[j]), "real_se": float(real.sem[j]),
@@ -732,17 +730,26 @@ def elliptic(trials: int) -> dict:
                              **{m + "_diff": float(st["difference"].mean[j]) for m, st in sur.items()},
                              **{m + "_diff_se": float(st["difference"].sem[j]) for m, st in sur.items()}})
         print(f"  elliptic {name}: Monte Carlo {time.perf_counter() - start:.0f} s", flush=True)
-        _elliptic_summary(name, rows, t, seed)
+        _elliptic_summary(name, rows, t, seed, laws)
         out[name] = rows
     return out
 
 
-def _elliptic_summary(name: str, rows: list[dict], t: int, seed: int) -> None:
-    """Print the shares and gaps of ``elliptic`` for one grid: each surrogate against the real
-    error, beside the class surrogate, and paired with it."""
-    d = {m: np.array([r[m] - r["real"] for r in rows])
-         for m in ("class", "norms", *(f"top {k}" for k in ELLIPTIC_TOP), f"marginal {ELLIPTIC_MARGINAL}",
-                   *(f"clusters {j}" for j in ELLIPTIC_CLUSTERS))}
+def _elliptic_laws() -> dict[str, tuple[str, int, str]]:
+    """The surrogates of ``elliptic``: name -> (``law`` and ``size`` of ``rt.surrogate``, label)."""
+    return ({"norms": ("norms", 1, "real norms")}
+            | {f"top {k}": ("top", k, f"real coordinates along the top {k}") for k in ELLIPTIC_TOP}
+            | {f"marginal {ELLIPTIC_MARGINAL}": ("marginal", ELLIPTIC_MARGINAL,
+                                                 f"real marginals along the top {ELLIPTIC_MARGINAL}, independent")}
+            | {f"clusters {j}": ("cluster", j, f"Gaussian mixture of {j} k-means clusters per class")
+               for j in ELLIPTIC_CLUSTERS})
+
+
+def _elliptic_summary(name: str, rows: list[dict], t: int, seed: int,
+                      laws: dict[str, tuple[str, int, str]]) -> None:
+    """Print the shares and gaps of ``elliptic`` for one grid: each surrogate of ``laws``
+    (:func:`_elliptic_laws`) against the real error, beside the class surrogate, and paired with it."""
+    d = {m: np.array([r[m] - r["real"] for r in rows]) for m in ("class", *laws)}
     se = {m: np.hypot([r["real_se"] for r in rows], [r[m + "_se"] for r in rows]) for m in d}
 
     def share(m: str, key: str | None = None, value: object = None) -> str:
@@ -756,10 +763,7 @@ def _elliptic_summary(name: str, rows: list[dict], t: int, seed: int) -> None:
     for m in d:
         if m == "class":
             continue
-        label = ("real norms" if m == "norms" else f"real coordinates along the {m}" if m.startswith("top")
-                 else f"real marginals along the top {ELLIPTIC_MARGINAL}, independent" if m.startswith("marginal")
-                 else f"Gaussian mixture of {m[9:]} k-means clusters per class")
-        print(f"  surrogate with the {label}: within 0.02 of real {share(m)}; beyond 0.02 by two s.e. "
+        print(f"  surrogate with the {laws[m][2]}: within 0.02 of real {share(m)}; beyond 0.02 by two s.e. "
               f"{np.mean(np.abs(d[m]) - 2 * se[m] > 0.02):.0%}; median |difference| {np.median(np.abs(d[m])):.4f}")
         for key, values in (("f", FS), ("kind", rt.MATRICES), ("g", G.tolist()), ("n", sorted({r["n"] for r in rows}))):
             print(f"    within 0.02 by {key}: " + ", ".join(f"{v} {share(m, key, v)} (class {share('class', key, v)})"

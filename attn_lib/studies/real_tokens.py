@@ -193,6 +193,14 @@ def class_covariances(data: str, first: int, second: int) -> tuple[np.ndarray, n
     return out[0], out[1]
 
 
+def _classes(data: str, first: int, second: int) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+    """For each class (``+``, then ``-``): its real tokens about their mean, ``x_j - m_y``
+    ``(p, N_y)``, and its covariance ``C_y`` (:func:`class_covariances`)."""
+    X, y = tokens(data, first, second)
+    return tuple((part - part.mean(axis=1, keepdims=True), C)
+                 for part, C in zip((X[:, y > 0], X[:, y < 0]), class_covariances(data, first, second)))
+
+
 @functools.lru_cache(maxsize=4)
 def _class_factors(data: str, first: int, second: int) -> tuple[np.ndarray, np.ndarray]:
     """``C_+^{1/2}`` and ``C_-^{1/2}``: the square roots of the two classes' own covariances."""
@@ -257,7 +265,7 @@ def _direction_factor(C: np.ndarray, tol: float = 1e-10, max_iter: int = 500) ->
             break
     else:
         raise ConvergenceError(f"_direction_factor: no fixed point in {max_iter} steps (last relative "
-                           f"change {change:.2e}, tol {tol:.0e})")
+                               f"change {change:.2e}, tol {tol:.0e})")
     root = np.zeros_like(lam)
     root[on] = np.sqrt(cur)
     return (V * root) @ V.T
@@ -268,10 +276,9 @@ def _scale_parts(data: str, first: int, second: int) -> tuple[tuple[np.ndarray, 
     """For each class (``+``, then ``-``): the direction factor of its covariance
     (:func:`_direction_factor`) and its tokens' norms about their mean, ``|x_j - m_y|``, scaled
     so that their mean square is ``tr(C_y)``."""
-    X, y = tokens(data, first, second)
     out = []
-    for part, C in zip((X[:, y > 0], X[:, y < 0]), class_covariances(data, first, second)):
-        r = np.linalg.norm(part - part.mean(axis=1, keepdims=True), axis=0)
+    for E, C in _classes(data, first, second):
+        r = np.linalg.norm(E, axis=0)
         out.append((_direction_factor(C), r * np.sqrt(np.trace(C) / np.mean(r ** 2))))
     return tuple(out)
 
@@ -302,12 +309,10 @@ def _top_parts(data: str, first: int, second: int, k: int) -> tuple[tuple[np.nda
     covariance, its real tokens' coordinates along them ``V_k^T (x_j - m_y)`` ``(k, N_y)``
     (times ``sqrt(N_y / (N_y - 1))``: mean square the eigenvalues), and the complement's factor
     ``(I - V_k V_k^T) C_y^{1/2}`` ``(p, p)``."""
-    X, y = tokens(data, first, second)
     out = []
-    for part, C, R in zip((X[:, y > 0], X[:, y < 0]), class_covariances(data, first, second),
-                          _class_factors(data, first, second)):
+    for (E, C), R in zip(_classes(data, first, second), _class_factors(data, first, second)):
         V = np.linalg.eigh(C)[1][:, ::-1][:, :k]
-        A = V.T @ (part - part.mean(axis=1, keepdims=True)) * np.sqrt(part.shape[1] / (part.shape[1] - 1))
+        A = V.T @ E * np.sqrt(E.shape[1] / (E.shape[1] - 1))
         out.append((V, A, R - V @ (V.T @ R)))
     return tuple(out)
 
@@ -358,10 +363,8 @@ def _cluster_parts(data: str, first: int, second: int, clusters: int
     (positive semi-definite, so that the mixture's covariance is ``C_y`` exactly)."""
     from sklearn.cluster import KMeans  # type: ignore[import-untyped]  # no stubs
 
-    X, y = tokens(data, first, second)
     out = []
-    for part, C in zip((X[:, y > 0], X[:, y < 0]), class_covariances(data, first, second)):
-        E = part - part.mean(axis=1, keepdims=True)
+    for E, C in _classes(data, first, second):
         lab = KMeans(n_clusters=clusters, n_init=4, random_state=0).fit(E.T).labels_
         w = np.bincount(lab, minlength=clusters) / lab.size
         nu = np.stack([E[:, lab == c].mean(axis=1) for c in range(clusters)], axis=1)

@@ -211,8 +211,9 @@ def gap(*, pair: str, n: int, fs: Sequence[str], kinds: Sequence[str], g: float,
 
     Numbers: ``rt_gap_identity`` (claim: attention - ridge > 0 for ``M = I`` and the first ``f``),
     ``rt_align`` (claim: aligned minus identity for the first ``f``, attention, paired; wording
-    "raises", "lowers", or, undecided, "moves, in a direction this profile's draws do not decide,"), ``rt_gap_text`` (the identity gap ``d ± se``),
-    ``rt_align_text``, ``rt_gap_g``, ``rt_gap_trials``, ``rt_gap_n``.
+    "raises", "lowers", or, undecided, "moves, in a direction this profile's draws do not decide,"),
+    ``rt_gap_text`` (the identity gap ``d ± se``), ``rt_align_text``, ``rt_gap_g``,
+    ``rt_gap_trials``, ``rt_gap_n``.
     """
     data, classes = parse_pair(pair)
     models: list[tuple[str, Any]] = [(f, f) for f in fs] + [(f"softmax β={beta:g}", Softmax(beta))]
